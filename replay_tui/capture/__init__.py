@@ -1,0 +1,1 @@
+"""Capture: record what a training run used and produced (probes, hashing, launcher, SDK)."""

@@ -1,0 +1,451 @@
+"""SHA-256 of files and folders, and a stat cache so unchanged data is not read twice.
+
+A file's digest is plain SHA-256 of its bytes (what ``sha256sum`` prints). A folder's
+digest is a *tree hash*: SHA-256 of a canonical listing described in :func:`hash_path`.
+Everything is stdlib; hashing uses the SHA instructions through ``hashlib`` (OpenSSL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import multiprocessing
+import os
+import sqlite3
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, TypeAlias
+
+__all__ = [
+    "TREE_HEADER",
+    "ChangedWhileHashingError",
+    "StatCache",
+    "TreeDigest",
+    "hash_path",
+    "sha256_file",
+    "verify_path",
+]
+
+StrPath: TypeAlias = str | os.PathLike[str]
+Strategy: TypeAlias = Literal["serial", "threads", "processes"]
+
+TREE_HEADER = b"replay-tui tree v1\n"
+"""First line of every tree listing; a new format gets a new version."""
+
+_READ_WHOLE_MAX = 1 << 20  # files up to this size: one read(); above: mmap
+_STREAM_CHUNK = 1 << 20
+_POOL_MIN_FILES = 2_000  # fewer files to hash than this: no process pool
+_THREADS_MIN_BYTES = 64 << 20  # few but large files: one thread per file
+_CHUNKS_PER_WORKER = 8
+_PER_FILE_COST = 64 << 10  # open/stat/close overhead, in bytes of hashing time
+_MAX_WORKERS = 8
+
+_SAFE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/"
+_ESCAPES = tuple(chr(b) if b in _SAFE_BYTES else f"%{b:02X}" for b in range(256))
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_INT64 = 1 << 63
+
+
+class ChangedWhileHashingError(RuntimeError):
+    """The file's size or timestamps changed while it was read: the digest would be a guess."""
+
+
+@dataclass(frozen=True)
+class TreeDigest:
+    """Digest of a file or folder: sha256 hex, total bytes of files, number of files."""
+
+    sha256: str
+    size_bytes: int
+    file_count: int
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _digest_fd(fd: int, size: int) -> tuple[str, int]:
+    """SHA-256 hex and byte count of an open file, read from its start."""
+    if 0 < size <= _READ_WHOLE_MAX:
+        data = os.read(fd, size + 1)  # +1 notices growth: the stat check then fails
+        if len(data) == size:
+            return hashlib.sha256(data).hexdigest(), size
+        os.lseek(fd, 0, os.SEEK_SET)
+    elif size > 0:
+        try:
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
+                return hashlib.sha256(mapped).hexdigest(), len(mapped)
+        except (OSError, ValueError):
+            pass  # not mappable (some pseudo and network files): stream it instead
+    return _digest_stream(fd)
+
+
+def _digest_stream(fd: int) -> tuple[str, int]:
+    """Fallback: 1 MiB ``readinto`` + ``update`` until EOF."""
+    hasher = hashlib.sha256()
+    buf = bytearray(_STREAM_CHUNK)
+    view = memoryview(buf)
+    total = 0
+    with open(fd, "rb", buffering=0, closefd=False) as stream:
+        while n := stream.readinto(buf):
+            hasher.update(view[:n])
+            total += n
+    return hasher.hexdigest(), total
+
+
+def sha256_file(path: StrPath) -> str:
+    """SHA-256 hex digest of a file's bytes (same as ``sha256sum``), at memory speed."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        return _digest_fd(fd, size)[0]
+    finally:
+        os.close(fd)
+
+
+def _digest_file(path: str) -> tuple[str, int, os.stat_result]:
+    """Digest, size and pre-read stat of one regular file; refuses symlinks and changes."""
+    fd = os.open(path, _OPEN_FLAGS | getattr(os, "O_NONBLOCK", 0))
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise ValueError(f"{path!r} is not a regular file; refusing to hash it")
+        digest, size = _digest_fd(fd, before.st_size)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if size != before.st_size or _stat_key(after) != _stat_key(before):
+        raise ChangedWhileHashingError(f"{path!r} changed while it was being hashed")
+    return digest, size, before
+
+
+def _digest_batch(paths: Sequence[str]) -> list[tuple[str, int, os.stat_result]]:
+    """One task of the pools: many files, so the per-task overhead is paid once."""
+    return [_digest_file(p) for p in paths]
+
+
+# --------------------------------------------------------------------------- many files
+
+
+def _worker_count(workers: int | None) -> int:
+    if workers is not None:
+        return max(1, workers)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, _MAX_WORKERS))
+
+
+def _fork_is_safe() -> bool:
+    """Forking is fast and re-runs no ``__main__``; it is safe only with no other threads."""
+    return (
+        sys.platform.startswith("linux")
+        and "fork" in multiprocessing.get_all_start_methods()
+        and threading.active_count() == 1
+    )
+
+
+def _choose_strategy(n_files: int, total_bytes: int, workers: int) -> Strategy:
+    """Serial for little work; processes for many files; threads for a few big files.
+
+    Threads help only where ``hashlib`` holds no GIL for long (big files); for many small
+    files a thread pool is slower than serial (measured), so those go to forked processes.
+    """
+    if workers <= 1 or n_files < 2:
+        return "serial"
+    if n_files >= _POOL_MIN_FILES:
+        return "processes" if _fork_is_safe() else "threads"
+    if total_bytes >= _THREADS_MIN_BYTES:
+        return "threads"
+    return "serial"
+
+
+def _chunks(paths: Sequence[str], sizes: Sequence[int], count: int) -> list[list[str]]:
+    """Split ``paths`` (kept in order) into about ``count`` runs of similar cost."""
+    total = sum(sizes) + _PER_FILE_COST * len(paths)
+    target = max(total // max(count, 1), 1)
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    cost = 0
+    for path, size in zip(paths, sizes, strict=True):
+        current.append(path)
+        cost += size + _PER_FILE_COST
+        if cost >= target:
+            chunks.append(current)
+            current, cost = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _digest_many(
+    paths: Sequence[str], sizes: Sequence[int], workers: int | None
+) -> list[tuple[str, int, os.stat_result]]:
+    """Digest files in order, choosing serial, threads or a forked process pool."""
+    n_workers = _worker_count(workers)
+    strategy = _choose_strategy(len(paths), sum(sizes), n_workers)
+    if strategy == "serial":
+        return [_digest_file(p) for p in paths]
+    if strategy == "threads" and len(paths) < _POOL_MIN_FILES:
+        chunks = [[p] for p in paths]  # a few big files: the GIL is free while hashing
+    else:
+        chunks = _chunks(paths, sizes, n_workers * _CHUNKS_PER_WORKER)
+    n_workers = min(n_workers, len(chunks))
+    executor: Executor
+    if strategy == "processes":
+        context = multiprocessing.get_context("fork")
+        executor = ProcessPoolExecutor(max_workers=n_workers, mp_context=context)
+    else:
+        executor = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="sha256")
+    with executor:
+        return [result for batch in executor.map(_digest_batch, chunks) for result in batch]
+
+
+def _digest_with_cache(
+    items: Sequence[tuple[str, os.stat_result]], cache: StatCache | None, workers: int | None
+) -> list[tuple[str, int]]:
+    """(sha256, size) per item; files the cache vouches for are not read."""
+    known = cache.lookup_many(items) if cache is not None else [None] * len(items)
+    results = [(digest or "", st.st_size) for (_, st), digest in zip(items, known, strict=True)]
+    todo = [i for i, digest in enumerate(known) if digest is None]
+    fresh = _digest_many([items[i][0] for i in todo], [results[i][1] for i in todo], workers)
+    for i, (digest, size, _) in zip(todo, fresh, strict=True):
+        results[i] = (digest, size)
+    if cache is not None and fresh:
+        cache.store_many(
+            (items[i][0], st, digest) for i, (digest, _, st) in zip(todo, fresh, strict=True)
+        )
+    return results
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def _quote(raw: bytes) -> str:
+    """Percent-encode a path as RFC 3986 does, keeping ``/``: no spaces or newlines remain."""
+    if not raw.translate(None, _SAFE_BYTES):
+        return raw.decode("ascii")
+    return "".join(_ESCAPES[b] for b in raw)
+
+
+def _link_target(root: str, link: str) -> str:
+    """In-tree target of a symlink, relative to ``root`` ("." for the root itself)."""
+    resolved = os.path.realpath(link)
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    if resolved == root:
+        return "."
+    if not resolved.startswith(prefix):
+        raise ValueError(
+            f"symlink {link!r} -> {os.readlink(link)!r} points outside {root!r}; refusing to "
+            "hash it (copy the data into the folder, or record the target as its own path)"
+        )
+    return resolved[len(prefix) :]
+
+
+def _scan(root: str) -> tuple[list[tuple[bytes, str, os.stat_result]], list[tuple[bytes, str]]]:
+    """Walk ``root`` without following symlinks: (files, listing lines of folders and links)."""
+    files: list[tuple[bytes, str, os.stat_result]] = []
+    others: list[tuple[bytes, str]] = []
+    stack = [(root, "")]
+    while stack:
+        folder, rel_folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = rel_folder + entry.name
+                key = os.fsencode(rel)
+                if entry.is_symlink():
+                    target = os.fsencode(_link_target(root, entry.path))
+                    others.append((key, f"L {_quote(target)} {_quote(key)}\n"))
+                elif entry.is_dir(follow_symlinks=False):
+                    others.append((key, f"D {_quote(key)}\n"))
+                    stack.append((entry.path, rel + "/"))
+                elif entry.is_file(follow_symlinks=False):
+                    files.append((key, entry.path, entry.stat(follow_symlinks=False)))
+                else:
+                    raise ValueError(
+                        f"{entry.path!r} is not a file, folder or symlink (a device, FIFO or "
+                        "socket); refusing to hash the folder"
+                    )
+    return files, others
+
+
+def hash_path(
+    path: StrPath, *, cache: StatCache | None = None, workers: int | None = None
+) -> TreeDigest:
+    """Digest a file (its SHA-256) or a folder (its tree hash), reusing ``cache`` when given.
+
+    The tree hash is SHA-256 over this UTF-8/ASCII listing: the line ``TREE_HEADER``
+    (``replay-tui tree v1``), then one line per entry below the folder, sorted by the raw
+    bytes of its relative POSIX path::
+
+        F <sha256-hex> <size> <path>\\n   regular file
+        D <path>\\n                       folder (so empty folders count)
+        L <target> <path>\\n              symlink
+
+    Paths are percent-encoded (every byte but ``A-Z a-z 0-9 - . _ ~ /`` becomes ``%XX``,
+    upper-case hex), so fields never contain spaces or newlines. Symlinks are recorded,
+    not followed: ``<target>`` is the fully resolved target relative to the folder
+    (``.`` for the folder itself), which is portable across hosts, counts no content
+    twice and cannot loop; the target's own content is hashed under its own path. A
+    symlink that resolves outside the folder raises ``ValueError``, as do devices,
+    FIFOs and sockets. Nothing is skipped: hidden files and empty folders count.
+    ``size_bytes`` and ``file_count`` cover regular files only. A symlink given as
+    ``path`` itself is followed.
+
+    ``workers``: ``None`` = one per available core (at most 8), ``1`` = serial. Many
+    small files go to forked processes in batches; a few big ones to threads.
+    """
+    root = os.path.realpath(path)
+    st = os.stat(root)
+    if stat.S_ISREG(st.st_mode):
+        ((digest, size),) = _digest_with_cache([(root, st)], cache, 1)
+        return TreeDigest(sha256=digest, size_bytes=size, file_count=1)
+    if not stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"{root!r} is neither a file nor a folder; refusing to hash it")
+
+    files, others = _scan(root)
+    files.sort(key=lambda f: f[0])
+    digests = _digest_with_cache([(abs_path, st) for _, abs_path, st in files], cache, workers)
+    lines = others + [
+        (key, f"F {digest} {size} {_quote(key)}\n")
+        for (key, _, _), (digest, size) in zip(files, digests, strict=True)
+    ]
+    lines.sort(key=lambda line: line[0])
+    hasher = hashlib.sha256(TREE_HEADER)
+    hasher.update("".join(line for _, line in lines).encode("ascii"))
+    return TreeDigest(
+        sha256=hasher.hexdigest(),
+        size_bytes=sum(size for _, size in digests),
+        file_count=len(files),
+    )
+
+
+def verify_path(path: StrPath, expected_sha256: str, *, cache: StatCache | None = None) -> bool:
+    """True when ``path`` (file or folder) has this digest; accepts a ``sha256:`` prefix."""
+    expected = expected_sha256.strip().lower().removeprefix("sha256:")
+    return hash_path(path, cache=cache).sha256 == expected
+
+
+# --------------------------------------------------------------------------- stat cache
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS file_digest (
+    path BLOB PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    sha256 TEXT NOT NULL
+) WITHOUT ROWID
+"""
+_LOOKUP_BATCH = 500  # bound parameters per query (SQLite allows 32766 since 3.32)
+
+_StatKey: TypeAlias = tuple[int, int, int, int]
+
+
+def _stat_key(st: os.stat_result) -> _StatKey:
+    """What must be unchanged for a cached digest to stand; inode folded into int64."""
+    inode = st.st_ino - 2 * _INT64 if st.st_ino >= _INT64 else st.st_ino
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, inode)
+
+
+def _path_key(path: StrPath) -> bytes:
+    return os.fsencode(os.path.abspath(path))
+
+
+class StatCache:
+    """SQLite map of (absolute path, size, mtime_ns, ctime_ns, inode) -> sha256.
+
+    A digest is returned only while all five are unchanged; any change means rehash.
+    ``ctime`` catches content rewritten with its mtime put back (``touch -r``, rsync,
+    tar). Files changed less than ``racy_window_s`` before they are stored are not
+    cached: a second write within the same timestamp tick would leave the stat equal
+    (git's "racy clean" problem). WAL and a busy timeout let several processes share
+    one file; one connection per instance, safe to use from several threads.
+    """
+
+    def __init__(
+        self, path: StrPath, *, timeout_s: float = 30.0, racy_window_s: float = 2.0
+    ) -> None:
+        self.path = os.fspath(path)
+        self._racy_ns = int(racy_window_s * 1e9)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> StatCache:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def lookup(self, path: StrPath, st: os.stat_result) -> str | None:
+        """The cached sha256 of ``path`` if its stat still matches, else ``None``."""
+        return self.lookup_many([(path, st)])[0]
+
+    def lookup_many(self, items: Sequence[tuple[StrPath, os.stat_result]]) -> list[str | None]:
+        """:meth:`lookup` for many files in a few queries, in the order given."""
+        keys = [_path_key(p) for p, _ in items]
+        rows: dict[bytes, tuple[_StatKey, str]] = {}
+        with self._lock:
+            for start in range(0, len(keys), _LOOKUP_BATCH):
+                batch = keys[start : start + _LOOKUP_BATCH]
+                marks = ",".join("?" * len(batch))
+                for path, size, mtime, ctime, inode, digest in self._db.execute(
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_digest"
+                    f" WHERE path IN ({marks})",
+                    batch,
+                ):
+                    rows[path] = ((size, mtime, ctime, inode), digest)
+        out: list[str | None] = []
+        for key, (_, st) in zip(keys, items, strict=True):
+            row = rows.get(key)
+            out.append(row[1] if row is not None and row[0] == _stat_key(st) else None)
+        return out
+
+    def store(self, path: StrPath, st: os.stat_result, digest: str) -> bool:
+        """Remember ``digest`` for ``path`` as it was at ``st``; False if too recent to trust."""
+        return self.store_many([(path, st, digest)]) == 1
+
+    def store_many(self, items: Iterable[tuple[StrPath, os.stat_result, str]]) -> int:
+        """:meth:`store` for many files in one transaction; returns how many were stored."""
+        settled_before = time.time_ns() - self._racy_ns
+        rows = [
+            (_path_key(p), *_stat_key(st), digest)
+            for p, st, digest in items
+            if max(st.st_mtime_ns, st.st_ctime_ns) < settled_before
+        ]
+        if not rows:
+            return 0
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO file_digest"
+                    " (path, size, mtime_ns, ctime_ns, inode, sha256) VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return len(rows)

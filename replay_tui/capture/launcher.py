@@ -1,0 +1,536 @@
+"""The launcher: run any training command and record it from the outside.
+
+``record`` probes code, data, environment and hardware before the run, runs the command
+through an ``Executor`` (local process, or a container for ``--image``), streams and keeps
+its output, then hashes artifacts, reads metrics and the SDK's inside view, and stores
+one sealed manifest in a single transaction.  A failing or interrupted command is still
+recorded; nothing half-written reaches the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from replay_tui.capture import probes
+from replay_tui.capture.hashing import StatCache, hash_path, sha256_file
+from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
+from replay_tui.errors import BadInput
+from replay_tui.sdk import DETERMINISM_ENV, HANDOFF_ENV, INSIDE_FILE, SEED_ENV, _uuid7
+from storage.ledger import utc_now
+from storage.manifest import RunManifest, manifest_from_data, sha256_hex
+from storage.objects import ObjectStore
+from storage.store import Location, RunStore
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
+LOG_TAIL_BYTES = 4000
+
+OnLine = Callable[[str], None]
+ShouldCancel = Callable[[], bool]
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    status: str  # succeeded / failed / interrupted / timed_out
+    started_at: str
+    ended_at: str
+    duration_s: float
+    reason: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExecSpec:
+    """What an executor runs: everything already validated and resolved."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    handoff_dir: Path
+    log_path: Path
+    timeout_s: float | None = None
+
+
+class Executor(Protocol):
+    def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult: ...
+
+
+class LocalExecutor:
+    """Runs the command as a child process of this one."""
+
+    def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
+        env = dict(os.environ)
+        env.update(spec.env)
+        started, t0 = utc_now(), time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                spec.argv,
+                cwd=spec.cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as e:
+            spec.log_path.write_text(f"cannot start {spec.argv[0]!r}: {e.strerror}\n")
+            on_line(f"cannot start {spec.argv[0]!r}: {e.strerror}")
+            return ExecResult(127, "failed", started, utc_now(), 0.0, f"cannot start: {e}")
+        reader = threading.Thread(target=_pump, args=(proc, spec.log_path, on_line), daemon=True)
+        reader.start()
+        interrupted = timed_out = False
+
+        def forward(signum: int, frame: object) -> None:
+            nonlocal interrupted
+            interrupted = True
+            _signal_group(proc, signum)
+
+        in_main = threading.current_thread() is threading.main_thread()
+        old = {}
+        if in_main:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                old[s] = signal.signal(s, forward)
+        try:
+            while proc.poll() is None:
+                if should_cancel() and not interrupted:
+                    interrupted = True
+                    _stop(proc)
+                if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s and not timed_out:
+                    timed_out = True
+                    _stop(proc)
+                time.sleep(0.05)
+        finally:
+            if in_main:
+                for s, h in old.items():
+                    signal.signal(s, h)
+        reader.join(timeout=10)
+        rc = proc.returncode
+        code = rc if rc >= 0 else 128 - rc
+        if timed_out:
+            status, reason = "timed_out", f"timed out after {spec.timeout_s:g}s"
+        elif interrupted:
+            status, reason = "interrupted", "interrupted (Ctrl-C or cancel)"
+        elif rc == 0:
+            status, reason = "succeeded", None
+        else:
+            status, reason = "failed", f"exit code {code}"
+        return ExecResult(code, status, started, utc_now(), time.monotonic() - t0, reason)
+
+
+def _pump(proc: subprocess.Popen[bytes], log_path: Path, on_line: OnLine) -> None:
+    assert proc.stdout is not None
+    with log_path.open("wb") as log:
+        for raw in proc.stdout:
+            log.write(raw)
+            log.flush()
+            on_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+
+
+# -- options --------------------------------------------------------------------------
+
+
+@dataclass
+class RecordOptions:
+    argv: list[str]
+    cwd: Path
+    name: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    seed: int | None = None
+    deterministic: bool | None = None
+    data: list[str] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+    metrics_file: str | None = None
+    metric_regex: list[str] = field(default_factory=list)
+    metric_name: str | None = None
+    env_names: list[str] = field(default_factory=list)
+    timeout_s: float | None = None
+    image: str | None = None
+
+
+@dataclass
+class RecordResult:
+    manifest: RunManifest
+    exit: ExecResult
+    log_path: Path
+
+
+def parse_data_arg(arg: str, cwd: Path) -> tuple[str, Path]:
+    """``PATH`` or ``NAME=PATH`` to (name, absolute path)."""
+    name, _, path = arg.partition("=") if "=" in arg else ("", "", arg)
+    p = (cwd / path).resolve()
+    if not p.exists():
+        raise BadInput(f"--data {arg!r}: {p} does not exist")
+    return (name or p.name), p
+
+
+def data_entries(
+    items: Sequence[tuple[str, Path]], repo_root: Path | None, cache: StatCache | None
+) -> tuple[list[dict[str, Any]], list[Location]]:
+    """Hash each data input; its manifest path is relative to the repo when inside it."""
+    entries, locs = [], []
+    names: set[str] = set()
+    for name, p in items:
+        if name in names:
+            raise BadInput(f"--data name {name!r} given twice")
+        names.add(name)
+        digest = hash_path(p, cache=cache)
+        rel = p.name
+        if repo_root is not None and p.is_relative_to(repo_root):
+            rel = p.relative_to(repo_root).as_posix() or p.name
+        entries.append(
+            {
+                "name": name,
+                "path": rel,
+                "sha256": digest.sha256,
+                "size_bytes": digest.size_bytes,
+                "file_count": digest.file_count,
+            }
+        )
+        locs.append(Location("data", name, str(p)))
+    return entries, locs
+
+
+def artifact_entries(
+    base: Path, patterns: Sequence[str], extra: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths."""
+    found: dict[str, Path] = {}
+    base = base.resolve()
+    for pat in patterns:
+        if Path(pat).is_absolute() or ".." in Path(pat).parts:
+            raise BadInput(f"--artifact {pat!r} must be a relative glob inside the workdir")
+        for p in sorted(base.glob(pat)):
+            if p.is_file():
+                found[p.relative_to(base).as_posix()] = p
+    for e in extra:
+        p = (base / e).resolve()
+        if p.is_file() and p.is_relative_to(base):
+            found[p.relative_to(base).as_posix()] = p
+    out = []
+    for rel, p in sorted(found.items()):
+        kind = "checkpoint" if p.suffix in CHECKPOINT_SUFFIXES else "file"
+        entry: dict[str, Any] = {
+            "path": rel,
+            "sha256": sha256_file(p),
+            "size_bytes": p.stat().st_size,
+            "kind": kind,
+        }
+        if kind == "checkpoint":
+            entry["tensor_sha256"] = _tensor_digest(p)
+        out.append(entry)
+    return out
+
+
+def _tensor_digest(p: Path) -> str | None:
+    try:
+        from replay_tui.compare.tensors import tensor_digest
+
+        return tensor_digest(p)
+    except Exception:  # not a tensor checkpoint we can read safely: the file hash stands
+        return None
+
+
+def capture_info(opts: RecordOptions) -> dict[str, Any]:
+    """The launcher's capture options, recorded so a replay captures the same way."""
+    dirs = sorted(
+        {
+            Path(p).parts[0]
+            for p in opts.artifacts
+            if len(Path(p).parts) > 1 and "*" not in Path(p).parts[0]
+        }
+    )
+    return {
+        "artifact_globs": list(opts.artifacts),
+        "metrics_file": opts.metrics_file,
+        "metric_regex": list(opts.metric_regex),
+        "metric_name": opts.metric_name,
+        "output_dirs": dirs,
+    }
+
+
+def keep_artifacts(store: RunStore, base: Path, manifest: RunManifest) -> None:
+    """Copy hashed artifacts into the object store beside the run store."""
+    objects = ObjectStore.beside(store.path)
+    for a in manifest.outputs.artifacts:
+        if a.sha256 is None:
+            continue
+        src = base / a.path
+        if src.is_file():  # hashed a moment ago by artifact_entries
+            objects.put(src, a.sha256)
+
+
+def read_inside(handoff_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((handoff_dir / INSIDE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _log_tail(log_path: Path) -> str:
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, log_path.stat().st_size - LOG_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+# -- the manifest ---------------------------------------------------------------------
+
+
+@dataclass
+class Outside:
+    """What the launcher learnt before the run."""
+
+    git: probes.GitState
+    python: probes.PythonEnv
+    gpus: probes.GpuProbe
+    data: list[dict[str, Any]]
+    locations: list[Location]
+    env: dict[str, str]
+
+
+def build_manifest(
+    *,
+    run_id: str,
+    name: str,
+    argv: Sequence[str],
+    tags: Mapping[str, str],
+    outside: Outside,
+    result: ExecResult,
+    inside: Mapping[str, Any],
+    artifacts: list[dict[str, Any]],
+    metrics: MetricSeries,
+    log_sha256: str | None,
+    log_tail: str,
+    seed: int | None,
+    image: Mapping[str, Any] | None,
+    diff_sha256: str | None,
+    kind: str = "original",
+    replay_of: str | None = None,
+    replay: Mapping[str, Any] | None = None,
+    capture: Mapping[str, Any] | None = None,
+) -> RunManifest:
+    g = outside.git
+    seeds = dict(inside.get("seeds") or {})
+    det = dict(inside.get("determinism") or {})
+    ienv = dict(inside.get("environment") or {})
+    env_view = {**ienv, **result.environment}
+    gpus = inside.get("gpus")
+    if gpus is None and outside.gpus.gpus:
+        gpus = outside.gpus.gpus
+    if gpus is not None and outside.gpus.gpus:  # prefer nvidia-smi detail (uuid)
+        gpus = outside.gpus.gpus
+    sdk_metrics = MetricSeries()
+    for n, pts in (inside.get("metric_history") or {}).items():
+        for s, v in pts:
+            sdk_metrics.add(str(n), int(s), float(v))
+    for n, v in (inside.get("metrics") or {}).items():
+        sdk_metrics.set_final(str(n), float(v))
+    sdk_metrics.merge(metrics)
+    config = dict(inside.get("config") or {})
+    data: dict[str, Any] = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "name": name or str(inside.get("name") or ""),
+        "kind": kind,
+        "replay_of": replay_of,
+        "status": result.status,
+        "exit_code": result.exit_code,
+        "started_at": result.started_at,
+        "ended_at": result.ended_at,
+        "duration_s": round(result.duration_s, 6),
+        "tags": dict(tags),
+        "argv": list(argv),
+        "workdir": g.workdir,
+        "env": outside.env,
+        "code": {
+            "repo_url": g.repo_url,
+            "commit": g.commit,
+            "branch": g.branch,
+            "dirty": g.dirty,
+            "diff_sha256": diff_sha256,
+            "untracked": g.untracked,
+        },
+        "image": dict(image) if image else None,
+        "data": outside.data,
+        "config": config,
+        "randomness": {
+            "seed": inside["seed"] if inside.get("seed") is not None else seed,
+            "python": seeds.get("python"),
+            "numpy": seeds.get("numpy"),
+            "torch": seeds.get("torch"),
+            "cuda": seeds.get("cuda"),
+            "dataloader_workers": seeds.get("dataloader_workers"),
+            "python_hash_seed": outside.env.get("PYTHONHASHSEED"),
+        },
+        "determinism": {
+            "deterministic_algorithms": det.get("deterministic_algorithms"),
+            "cudnn_deterministic": det.get("cudnn_deterministic"),
+            "cudnn_benchmark": det.get("cudnn_benchmark"),
+            "cublas_workspace_config": det.get("cublas_workspace_config"),
+            "allow_tf32": det.get("allow_tf32"),
+            "mixed_precision": det.get("mixed_precision"),
+            "nondeterministic_ops": list(inside.get("nondeterministic_ops") or []),
+        },
+        "environment": {
+            "python_version": env_view.get("python_version") or outside.python.python_version,
+            "packages": env_view.get("packages", outside.python.packages),
+            "packages_sha256": env_view.get("packages_sha256", outside.python.packages_sha256),
+            "torch_version": env_view.get("torch_version"),
+            "cuda_version": env_view.get("cuda_version"),
+            "cudnn_version": env_view.get("cudnn_version"),
+            "nccl_version": env_view.get("nccl_version"),
+            "os": env_view.get("os") or probes.os_description(),
+            "kernel": probes.kernel(),
+            "hostname": probes.hostname(),
+        },
+        "hardware": {
+            "cpu_model": probes.cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "gpus": gpus if gpus is not None else [],
+            "gpu_count": len(gpus) if gpus is not None else 0,
+            "driver_version": outside.gpus.driver_version,
+        },
+        "outputs": {
+            "artifacts": artifacts,
+            "metrics": sdk_metrics.finals,
+            "metric_history": {k: [list(p) for p in v] for k, v in sdk_metrics.history.items()},
+            "log_sha256": log_sha256,
+            "log_tail": log_tail or None,
+        },
+        "capture": dict(capture) if capture else None,
+        "replay": dict(replay) if replay else None,
+    }
+    if config:
+        from storage.manifest import config_hash
+
+        try:
+            data["config_hash"] = config_hash(config)
+        except Exception:
+            data["config"] = {}
+    return manifest_from_data(data, source="launcher").sealed()
+
+
+def probe_outside(opts: RecordOptions, cache: StatCache | None, interpreter: str) -> Outside:
+    git_state = probes.probe_git(opts.cwd)
+    data_items = [parse_data_arg(d, opts.cwd) for d in opts.data]
+    data, locs = data_entries(data_items, git_state.root, cache)
+    if git_state.root is not None:
+        locs.append(Location("repo", "root", str(git_state.root)))
+    locs.append(Location("workdir", "cwd", str(opts.cwd.resolve())))
+    env = probes.training_env(os.environ, opts.env_names)
+    if opts.seed is not None:
+        env.setdefault("PYTHONHASHSEED", str(opts.seed))
+        env[SEED_ENV] = str(opts.seed)
+    if opts.deterministic is not None:
+        env[DETERMINISM_ENV] = "on" if opts.deterministic else "off"
+    return Outside(
+        git=git_state,
+        python=probes.probe_python(interpreter) if not opts.image else probes.PythonEnv(),
+        gpus=probes.probe_gpus(),
+        data=data,
+        locations=locs,
+        env=env,
+    )
+
+
+def record(
+    opts: RecordOptions,
+    store: RunStore,
+    *,
+    executor: Executor | None = None,
+    on_line: OnLine | None = None,
+    should_cancel: ShouldCancel | None = None,
+    image_info: Callable[[], dict[str, Any] | None] | None = None,
+) -> RecordResult:
+    """Run ``opts.argv`` and store its manifest.  Returns whatever the command did."""
+    if not opts.argv:
+        raise BadInput("nothing to record: give the command after --")
+    for pat in opts.metric_regex:
+        MetricRegex(pat, opts.metric_name)  # validate before running anything
+    regexes = [MetricRegex(p, opts.metric_name) for p in opts.metric_regex]
+    cache = StatCache(store.path.parent / "hashcache.db") if store.path.name else None
+    interpreter = probes.interpreter_for(opts.argv, sys.executable)
+    outside = probe_outside(opts, cache, interpreter)
+    series = MetricSeries()
+
+    def line(text: str) -> None:
+        for rx in regexes:
+            rx.feed(text, series)
+        if on_line is not None:
+            on_line(text)
+
+    run_id = _uuid7()
+    with tempfile.TemporaryDirectory(prefix="replay-tui-rec-") as tmp:
+        handoff = Path(tmp) / "handoff"
+        handoff.mkdir()
+        log_path = Path(tmp) / "output.log"
+        env = dict(outside.env)
+        env[HANDOFF_ENV] = str(handoff)
+        spec = ExecSpec(opts.argv, opts.cwd, env, handoff, log_path, opts.timeout_s)
+        result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
+        inside = read_inside(handoff)
+        artifacts = artifact_entries(opts.cwd, opts.artifacts, inside.get("artifacts") or [])
+        if opts.metrics_file:
+            series.merge(read_metrics_file(opts.cwd / opts.metrics_file))
+        log_bytes = log_path.read_bytes() if log_path.exists() else b""
+        blobs: dict[str, tuple[str, bytes]] = {}
+        log_sha = sha256_hex(log_bytes)
+        blobs[log_sha] = ("log", log_bytes)
+        diff_sha = None
+        if outside.git.diff is not None:
+            diff_sha = sha256_hex(outside.git.diff)
+            blobs[diff_sha] = ("diff", outside.git.diff)
+        manifest = build_manifest(
+            run_id=run_id,
+            name=opts.name,
+            argv=opts.argv,
+            tags=opts.tags,
+            outside=outside,
+            result=result,
+            inside=inside,
+            artifacts=artifacts,
+            metrics=series,
+            log_sha256=log_sha,
+            log_tail=_log_tail(log_path) if result.status != "succeeded" else "",
+            seed=opts.seed,
+            image=image_info() if image_info else None,
+            diff_sha256=diff_sha,
+            capture=capture_info(opts),
+        )
+        keep_artifacts(store, opts.cwd, manifest)
+        from replay_tui.gaps import gap_counts
+
+        store.ingest(manifest, gaps=gap_counts(manifest), locations=outside.locations, blobs=blobs)
+        kept_log = store.path.parent / "logs" / f"{run_id}.log"
+        kept_log.parent.mkdir(parents=True, exist_ok=True)
+        kept_log.write_bytes(log_bytes)
+    return RecordResult(manifest, result, kept_log)

@@ -1,0 +1,127 @@
+"""Metrics from the outside: a regex over output lines, or a metrics file (JSON / JSONL)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replay_tui.errors import BadInput
+
+
+@dataclass
+class MetricSeries:
+    """Metric histories keyed by name; the final value is the last point of each."""
+
+    history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    finals: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, step: int, value: float) -> None:
+        if not math.isfinite(value):
+            return
+        self.history.setdefault(name, []).append((step, value))
+        self.finals[name] = value
+
+    def set_final(self, name: str, value: float) -> None:
+        if math.isfinite(value):
+            self.finals[name] = value
+
+    def merge(self, other: MetricSeries) -> None:
+        """Take ``other``'s series where this one has none of that name."""
+        for name, pts in other.history.items():
+            if name not in self.history:
+                self.history[name] = list(pts)
+        for name, v in other.finals.items():
+            self.finals.setdefault(name, v)
+
+
+class MetricRegex:
+    """A regex with named groups ``step`` and ``value``, plus ``name`` or a fixed name."""
+
+    def __init__(self, pattern: str, fixed_name: str | None = None) -> None:
+        try:
+            self.regex = re.compile(pattern)
+        except re.error as e:
+            raise BadInput(f"--metric-regex {pattern!r} is not a valid regex: {e}") from None
+        groups = set(self.regex.groupindex)
+        if not {"step", "value"} <= groups:
+            raise BadInput(
+                f"--metric-regex {pattern!r} needs named groups (?P<step>...) and (?P<value>...)"
+            )
+        if "name" not in groups and not fixed_name:
+            raise BadInput(
+                f"--metric-regex {pattern!r} has no (?P<name>...) group: give --metric-name too"
+            )
+        self.fixed_name = fixed_name
+
+    def feed(self, line: str, into: MetricSeries) -> None:
+        for m in self.regex.finditer(line):
+            try:
+                step = int(m.group("step"))
+                value = float(m.group("value"))
+            except (TypeError, ValueError):
+                continue
+            name = m.groupdict().get("name") or self.fixed_name or "metric"
+            into.add(name, step, value)
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def read_metrics_file(path: Path) -> MetricSeries:
+    """Read metrics the script wrote.
+
+    JSON: ``{"name": value}`` finals, or ``{"name": [[step, value], ...]}`` histories.
+    JSONL: one object per line, either ``{"name": n, "step": s, "value": v}`` or
+    ``{"step": s, "loss": v, "acc": w}``.
+    """
+    out = MetricSeries()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return out
+    stripped = text.strip()
+    if not stripped:
+        return out
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        for name, v in data.items():
+            if isinstance(v, list):
+                for pt in v:
+                    if isinstance(pt, list) and len(pt) == 2:
+                        s, val = _num(pt[0]), _num(pt[1])
+                        if s is not None and val is not None:
+                            out.add(str(name), int(s), val)
+            elif (val := _num(v)) is not None:
+                out.set_final(str(name), val)
+        return out
+    for line in stripped.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        step = _num(obj.get("step"))
+        s = int(step) if step is not None else len(out.history.get(str(obj.get("name")), []))
+        if "name" in obj and "value" in obj:
+            val = _num(obj["value"])
+            if val is not None:
+                out.add(str(obj["name"]), s, val)
+            continue
+        for k, v in obj.items():
+            if k in ("step", "epoch", "time", "timestamp"):
+                continue
+            val = _num(v)
+            if val is not None:
+                out.add(str(k), s, val)
+    return out

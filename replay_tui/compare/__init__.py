@@ -1,0 +1,1 @@
+"""Comparison of an original run and its replay: artifacts, tensors, metrics, environment."""

@@ -1,0 +1,769 @@
+"""Checkpoint tensors: open safely, digest by content, compare tensor by tensor.
+
+A checkpoint's file sha256 depends on its container (``torch.save`` names the zip folder
+after the file stem), so beside it we give a tensor-content digest and a per-tensor diff
+that says where two checkpoints differ and by how much.
+
+torch is imported inside functions only: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import json
+import math
+import pickle
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+CHECKPOINT_SUFFIXES = frozenset({".safetensors", ".pt", ".pth", ".ckpt", ".bin"})
+DIGEST_VERSION = "replay-tui/tensor-digest/v1"
+ROOT_NAME = "(root)"
+"""Name given to a checkpoint whose top level is a single tensor or value."""
+
+Status = Literal[
+    "equal", "close", "differs", "shape_mismatch", "dtype_mismatch", "only_a", "only_b"
+]
+Format = Literal["safetensors", "torch"]
+
+_CHUNK = 1 << 18
+"""Elements per chunk of the difference pass: two float64 buffers of 2 MiB stay in cache."""
+_REPR_LIMIT = 200
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be opened safely (missing, corrupt, or holding arbitrary objects)."""
+
+
+def is_checkpoint(path: str | Path) -> bool:
+    """Whether the file name says checkpoint (by suffix; the content is not read)."""
+    return Path(path).suffix.lower() in CHECKPOINT_SUFFIXES
+
+
+# --------------------------------------------------------------------------- opening
+
+
+class Checkpoint:
+    """An opened checkpoint: sorted flattened leaf names, tensors loaded lazily per name.
+
+    Tensors are memory-mapped (safetensors ``safe_open``, ``torch.load(mmap=True)``), so a
+    leaf costs nothing until its bytes are read. Non-tensor leaves (ints, floats, strings…)
+    are kept as values. safetensors ``__metadata__`` is container data and is not a leaf.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        fmt: Format,
+        names: list[str],
+        get: Callable[[str], object],
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.format: Format = fmt
+        self._names = names
+        self._get = get
+        self._close = close
+
+    def names(self) -> list[str]:
+        """Every leaf name, sorted (plain string order, the digest's order)."""
+        return list(self._names)
+
+    def leaf(self, name: str) -> object:
+        """The tensor or plain value stored under ``name``."""
+        return self._get(name)
+
+    def tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Tensor leaves in name order, one at a time."""
+        import torch
+
+        for name in self._names:
+            value = self._get(name)
+            if isinstance(value, torch.Tensor):
+                yield name, value
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_checkpoint(path: str | Path) -> Checkpoint:
+    """Open a checkpoint without ever unpickling arbitrary objects.
+
+    ``.safetensors`` goes through ``safe_open``; torch files through
+    ``torch.load(weights_only=True, mmap=True)``. Files whose suffix is ambiguous (``.bin``)
+    are recognised by their first bytes. Raises ``CheckpointError`` naming the file and why.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"{p}: no such checkpoint file")
+    if _detect_format(p) == "safetensors":
+        return _open_safetensors(p)
+    return _open_torch(p)
+
+
+def _detect_format(path: Path) -> Format:
+    if path.suffix.lower() == ".safetensors":
+        return "safetensors"
+    try:
+        with path.open("rb") as f:
+            head = f.read(9)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read: {e}") from e
+    # safetensors: little-endian u64 header length, then a JSON object.
+    if len(head) == 9 and head[8:9] == b"{" and not head.startswith(b"PK"):
+        return "safetensors"
+    return "torch"
+
+
+def _open_safetensors(path: Path) -> Checkpoint:
+    from safetensors import safe_open
+
+    try:
+        handle: Any = safe_open(str(path), framework="pt")
+        names = sorted(handle.keys())
+    except Exception as e:  # the Rust SafetensorError has no importable base class
+        raise CheckpointError(f"{path}: not a readable safetensors file: {e}") from e
+
+    def get(name: str) -> object:
+        return handle.get_tensor(name)
+
+    def close() -> None:
+        handle.__exit__(None, None, None)
+
+    return Checkpoint(path, "safetensors", names, get, close)
+
+
+def _open_torch(path: Path) -> Checkpoint:
+    import torch
+
+    try:
+        try:
+            obj = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+        except RuntimeError as e:
+            if "mmap" not in str(e):
+                raise
+            # Legacy (pre-zip) files cannot be memory-mapped; weights_only still applies.
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(f"{path}: {_unpickling_reason(e)}") from e
+    except Exception as e:
+        raise CheckpointError(f"{path}: not a loadable torch checkpoint: {_first_line(e)}") from e
+    leaves: dict[str, object] = {}
+    _flatten(obj, "", leaves, path)
+    names = sorted(leaves)
+    return Checkpoint(path, "torch", names, leaves.__getitem__, leaves.clear)
+
+
+def _unpickling_reason(e: pickle.UnpicklingError) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    if "Weights only load failed" not in text:
+        return f"not a loadable torch checkpoint: {_first_line(e)}"
+    match = re.search(r"WeightsUnpickler error: ([^\n]*)", text)
+    detail = match.group(1) if match else "it holds objects other than tensors and containers"
+    return (
+        "refused by safe loading (torch.load weights_only=True); nothing was unpickled: "
+        + detail.split(" Please use ")[0]
+    )
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
+def _flatten(obj: object, prefix: str, out: dict[str, object], path: Path) -> None:
+    """Nested dicts/lists/tuples to dotted names; list indices become numbers."""
+    import torch
+
+    if isinstance(obj, Mapping) and obj:
+        for key, value in obj.items():
+            _flatten(value, _join(prefix, _key(key)), out, path)
+    elif isinstance(obj, list | tuple) and not isinstance(obj, torch.Size) and obj:
+        for index, value in enumerate(obj):
+            _flatten(value, _join(prefix, str(index)), out, path)
+    else:
+        name = prefix or ROOT_NAME
+        if name in out:
+            raise CheckpointError(f"{path}: two leaves flatten to the same name {name!r}")
+        out[name] = obj
+
+
+def _key(key: object) -> str:
+    return key if isinstance(key, str) else str(key) if isinstance(key, int) else repr(key)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+# --------------------------------------------------------------------------- digest
+
+
+def tensor_digest(path: str | Path) -> str:
+    """sha256 (hex) of a checkpoint's content, independent of its container.
+
+    Covers the sorted flattened names, each tensor's dtype, shape and raw little-endian
+    bytes, and non-tensor leaves in a canonical form. The same state_dict saved as ``a.pt``,
+    ``b.pt`` or ``.safetensors`` gives the same digest. Streams one tensor at a time.
+    """
+    import torch
+
+    h = hashlib.sha256(DIGEST_VERSION.encode() + b"\n")
+    with open_checkpoint(path) as ckpt:
+        for name in ckpt.names():
+            leaf = ckpt.leaf(name)
+            if isinstance(leaf, torch.Tensor):
+                t = _dense(leaf)
+                header = ["T", name, _dtype_name(t), list(t.shape), t.numel() * t.element_size()]
+                h.update(json.dumps(header).encode() + b"\n")
+                h.update(_le_bytes(t))
+            else:
+                h.update(json.dumps(["V", name, _canonical_value(leaf)]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return t.contiguous()
+
+
+def _le_bytes(t: torch.Tensor) -> memoryview:
+    """The tensor's bytes in little-endian order, without a copy on little-endian hosts."""
+    import torch
+
+    raw = t.reshape(-1).view(torch.uint8).numpy()
+    if sys.byteorder != "little" and t.element_size() > 1:
+        word = t.element_size() // (2 if t.is_complex() else 1)
+        raw = raw.reshape(-1, word)[:, ::-1].reshape(-1).copy()
+    return raw.data
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _canonical_value(v: object) -> str:
+    """Type-tagged, container-independent text for a non-tensor leaf."""
+    if v is None:
+        return "none"
+    if isinstance(v, Mapping):
+        return "dict:{}"  # only empty mappings are leaves
+    if isinstance(v, bytes | bytearray):
+        return f"bytes:{bytes(v).hex()}"
+    if isinstance(v, str):
+        return f"str:{v}"
+    if isinstance(v, bool | int | float | complex):
+        return f"{type(v).__name__}:{v!r}"
+    if type(v) in (list, tuple):
+        return "list:[]"  # only empty sequences are leaves
+    return f"{type(v).__module__}.{type(v).__qualname__}:{v!r}"
+
+
+def _value_type(v: object) -> str:
+    return f"py:{type(v).__name__}"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class TensorDiff:
+    """How one leaf compares. Diff numbers are None where they cannot be computed.
+
+    ``max_abs_diff`` and ``rel_l2`` (||a-b|| / ||a||; 0 when both norms are 0, inf when
+    only ||a|| is) are computed in float64; ``n_unequal`` counts elements whose values
+    differ (NaN against NaN counts as equal). Non-finite mismatches give ``inf``.
+    """
+
+    name: str
+    status: Status
+    dtype_a: str | None = None
+    dtype_b: str | None = None
+    shape_a: tuple[int, ...] | None = None
+    shape_b: tuple[int, ...] | None = None
+    numel: int | None = None
+    max_abs_diff: float | None = None
+    rel_l2: float | None = None
+    n_unequal: int | None = None
+    within_tolerance: bool = False
+    value_a: str | None = None
+    value_b: str | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "dtype_a": self.dtype_a,
+            "dtype_b": self.dtype_b,
+            "shape_a": None if self.shape_a is None else list(self.shape_a),
+            "shape_b": None if self.shape_b is None else list(self.shape_b),
+            "numel": self.numel,
+            "max_abs_diff": _json_float(self.max_abs_diff),
+            "rel_l2": _json_float(self.rel_l2),
+            "n_unequal": self.n_unequal,
+            "within_tolerance": self.within_tolerance,
+            "value_a": self.value_a,
+            "value_b": self.value_b,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class CheckpointDiff:
+    """Every leaf of two checkpoints compared, with a summary.
+
+    ``same_tensors``: every leaf bitwise equal, nothing missing (when the file hashes differ
+    too, that is "same tensors, different container"). ``within_tolerance``: nothing
+    missing, no shape mismatch, and every leaf equal or within rtol/atol (a dtype change
+    whose values agree counts as within; ``n_mismatch`` still reports it).
+    """
+
+    a: str
+    b: str
+    rtol: float
+    atol: float
+    tensors: tuple[TensorDiff, ...]
+    n_equal: int
+    n_close: int
+    n_differ: int
+    n_mismatch: int
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    worst: tuple[TensorDiff, ...]
+    same_tensors: bool
+    within_tolerance: bool
+    bytes_compared: int = field(default=0)
+
+    def headline(self, *, files_identical: bool | None = None) -> str:
+        """One line for a report; pass whether the file sha256s match if known."""
+        if self.same_tensors:
+            if files_identical is False:
+                return "same tensors, different container"
+            return "identical tensors"
+        parts = []
+        if self.n_differ:
+            parts.append(f"{self.n_differ} differ")
+        if self.n_close:
+            parts.append(f"{self.n_close} close")
+        if self.n_mismatch:
+            parts.append(f"{self.n_mismatch} shape/dtype mismatch")
+        if self.only_a:
+            parts.append(f"{len(self.only_a)} only in A")
+        if self.only_b:
+            parts.append(f"{len(self.only_b)} only in B")
+        verdict = "within tolerance" if self.within_tolerance else "outside tolerance"
+        tol = f"rtol={self.rtol:g}, atol={self.atol:g}"
+        return f"{verdict} ({tol}): {', '.join(parts)}; {self.n_equal} equal"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "same_tensors": self.same_tensors,
+            "within_tolerance": self.within_tolerance,
+            "n_equal": self.n_equal,
+            "n_close": self.n_close,
+            "n_differ": self.n_differ,
+            "n_mismatch": self.n_mismatch,
+            "only_a": list(self.only_a),
+            "only_b": list(self.only_b),
+            "bytes_compared": self.bytes_compared,
+            "worst": [t.to_dict() for t in self.worst],
+            "tensors": [t.to_dict() for t in self.tensors],
+        }
+
+
+def _json_float(x: float | None) -> float | str | None:
+    """Strict JSON has no inf/nan: those become the strings "inf", "-inf", "nan"."""
+    if x is None or math.isfinite(x):
+        return x
+    return str(x)
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def compare_checkpoints(
+    a: str | Path,
+    b: str | Path,
+    *,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    top: int = 10,
+) -> CheckpointDiff:
+    """Compare two checkpoints leaf by leaf.
+
+    Tolerance as ``torch.allclose``: |a-b| <= atol + rtol*|b|; integer and bool tensors
+    compare exactly. Each pair is first tested for bitwise equality on the memory-mapped
+    tensors; the float64 difference pass runs only for pairs that are not equal, chunk by
+    chunk into buffers reused across tensors. Neither checkpoint is held whole in memory.
+    """
+    import torch
+
+    work = _Workspace()
+    entries: list[TensorDiff] = []
+    nbytes = 0
+    with open_checkpoint(a) as ca, open_checkpoint(b) as cb:
+        names_a, names_b = set(ca.names()), set(cb.names())
+        for name in sorted(names_a | names_b):
+            if name not in names_b:
+                entries.append(_one_sided(name, ca.leaf(name), "only_a"))
+                continue
+            if name not in names_a:
+                entries.append(_one_sided(name, cb.leaf(name), "only_b"))
+                continue
+            la, lb = ca.leaf(name), cb.leaf(name)
+            if isinstance(la, torch.Tensor) and isinstance(lb, torch.Tensor):
+                entries.append(_compare_tensors(name, la, lb, rtol, atol, work))
+                nbytes += _nbytes(la) + _nbytes(lb)
+            elif isinstance(la, torch.Tensor) or isinstance(lb, torch.Tensor):
+                entries.append(_tensor_vs_value(name, la, lb))
+            else:
+                entries.append(_compare_values(name, la, lb, rtol, atol))
+    return _summarise(str(a), str(b), rtol, atol, top, entries, nbytes)
+
+
+def _summarise(
+    a: str,
+    b: str,
+    rtol: float,
+    atol: float,
+    top: int,
+    entries: list[TensorDiff],
+    nbytes: int,
+) -> CheckpointDiff:
+    def count(*statuses: Status) -> int:
+        return sum(1 for e in entries if e.status in statuses)
+
+    only_a = tuple(e.name for e in entries if e.status == "only_a")
+    only_b = tuple(e.name for e in entries if e.status == "only_b")
+    ranked = [
+        e
+        for e in entries
+        if e.status in ("close", "differs", "dtype_mismatch")
+        and e.rel_l2 is not None
+        and (e.n_unequal or 0) > 0
+    ]
+    ranked.sort(key=lambda e: (_rank(e.rel_l2), _rank(e.max_abs_diff)), reverse=True)
+    return CheckpointDiff(
+        a=a,
+        b=b,
+        rtol=rtol,
+        atol=atol,
+        tensors=tuple(entries),
+        n_equal=count("equal"),
+        n_close=count("close"),
+        n_differ=count("differs"),
+        n_mismatch=count("shape_mismatch", "dtype_mismatch"),
+        only_a=only_a,
+        only_b=only_b,
+        worst=tuple(ranked[: max(top, 0)]),
+        same_tensors=all(e.status == "equal" for e in entries),
+        within_tolerance=all(e.within_tolerance for e in entries),
+        bytes_compared=nbytes,
+    )
+
+
+def _rank(x: float | None) -> float:
+    return -math.inf if x is None else math.inf if math.isnan(x) else x
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _one_sided(name: str, leaf: object, status: Status) -> TensorDiff:
+    import torch
+
+    if isinstance(leaf, torch.Tensor):
+        dtype, shape, value = _dtype_name(leaf), tuple(leaf.shape), None
+    else:
+        dtype, shape, value = _value_type(leaf), None, _short_repr(leaf)
+    if status == "only_a":
+        return TensorDiff(name, status, dtype_a=dtype, shape_a=shape, value_a=value)
+    return TensorDiff(name, status, dtype_b=dtype, shape_b=shape, value_b=value)
+
+
+def _tensor_vs_value(name: str, la: object, lb: object) -> TensorDiff:
+    import torch
+
+    def side(v: object) -> tuple[str, tuple[int, ...] | None, str | None]:
+        if isinstance(v, torch.Tensor):
+            return _dtype_name(v), tuple(v.shape), None
+        return _value_type(v), None, _short_repr(v)
+
+    (da, sa, va), (db, sb, vb) = side(la), side(lb)
+    return TensorDiff(
+        name,
+        "dtype_mismatch",
+        dtype_a=da,
+        dtype_b=db,
+        shape_a=sa,
+        shape_b=sb,
+        value_a=va,
+        value_b=vb,
+        note="a tensor on one side, a plain value on the other",
+    )
+
+
+def _compare_tensors(
+    name: str,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    rtol: float,
+    atol: float,
+    work: _Workspace,
+) -> TensorDiff:
+    shape_a, shape_b = tuple(a.shape), tuple(b.shape)
+    result = TensorDiff(
+        name,
+        "shape_mismatch",
+        dtype_a=_dtype_name(a),
+        dtype_b=_dtype_name(b),
+        shape_a=shape_a,
+        shape_b=shape_b,
+    )
+    if shape_a != shape_b:
+        return result
+    result = replace(result, numel=a.numel())
+    same_dtype = a.dtype == b.dtype
+    if same_dtype and _bitwise_equal(a, b):
+        return replace(
+            result, status="equal", max_abs_diff=0.0, rel_l2=0.0, n_unequal=0, within_tolerance=True
+        )
+    status: Status = "differs" if same_dtype else "dtype_mismatch"
+    try:
+        stats = _diff_stats(a, b, rtol, atol, work)
+    except (RuntimeError, TypeError) as e:  # a dtype torch cannot convert to float64
+        return replace(result, status=status, note=f"difference not computed: {_first_line(e)}")
+    if same_dtype and stats.within:
+        status = "close"
+    return replace(
+        result,
+        status=status,
+        max_abs_diff=stats.max_abs,
+        rel_l2=stats.rel_l2,
+        n_unequal=stats.n_unequal,
+        within_tolerance=stats.within,
+    )
+
+
+def _compare_values(name: str, va: object, vb: object, rtol: float, atol: float) -> TensorDiff:
+    ta, tb = _value_type(va), _value_type(vb)
+    result = TensorDiff(
+        name,
+        "dtype_mismatch" if ta != tb else "differs",
+        dtype_a=ta,
+        dtype_b=tb,
+        value_a=_short_repr(va),
+        value_b=_short_repr(vb),
+    )
+    if _canonical_value(va) == _canonical_value(vb):
+        return replace(
+            result, status="equal", max_abs_diff=0.0, rel_l2=0.0, n_unequal=0, within_tolerance=True
+        )
+    x, y = _as_number(va), _as_number(vb)
+    if x is None or y is None:
+        return result
+    same = x == y or (math.isnan(x) and math.isnan(y))
+    diff = 0.0 if same else abs(x - y)
+    if math.isnan(diff):
+        diff = math.inf
+    exact = isinstance(va, int) and isinstance(vb, int)
+    within = same or (not exact and math.isfinite(diff) and diff <= atol + rtol * abs(y))
+    norm = abs(x) if math.isfinite(x) else 0.0
+    rel = diff / norm if norm else (0.0 if diff == 0 else math.inf)
+    return replace(
+        result,
+        status="close" if within and ta == tb else result.status,
+        max_abs_diff=diff,
+        rel_l2=rel,
+        n_unequal=0 if same else 1,
+        within_tolerance=within,
+    )
+
+
+def _as_number(v: object) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def _short_repr(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 1] + "…"
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@functools.cache
+def _memcmp() -> Callable[[int, int, int], int] | None:
+    """libc memcmp (about twice the speed of ``torch.equal`` here), or None where absent."""
+    try:
+        libc = ctypes.CDLL(None)
+        fn = libc.memcmp
+    except (OSError, AttributeError, TypeError):
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return fn
+
+
+def _bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same dtype and shape assumed. Bitwise, so NaN matches the identical NaN."""
+    import torch
+
+    a, b = _dense(a), _dense(b)
+    nbytes = _nbytes(a)
+    if nbytes == 0:
+        return True
+    memcmp = _memcmp()
+    if memcmp is not None:
+        return memcmp(a.data_ptr(), b.data_ptr(), nbytes) == 0
+    word = next(
+        dt
+        for dt, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2), (torch.uint8, 1))
+        if nbytes % size == 0 and a.data_ptr() % size == 0 and b.data_ptr() % size == 0
+    )
+    wa = a.reshape(-1).view(torch.uint8).view(word)
+    wb = b.reshape(-1).view(torch.uint8).view(word)
+    return bool(torch.equal(wa, wb))
+
+
+class _Workspace:
+    """Two float64 chunk buffers, allocated on first use and reused for every tensor."""
+
+    def __init__(self, chunk: int = _CHUNK) -> None:
+        self.chunk = chunk
+        self._bufs: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def buffers(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        if self._bufs is None:
+            self._bufs = (
+                torch.empty(self.chunk, dtype=torch.float64),
+                torch.empty(self.chunk, dtype=torch.float64),
+            )
+        x, y = self._bufs
+        return x[:n], y[:n]
+
+
+@dataclass
+class _Stats:
+    max_abs: float = 0.0
+    sum_sq_diff: float = 0.0
+    sum_sq_a: float = 0.0
+    n_unequal: int = 0
+    within: bool = True
+
+    @property
+    def rel_l2(self) -> float:
+        if self.sum_sq_a == 0.0:
+            return 0.0 if self.sum_sq_diff == 0.0 else math.inf
+        return math.sqrt(self.sum_sq_diff) / math.sqrt(self.sum_sq_a)
+
+
+def _diff_stats(
+    a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, work: _Workspace
+) -> _Stats:
+    """Differences of same-shape tensors in float64, chunk by chunk, into reused buffers."""
+    import torch
+
+    if a.is_complex() or b.is_complex():  # compare real and imaginary parts as floats
+        a = torch.view_as_real(a.to(torch.complex128).resolve_conj())
+        b = torch.view_as_real(b.to(torch.complex128).resolve_conj())
+    exact = not (a.is_floating_point() or b.is_floating_point())
+    fa, fb = _dense(a).reshape(-1), _dense(b).reshape(-1)
+    stats = _Stats()
+    n = fa.numel()
+    for start in range(0, n, work.chunk):
+        stop = min(n, start + work.chunk)
+        x, y = work.buffers(stop - start)
+        ca, cb = fa[start:stop], fb[start:stop]
+        counted = stats.n_unequal
+        x.copy_(ca)
+        y.copy_(cb)
+        if not _fast_chunk(x, y, rtol, atol, stats):
+            x.copy_(ca)
+            y.copy_(cb)
+            _careful_chunk(x, y, rtol, atol, stats)
+        if exact:  # float64 cannot tell int64s beyond 2**53 apart: count on the originals
+            stats.n_unequal = counted + int(torch.ne(ca, cb).sum())
+    if exact:
+        stats.within = stats.n_unequal == 0
+    return stats
+
+
+def _fast_chunk(x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float, s: _Stats) -> bool:
+    """All-finite chunk: a few passes over cached buffers. False (nothing added) otherwise."""
+    import torch
+
+    sum_sq_a = float(torch.dot(x, x))
+    torch.sub(x, y, out=x)
+    x.abs_()
+    max_abs = float(x.max())
+    if not (math.isfinite(max_abs) and math.isfinite(sum_sq_a)):
+        return False
+    y.abs_()
+    torch.sub(x, y, alpha=rtol, out=y)  # |a-b| - rtol*|b|
+    excess = float(y.max())
+    s.sum_sq_a += sum_sq_a
+    s.sum_sq_diff += float(torch.dot(x, x))
+    s.max_abs = max(s.max_abs, max_abs)
+    s.n_unequal += int(torch.count_nonzero(x))
+    s.within = s.within and excess <= atol
+    return True
+
+
+def _careful_chunk(x: torch.Tensor, y: torch.Tensor, rtol: float, atol: float, s: _Stats) -> None:
+    """Chunk with NaN or inf: matching NaNs/infs are equal, any other non-finite is inf apart."""
+    import torch
+
+    finite = torch.isfinite(x) & torch.isfinite(y)
+    same = torch.eq(x, y) | (torch.isnan(x) & torch.isnan(y))
+    fx = torch.where(torch.isfinite(x), x, 0.0)
+    s.sum_sq_a += float(torch.dot(fx, fx))
+    allowed = y.abs().mul_(rtol).add_(atol)
+    torch.sub(x, y, out=x)
+    x.abs_()
+    x.masked_fill_(same, 0.0)
+    x.masked_fill_(~same & ~finite, math.inf)
+    s.max_abs = max(s.max_abs, float(x.max()))
+    s.sum_sq_diff += float(torch.dot(x, x))
+    s.n_unequal += int((~same).sum())
+    violates = ~same & (~finite | (x > allowed))
+    s.within = s.within and not bool(violates.any())

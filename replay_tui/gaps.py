@@ -1,0 +1,586 @@
+"""Provenance gaps: what weakens the claim that a run can be reproduced.
+
+A gap is a rule over one manifest, or over a pair of manifests (original and replay, or
+any two runs being compared), with a stable code, a severity, the field it concerns, a
+one-line message and a remediation.  Codes are part of the JSON contract: never reuse or
+rename one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from storage.manifest import RunManifest
+from storage.records import GapCounts
+
+Severity = Literal["critical", "warning", "info"]
+SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Gap:
+    code: str
+    severity: Severity
+    field: str
+    message: str
+    remediation: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+Rule = Callable[[RunManifest], Iterator[Gap]]
+PairRule = Callable[[RunManifest, RunManifest], Iterator[Gap]]
+RULES: list[Rule] = []
+PAIR_RULES: list[PairRule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+def pair_rule(fn: PairRule) -> PairRule:
+    PAIR_RULES.append(fn)
+    return fn
+
+
+def _has_gpu(m: RunManifest) -> bool:
+    return bool(m.hardware.gpus) or bool(m.hardware.gpu_count)
+
+
+# -- image ----------------------------------------------------------------------------
+
+
+@rule
+def image_rules(m: RunManifest) -> Iterator[Gap]:
+    img = m.image
+    if img is None or (img.reference is None and img.digest is None and img.image_id is None):
+        yield Gap(
+            "IMAGE_NONE",
+            "critical",
+            "image",
+            "no container image recorded: the software environment is not pinned",
+            "record with --image REF so the run has an image digest to replay from",
+        )
+        return
+    if img.digest is None and img.image_id is None:
+        yield Gap(
+            "IMAGE_TAG_ONLY",
+            "critical",
+            "image.reference",
+            f"image recorded by mutable tag {img.reference!r} only: the tag can move",
+            "push the image to a registry and record its repo digest (name@sha256:...)",
+        )
+    elif img.digest is None:
+        yield Gap(
+            "IMAGE_NOT_IN_REGISTRY",
+            "warning",
+            "image.digest",
+            "the image is known only by its local id: no registry can hand it out again",
+            "push the image to a registry so its repo digest can be pulled on another host",
+        )
+
+
+# -- code -----------------------------------------------------------------------------
+
+
+@rule
+def code_rules(m: RunManifest) -> Iterator[Gap]:
+    c = m.code
+    if c.commit is None:
+        yield Gap(
+            "CODE_COMMIT_UNKNOWN",
+            "critical",
+            "code.commit",
+            "the git commit of the training code is unknown",
+            "run the training from a git repository so the commit is recorded",
+        )
+        return
+    if c.dirty is None:
+        yield Gap(
+            "CODE_DIRTY_UNKNOWN",
+            "warning",
+            "code.dirty",
+            "not known whether the working tree had uncommitted changes",
+            "record with the launcher, which checks the tree and stores the diff",
+        )
+    elif c.dirty and c.diff_sha256 is None:
+        yield Gap(
+            "CODE_DIRTY_NO_DIFF",
+            "critical",
+            "code.diff_sha256",
+            "the tree had uncommitted changes and no diff was stored: the code is lost",
+            "commit before training, or record with the launcher, which stores the diff",
+        )
+    elif c.dirty:
+        yield Gap(
+            "CODE_DIRTY_DIFF_STORED",
+            "info",
+            "code.diff_sha256",
+            "trained from uncommitted changes; the stored diff is applied on replay",
+            "commit before training so the code has a name others can fetch",
+        )
+    if c.untracked:
+        shown = ", ".join(c.untracked[:3]) + (" ..." if len(c.untracked) > 3 else "")
+        yield Gap(
+            "CODE_UNTRACKED_FILES",
+            "warning",
+            "code.untracked",
+            f"{len(c.untracked)} untracked file(s) were present and are not in the commit: {shown}",
+            "add them to git (or .gitignore them) so the replay sees the same tree",
+        )
+    if c.repo_url is None:
+        yield Gap(
+            "CODE_NO_REMOTE",
+            "info",
+            "code.repo_url",
+            "the repository has no remote: only this host can supply the commit",
+            "push the commit to a shared remote",
+        )
+
+
+# -- data -----------------------------------------------------------------------------
+
+
+@rule
+def data_rules(m: RunManifest) -> Iterator[Gap]:
+    for i, d in enumerate(m.data):
+        if d.sha256 is None:
+            yield Gap(
+                "DATA_NO_HASH",
+                "critical",
+                f"data[{i}].sha256",
+                f"data input {d.name!r} ({d.path}) has no content hash",
+                "record data with --data PATH so its content hash is taken",
+            )
+
+
+# -- randomness -----------------------------------------------------------------------
+
+
+@rule
+def seed_rules(m: RunManifest) -> Iterator[Gap]:
+    r = m.randomness
+    sources = {"python": r.python, "numpy": r.numpy, "torch": r.torch}
+    if _has_gpu(m):
+        sources["cuda"] = r.cuda
+    if r.seed is None and all(v is None for v in sources.values()):
+        yield Gap(
+            "SEED_UNKNOWN",
+            "critical",
+            "randomness.seed",
+            "no seed is recorded: initial weights and data order cannot be replayed",
+            "call replay_tui.seed_everything(seed) or pass --seed to the launcher",
+        )
+    else:
+        for name, value in sources.items():
+            if value is None:
+                yield Gap(
+                    "SEED_SOURCE_UNKNOWN",
+                    "warning",
+                    f"randomness.{name}",
+                    f"the {name} random generator is not known to be seeded",
+                    "use replay_tui.seed_everything(), which seeds every source and records it",
+                )
+    env_hash_seed = m.env.get("PYTHONHASHSEED")
+    if r.python_hash_seed is None and env_hash_seed is None:
+        yield Gap(
+            "PYTHONHASHSEED_UNSET",
+            "warning",
+            "randomness.python_hash_seed",
+            "PYTHONHASHSEED was not set: set and dict iteration order can vary between runs",
+            "export PYTHONHASHSEED=0 (the launcher sets it when --seed is given)",
+        )
+
+
+# -- determinism ----------------------------------------------------------------------
+
+
+@rule
+def determinism_rules(m: RunManifest) -> Iterator[Gap]:
+    d = m.determinism
+    if d.deterministic_algorithms is None:
+        yield Gap(
+            "DETERMINISM_UNKNOWN",
+            "warning",
+            "determinism.deterministic_algorithms",
+            "not known whether deterministic algorithms were enforced",
+            "call replay_tui.deterministic() in the training code",
+        )
+    elif not d.deterministic_algorithms:
+        yield Gap(
+            "DETERMINISM_OFF",
+            "warning",
+            "determinism.deterministic_algorithms",
+            "deterministic algorithms were off: some kernels may give different bits each run",
+            "call replay_tui.deterministic() (torch.use_deterministic_algorithms(True))",
+        )
+    if d.cudnn_benchmark:
+        yield Gap(
+            "CUDNN_BENCHMARK_ON",
+            "warning",
+            "determinism.cudnn_benchmark",
+            "cudnn.benchmark was on: convolution algorithms are chosen by timing, per run",
+            "set torch.backends.cudnn.benchmark = False (replay_tui.deterministic() does)",
+        )
+    if _has_gpu(m):
+        if d.cublas_workspace_config is None and "CUBLAS_WORKSPACE_CONFIG" not in m.env:
+            yield Gap(
+                "CUBLAS_WORKSPACE_UNSET",
+                "critical",
+                "determinism.cublas_workspace_config",
+                "CUBLAS_WORKSPACE_CONFIG was unset on CUDA: cuBLAS matmuls are not deterministic",
+                "export CUBLAS_WORKSPACE_CONFIG=:4096:8 before CUDA starts",
+            )
+        if d.allow_tf32:
+            yield Gap(
+                "TF32_ON",
+                "warning",
+                "determinism.allow_tf32",
+                "TF32 matmuls were allowed: results depend on the GPU generation",
+                "disable TF32 (replay_tui.deterministic() does) or accept EQUIVALENT, not IDENTICAL",
+            )
+    if d.nondeterministic_ops:
+        ops = ", ".join(d.nondeterministic_ops[:5])
+        yield Gap(
+            "NONDETERMINISTIC_OPS",
+            "warning",
+            "determinism.nondeterministic_ops",
+            f"{len(d.nondeterministic_ops)} nondeterministic op(s) ran: {ops}",
+            "replace these ops or expect replays to differ in the last bits",
+        )
+
+
+# -- environment and hardware ---------------------------------------------------------
+
+
+@rule
+def environment_rules(m: RunManifest) -> Iterator[Gap]:
+    e, h = m.environment, m.hardware
+    if e.packages is None:
+        yield Gap(
+            "PACKAGES_MISSING",
+            "warning",
+            "environment.packages",
+            "the installed package list was not recorded",
+            "record with the launcher, which lists the interpreter's packages",
+        )
+    if e.python_version is None:
+        yield Gap(
+            "PYTHON_VERSION_UNKNOWN",
+            "warning",
+            "environment.python_version",
+            "the Python version is not recorded",
+            "record with the launcher or the SDK",
+        )
+    if h.cpu_model is None and h.gpus is None:
+        yield Gap(
+            "HARDWARE_UNRECORDED",
+            "warning",
+            "hardware",
+            "the hardware (CPU, GPUs) was not recorded",
+            "record with the launcher, which probes CPU and GPUs",
+        )
+    if _has_gpu(m):
+        if h.driver_version is None:
+            yield Gap(
+                "DRIVER_UNRECORDED",
+                "warning",
+                "hardware.driver_version",
+                "GPUs were used but the driver version is not recorded",
+                "record with the launcher on the GPU host (it reads NVML / nvidia-smi)",
+            )
+        if e.cuda_version is None:
+            yield Gap(
+                "CUDA_VERSION_UNKNOWN",
+                "warning",
+                "environment.cuda_version",
+                "GPUs were used but the CUDA version is not recorded",
+                "use the SDK in the training code: it records torch's CUDA and cuDNN versions",
+            )
+
+
+# -- outputs --------------------------------------------------------------------------
+
+
+@rule
+def output_rules(m: RunManifest) -> Iterator[Gap]:
+    o = m.outputs
+    for i, a in enumerate(o.artifacts):
+        if a.sha256 is None:
+            yield Gap(
+                "ARTIFACT_NO_HASH",
+                "critical",
+                f"outputs.artifacts[{i}].sha256",
+                f"artifact {a.path} has no hash: a replay cannot be checked against it",
+                "record artifacts with --artifact GLOB so they are hashed after the run",
+            )
+    if m.status == "succeeded" and not o.artifacts:
+        yield Gap(
+            "NO_ARTIFACTS",
+            "warning",
+            "outputs.artifacts",
+            "no artifacts recorded: nothing can be compared bit for bit",
+            "record the checkpoint with --artifact or run.log_artifact()",
+        )
+    if m.status == "succeeded" and not o.metrics and not o.metric_history:
+        yield Gap(
+            "NO_METRICS",
+            "info",
+            "outputs.metrics",
+            "no metrics recorded: divergence cannot be located by step",
+            "log metrics with run.log_metric() or the launcher's --metric-regex",
+        )
+    if not m.config:
+        yield Gap(
+            "CONFIG_MISSING",
+            "warning",
+            "config",
+            "no hyperparameters recorded",
+            "call run.log_config() with every hyperparameter",
+        )
+    if m.status != "succeeded":
+        yield Gap(
+            "RUN_NOT_SUCCEEDED",
+            "info",
+            "status",
+            f"the run {m.status.replace('_', ' ')} (exit code {m.exit_code})",
+            "read the log tail; a failed run can still be replayed to reproduce the failure",
+        )
+
+
+@rule
+def replay_rules(m: RunManifest) -> Iterator[Gap]:
+    r = m.replay
+    if m.kind != "replay" or r is None:
+        return
+    if not r.environment_pinned:
+        yield Gap(
+            "REPLAY_ENV_NOT_PINNED",
+            "warning",
+            "replay.backend",
+            "replayed with the local backend: the host's interpreter, not the recorded image",
+            "replay with --backend docker to use the recorded image digest",
+        )
+    if r.cpu_fallback:
+        yield Gap(
+            "REPLAY_CPU_FALLBACK",
+            "warning",
+            "replay.gpus",
+            "the original ran on GPUs; this replay ran on CPU (--allow-cpu)",
+            "replay on a host with the recorded GPU model to expect bitwise identity",
+        )
+    if r.forced_data:
+        yield Gap(
+            "REPLAY_DATA_FORCED",
+            "critical",
+            "replay.forced_data",
+            "data hashes did not match and the replay went on (--force-data)",
+            "restore the recorded data; a replay on other data proves nothing about the run",
+        )
+    if r.determinism == "off":
+        yield Gap(
+            "REPLAY_DETERMINISM_OFF",
+            "info",
+            "replay.determinism",
+            "this replay switched deterministic mode off on purpose (cost measurement)",
+            "compare it only for the determinism cost, not as a reproduction",
+        )
+
+
+# -- pairs ----------------------------------------------------------------------------
+
+
+def _gpu_names(m: RunManifest) -> list[str]:
+    return sorted(g.name for g in (m.hardware.gpus or []))
+
+
+def _describe(m: RunManifest) -> str:
+    names = _gpu_names(m)
+    if names:
+        drv = m.hardware.driver_version
+        return f"{names[0]}" + (f" with driver {drv}" if drv else "")
+    return "CPU"
+
+
+@pair_rule
+def hardware_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
+    ga, gb = _gpu_names(a), _gpu_names(b)
+    if ga and not gb:
+        yield Gap(
+            "PAIR_GPU_VS_CPU",
+            "warning",
+            "hardware.gpus",
+            f"recorded on {_describe(a)}, replayed on CPU: bitwise identity is not expected",
+            "replay on the recorded GPU model; judge this pair by tolerance (EQUIVALENT)",
+        )
+    elif ga != gb:
+        yield Gap(
+            "PAIR_GPU_DIFFERS",
+            "warning",
+            "hardware.gpus",
+            f"GPU model differs ({', '.join(ga) or 'none'} vs {', '.join(gb) or 'none'}):"
+            " kernels and results may differ",
+            "replay on the recorded GPU model for bitwise identity",
+        )
+    if ga and gb and a.hardware.driver_version != b.hardware.driver_version:
+        yield Gap(
+            "PAIR_DRIVER_DIFFERS",
+            "warning",
+            "hardware.driver_version",
+            f"driver {a.hardware.driver_version} vs {b.hardware.driver_version}:"
+            " an expected cause of divergence",
+            "pin the driver version on the replay host",
+        )
+    if (
+        a.hardware.cpu_model
+        and b.hardware.cpu_model
+        and a.hardware.cpu_model != b.hardware.cpu_model
+    ):
+        yield Gap(
+            "PAIR_CPU_DIFFERS",
+            "info",
+            "hardware.cpu_model",
+            f"CPU differs ({a.hardware.cpu_model} vs {b.hardware.cpu_model}):"
+            " vectorised kernels may sum in another order",
+            "expect EQUIVALENT rather than IDENTICAL for CPU float work across CPU models",
+        )
+
+
+_VERSION_FIELDS = (
+    ("cuda_version", "CUDA", "PAIR_CUDA_DIFFERS"),
+    ("cudnn_version", "cuDNN", "PAIR_CUDNN_DIFFERS"),
+    ("torch_version", "torch", "PAIR_TORCH_DIFFERS"),
+    ("python_version", "Python", "PAIR_PYTHON_DIFFERS"),
+)
+
+
+@pair_rule
+def environment_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
+    for attr, label, code in _VERSION_FIELDS:
+        va, vb = getattr(a.environment, attr), getattr(b.environment, attr)
+        if va is not None and vb is not None and va != vb:
+            yield Gap(
+                code,
+                "warning",
+                f"environment.{attr}",
+                f"{label} {va} vs {vb}: an expected cause of divergence",
+                f"replay in the recorded image so {label} matches",
+            )
+    pa, pb = a.environment.packages_sha256, b.environment.packages_sha256
+    if pa and pb and pa != pb:
+        la, lb = set(a.environment.packages or []), set(b.environment.packages or [])
+        changed = sorted(lb - la)[:3]
+        yield Gap(
+            "PAIR_PACKAGES_DIFFER",
+            "warning",
+            "environment.packages",
+            f"package sets differ ({len(la ^ lb)} entries)"
+            + (f", e.g. {', '.join(changed)}" if changed else ""),
+            "replay in the recorded image so packages match",
+        )
+    da = a.image.digest if a.image else None
+    db = b.image.digest if b.image else None
+    if da and db and da != db:
+        yield Gap(
+            "PAIR_IMAGE_DIFFERS",
+            "warning",
+            "image.digest",
+            f"image digest differs ({da[7:19]} vs {db[7:19]})",
+            "replay from the recorded digest",
+        )
+
+
+@pair_rule
+def inputs_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
+    if a.code.commit and b.code.commit and a.code.commit != b.code.commit:
+        yield Gap(
+            "PAIR_COMMIT_DIFFERS",
+            "warning",
+            "code.commit",
+            f"code commit differs ({a.code.commit[:10]} vs {b.code.commit[:10]})",
+            "diff the two commits: a code change explains any divergence",
+        )
+    if a.code.diff_sha256 != b.code.diff_sha256 and (a.code.dirty or b.code.dirty):
+        yield Gap(
+            "PAIR_DIFF_DIFFERS",
+            "warning",
+            "code.diff_sha256",
+            "the uncommitted changes differ between the two runs",
+            "compare the stored diffs",
+        )
+    da = {d.name: d.sha256 for d in a.data}
+    db = {d.name: d.sha256 for d in b.data}
+    for name in sorted(set(da) | set(db)):
+        if da.get(name) != db.get(name):
+            yield Gap(
+                "PAIR_DATA_DIFFERS",
+                "critical",
+                f"data.{name}",
+                f"data input {name!r} differs (or is missing on one side)",
+                "train on the recorded data hash; different data is a different experiment",
+            )
+    if a.config_hash and b.config_hash and a.config_hash != b.config_hash:
+        keys = sorted(
+            k for k in set(a.config) | set(b.config) if a.config.get(k) != b.config.get(k)
+        )
+        yield Gap(
+            "PAIR_CONFIG_DIFFERS",
+            "critical",
+            "config_hash",
+            f"hyperparameters differ: {', '.join(keys[:5])}",
+            "use the recorded config; a different config is a different experiment",
+        )
+    ra, rb = a.randomness, b.randomness
+    for src in ("seed", "python", "numpy", "torch", "cuda", "dataloader_workers"):
+        va, vb = getattr(ra, src), getattr(rb, src)
+        if va is not None and vb is not None and va != vb:
+            yield Gap(
+                "PAIR_SEED_DIFFERS",
+                "critical",
+                f"randomness.{src}",
+                f"{src} seed differs ({va} vs {vb}): different random streams",
+                "replay with the recorded seed",
+            )
+    fa, fb = a.determinism, b.determinism
+    for attr in (
+        "deterministic_algorithms",
+        "cudnn_deterministic",
+        "cudnn_benchmark",
+        "allow_tf32",
+    ):
+        va, vb = getattr(fa, attr), getattr(fb, attr)
+        if va is not None and vb is not None and va != vb:
+            yield Gap(
+                "PAIR_DETERMINISM_DIFFERS",
+                "warning",
+                f"determinism.{attr}",
+                f"{attr} was {va} vs {vb}",
+                "replay with the recorded determinism settings",
+            )
+
+
+def _sorted(gaps: list[Gap]) -> list[Gap]:
+    return sorted(gaps, key=lambda g: (SEVERITY_ORDER[g.severity], g.code, g.field))
+
+
+def evaluate(m: RunManifest) -> list[Gap]:
+    """Every gap of one manifest, most severe first."""
+    return _sorted([g for r in RULES for g in r(m)])
+
+
+def evaluate_pair(a: RunManifest, b: RunManifest) -> list[Gap]:
+    """Gaps that explain expected divergence between two runs."""
+    return _sorted([g for r in PAIR_RULES for g in r(a, b)])
+
+
+def gap_counts(m: RunManifest) -> GapCounts:
+    gaps = evaluate(m)
+    return GapCounts(
+        critical=sum(g.severity == "critical" for g in gaps),
+        warning=sum(g.severity == "warning" for g in gaps),
+        info=sum(g.severity == "info" for g in gaps),
+    )

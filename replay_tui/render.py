@@ -1,0 +1,172 @@
+"""Plain-text rendering for the CLI (the TUI has its own widgets)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from replay_tui.gaps import Gap
+from storage.manifest import RunManifest
+from storage.records import RunRecord
+
+
+def short(value: str | None, n: int = 12) -> str:
+    if not value:
+        return "-"
+    if value.startswith("sha256:"):
+        value = value[7:]
+    return value[:n]
+
+
+def image_short(ref: str | None, digest: str | None) -> str:
+    if digest:
+        return "@" + short(digest, 12)
+    if ref:
+        return ref.rsplit("/", 1)[-1][:24]
+    return "-"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def gap_badge(rec: RunRecord) -> str:
+    if rec.gaps is None:
+        return "-"
+    return f"{rec.gaps.critical}c/{rec.gaps.warning}w/{rec.gaps.info}i"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def runs_table(records: Sequence[RunRecord]) -> str:
+    if not records:
+        return "no runs (record one with `replay-tui record -- CMD` or `replay-tui ingest FILE`)"
+    rows = [
+        [
+            r.id[:13],
+            (r.name or "-")[:28],
+            r.kind,
+            r.started_at[:19].replace("T", " "),
+            duration(r.duration_s),
+            short(r.commit, 8),
+            image_short(r.image_ref, r.image_digest),
+            r.status,
+            r.last_verdict or "-",
+            gap_badge(r),
+        ]
+        for r in records
+    ]
+    return table(
+        ["ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATUS", "VERDICT", "GAPS"],
+        rows,
+    )
+
+
+def gaps_text(gaps: Sequence[Gap]) -> str:
+    if not gaps:
+        return "no provenance gaps"
+    lines = []
+    for g in gaps:
+        lines.append(f"[{g.severity.upper():8}] {g.code}  ({g.field})")
+        lines.append(f"           {g.message}")
+        lines.append(f"           fix: {g.remediation}")
+    return "\n".join(lines)
+
+
+def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
+    out = [f"── {title}"]
+    for k, v in pairs:
+        if isinstance(v, list | dict):
+            v = json.dumps(v) if len(json.dumps(v)) < 90 else f"{len(v)} entries"
+        out.append(f"  {k:<26} {'-' if v is None else v}")
+    return out
+
+
+def manifest_text(
+    rec: RunRecord, m: RunManifest, gaps: Sequence[Gap], replays: Sequence[dict[str, Any]]
+) -> str:
+    img = m.image
+    lines = [
+        f"run {m.run_id}  {m.name or ''}".rstrip(),
+        f"  {m.kind}, {m.status} (exit {m.exit_code}), started {m.started_at},"
+        f" {duration(m.duration_s)}" + (f", replay of {m.replay_of}" if m.replay_of else ""),
+        f"  manifest sha256 {m.integrity.manifest_sha256}",
+        f"  command: {' '.join(m.argv) or '-'}   (workdir {m.workdir})",
+    ]
+    lines += _kv(
+        "code",
+        [
+            ("repo_url", m.code.repo_url),
+            ("commit", m.code.commit),
+            ("branch", m.code.branch),
+            ("dirty", m.code.dirty),
+            ("diff_sha256", m.code.diff_sha256),
+            ("untracked", m.code.untracked or None),
+        ],
+    )
+    lines += _kv(
+        "image",
+        [
+            ("reference", img.reference if img else None),
+            ("digest", img.digest if img else None),
+            ("image_id", img.image_id if img else None),
+            ("platform", img.platform if img else None),
+        ],
+    )
+    lines.append("── data")
+    for d in m.data or []:
+        lines.append(
+            f"  {d.name:<16} {d.path}  sha256 {short(d.sha256, 16)}  {d.file_count or '-'} files"
+            f"  {d.size_bytes or '-'} bytes"
+        )
+    if not m.data:
+        lines.append("  (none recorded)")
+    lines += _kv("config", [("config_hash", m.config_hash), *sorted(m.config.items())[:30]])
+    lines += _kv("randomness", list(m.randomness.model_dump().items()))
+    lines += _kv("determinism", list(m.determinism.model_dump().items()))
+    env = m.environment.model_dump()
+    if env.get("packages"):
+        env["packages"] = f"{len(env['packages'])} packages"
+    lines += _kv("environment", list(env.items()))
+    hw = m.hardware.model_dump()
+    if hw.get("gpus"):
+        hw["gpus"] = ", ".join(g["name"] for g in hw["gpus"])
+    lines += _kv("hardware", list(hw.items()))
+    lines.append("── outputs")
+    for a in m.outputs.artifacts:
+        lines.append(f"  {a.kind:<10} {a.path}  sha256 {short(a.sha256, 16)}  {a.size_bytes} B")
+    for k, v in sorted(m.outputs.metrics.items()):
+        n = len(m.outputs.metric_history.get(k, []))
+        lines.append(f"  metric {k} = {v!r}" + (f"  ({n} steps)" if n else ""))
+    if m.outputs.log_tail and m.status != "succeeded":
+        lines.append("── log tail")
+        lines += ["  " + ln for ln in m.outputs.log_tail.splitlines()[-15:]]
+    lines.append("── gaps")
+    lines += ["  " + ln for ln in gaps_text(gaps).splitlines()]
+    lines.append("── replays")
+    if not replays:
+        lines.append("  (none yet: `replay-tui replay RUN`)")
+    for r in replays:
+        lines.append(
+            f"  #{r['id']} {r['created_at'][:19]} {r['backend']:<6} {r['status']:<10}"
+            f" {r['verdict'] or '-':<11} {r['replay_run'] or ''} {r['reason'] or ''}".rstrip()
+        )
+    lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
+    return "\n".join(lines)

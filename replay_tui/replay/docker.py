@@ -1,0 +1,350 @@
+"""The Docker backend: pull by digest, run in a sandbox, stream the log, stop on cancel.
+
+Sandbox (DESIGN.md): no network, code and data read-only, only the planned output folders
+writable, all capabilities dropped, no-new-privileges, a pids limit, a read-only root
+filesystem with a private /tmp, never privileged, never the Docker socket or any host
+path outside the plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replay_tui.capture import probes
+from replay_tui.capture.launcher import (
+    ExecResult,
+    ExecSpec,
+    OnLine,
+    RecordOptions,
+    ShouldCancel,
+)
+from replay_tui.errors import InfraError
+from storage.ledger import utc_now
+
+CONTAINER_ROOT = "/workspace"
+HANDOFF_MOUNT = "/replay-tui/handoff"
+SDK_MOUNT = "/replay-tui/sdk"
+LABEL = "io.replay-tui.run"
+_SDK_DIR = Path(__file__).resolve().parent.parent  # the replay_tui package
+
+
+def client() -> Any:
+    """A Docker client that answers, or InfraError saying what to do."""
+    import docker
+
+    try:
+        c = docker.from_env(timeout=120)
+        c.ping()
+    except Exception as e:
+        raise InfraError(
+            f"no Docker engine answers ({type(e).__name__}: {str(e)[:160]})",
+            "start it (scripts/docker-env.sh sets one up), or use --backend local",
+        ) from None
+    return c
+
+
+@dataclass
+class Mount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass
+class Sandbox:
+    network: str = "none"
+    gpus: bool = False
+    pids_limit: int = 512
+    memory_limit: str | None = None
+    read_only_rootfs: bool = True
+
+
+def ensure_image(c: Any, ref: str, *, pull: bool = True) -> Any:
+    """The image for ``ref`` (``name@sha256:...`` or an image id), pulled by digest if absent."""
+    import docker
+
+    try:
+        return c.images.get(ref)
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as e:
+        raise InfraError(f"cannot inspect image {ref}: {e.explanation}") from None
+    if not pull or "@sha256:" not in ref:
+        raise InfraError(
+            f"image {ref} is not on this host and cannot be pulled by digest",
+            "load or push the image so its digest is available",
+        )
+    try:
+        return c.images.pull(ref)
+    except docker.errors.APIError as e:
+        raise InfraError(
+            f"cannot pull {ref}: {(e.explanation or str(e))[:300]}",
+            "check that the registry is reachable and still has this digest",
+        ) from None
+
+
+def image_info(c: Any, ref: str) -> dict[str, Any]:
+    """What the manifest records of an image: reference, repo digest, id, platform."""
+    img = c.images.get(ref)
+    name = ref.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: name.rfind(":")]
+    digest = None
+    for rd in img.attrs.get("RepoDigests") or []:
+        repo, _, d = rd.partition("@")
+        if repo == name or digest is None:
+            digest = d
+            if repo == name:
+                break
+    attrs = img.attrs
+    return {
+        "reference": ref,
+        "digest": digest,
+        "image_id": img.id,
+        "platform": f"{attrs.get('Os', 'linux')}/{attrs.get('Architecture', 'unknown')}",
+    }
+
+
+_PROBE = (
+    "import importlib.metadata as m, json, platform, sys\n"
+    "try:\n"
+    "    osr = platform.freedesktop_os_release().get('PRETTY_NAME')\n"
+    "except OSError:\n"
+    "    osr = None\n"
+    "pk = sorted({f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()"
+    " if d.metadata['Name']})\n"
+    "print(json.dumps({'python_version': sys.version.split()[0], 'packages': pk, 'os': osr}))\n"
+)
+
+
+def probe_image(c: Any, image_id: str, cache_dir: Path | None) -> dict[str, Any]:
+    """Python version, packages and OS inside an image; cached per image id (immutable)."""
+    key = image_id.replace(":", "_")
+    cached = cache_dir / f"{key}.json" if cache_dir else None
+    if cached and cached.is_file():
+        with contextlib.suppress(ValueError):
+            data: dict[str, Any] = json.loads(cached.read_text())
+            return data
+    try:
+        out = c.containers.run(
+            image_id,
+            ["python3", "-I", "-c", _PROBE],
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            remove=True,
+            stdout=True,
+            stderr=False,
+        )
+        data = json.loads(out)
+    except Exception:
+        return {}
+    data["packages_sha256"] = probes.packages_sha256(data.get("packages") or [])
+    if cached:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(data))
+    return data
+
+
+@dataclass
+class DockerExecutor:
+    """Runs an ExecSpec in a container of ``image`` with the given mounts."""
+
+    image: str
+    mounts: list[Mount]
+    workdir: str
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    docker_client: Any = None
+    probe_cache: Path | None = None
+    container_id: str | None = None
+
+    def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
+        import docker
+        from docker.types import DeviceRequest
+        from docker.types import Mount as DMount
+
+        c = self.docker_client or client()
+        img = ensure_image(c, self.image)
+        env = dict(spec.env)
+        env["REPLAY_TUI_HANDOFF"] = HANDOFF_MOUNT
+        env["PYTHONPATH"] = SDK_MOUNT
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.setdefault("HOME", "/tmp")
+        mounts = [
+            DMount(m.target, m.source, type="bind", read_only=m.read_only) for m in self.mounts
+        ]
+        mounts.append(DMount(HANDOFF_MOUNT, str(spec.handoff_dir), type="bind", read_only=False))
+        mounts.append(DMount(f"{SDK_MOUNT}/replay_tui", str(_SDK_DIR), type="bind", read_only=True))
+        sb = self.sandbox
+        kwargs: dict[str, Any] = {
+            "command": spec.argv,
+            "working_dir": self.workdir,
+            "environment": env,
+            "mounts": mounts,
+            "network_mode": sb.network,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": sb.pids_limit,
+            "read_only": sb.read_only_rootfs,
+            "tmpfs": {"/tmp": "rw,nosuid,nodev,size=1g"},
+            "shm_size": "256m",
+            "privileged": False,
+            "user": f"{os.getuid()}:{os.getgid()}",
+            "labels": {LABEL: "1"},
+            "detach": True,
+        }
+        if sb.memory_limit:
+            kwargs["mem_limit"] = sb.memory_limit
+            kwargs["memswap_limit"] = sb.memory_limit
+        if sb.gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        started, t0 = utc_now(), time.monotonic()
+        try:
+            container = c.containers.create(img.id, **kwargs)
+        except docker.errors.APIError as e:
+            raise InfraError(f"the engine refused the container: {e.explanation}") from None
+        self.container_id = container.id
+        reason: str | None = None
+        status = "failed"
+        code = -1
+        pump = None
+        try:
+            container.start()
+            pump = threading.Thread(
+                target=_pump_logs, args=(container, spec.log_path, on_line), daemon=True
+            )
+            pump.start()
+            interrupted = timed_out = False
+            while True:
+                try:
+                    res = container.wait(timeout=0.5)
+                    code = int(res.get("StatusCode", -1))
+                    break
+                except Exception as e:  # read timeout while still running, or engine gone
+                    if not _is_timeout(e):
+                        raise InfraError(
+                            f"lost the Docker engine during the run: {str(e)[:200]}",
+                            "restart the engine and replay again",
+                        ) from None
+                if should_cancel() and not interrupted:
+                    interrupted = True
+                    with contextlib.suppress(Exception):
+                        container.stop(timeout=5)
+                if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s and not timed_out:
+                    timed_out = True
+                    with contextlib.suppress(Exception):
+                        container.stop(timeout=5)
+            if pump is not None:
+                pump.join(timeout=10)
+            container.reload()
+            state = container.attrs.get("State", {})
+            if timed_out:
+                status, reason = "timed_out", f"timed out after {spec.timeout_s:g}s"
+            elif interrupted:
+                status, reason = "interrupted", "cancelled: the container was stopped"
+            elif state.get("OOMKilled"):
+                status, reason = "failed", f"out of memory (limit {sb.memory_limit}): OOM-killed"
+            elif code == 0:
+                status = "succeeded"
+            elif code == 137:
+                status, reason = "failed", "killed (SIGKILL, exit 137)"
+            else:
+                status, reason = "failed", f"exit code {code}"
+        finally:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        env_view: dict[str, Any] = {}
+        probed = probe_image(c, img.id, self.probe_cache)
+        for k in ("python_version", "packages", "packages_sha256", "os"):
+            if probed.get(k):
+                env_view[k] = probed[k]
+        return ExecResult(
+            code if code >= 0 else 1,
+            status,
+            started,
+            utc_now(),
+            time.monotonic() - t0,
+            reason,
+            environment=env_view,
+        )
+
+
+def _is_timeout(e: Exception) -> bool:
+    text = f"{type(e).__name__} {e}"
+    return "timed out" in text.lower() or "Timeout" in text
+
+
+def _pump_logs(container: Any, log_path: Path, on_line: OnLine) -> None:
+    buf = b""
+    with log_path.open("wb") as log:
+        try:
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                log.write(chunk)
+                log.flush()
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    on_line(line.decode("utf-8", "replace").rstrip("\r"))
+        except Exception:
+            pass
+        if buf:
+            on_line(buf.decode("utf-8", "replace"))
+
+
+def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecutor, Any]:
+    """Executor and image-info callback for ``record --image``.
+
+    The repository is mounted read-only at /workspace, the output folders (the first
+    folder of each --artifact glob) read-write at their place in it, external data
+    read-only at the same paths.
+    """
+    c = client()
+    img = ensure_image(c, image_ref, pull=False) if _exists(c, image_ref) else _pull(c, image_ref)
+    git_state = probes.probe_git(opts.cwd)
+    root = git_state.root or opts.cwd.resolve()
+    workdir = git_state.workdir
+    cwd = root / workdir if workdir != "." else root
+    mounts = [Mount(str(root), CONTAINER_ROOT, True)]
+    from replay_tui.capture.launcher import capture_info
+
+    for d in capture_info(opts)["output_dirs"]:
+        host = (cwd / d).resolve()
+        host.mkdir(parents=True, exist_ok=True)
+        target = f"{CONTAINER_ROOT}/{workdir}/{d}" if workdir != "." else f"{CONTAINER_ROOT}/{d}"
+        mounts.append(Mount(str(host), target, False))
+    for arg in opts.data:
+        p = (opts.cwd / arg.partition("=")[2 if "=" in arg else 0]).resolve()
+        if not p.is_relative_to(root):
+            mounts.append(Mount(str(p), str(p), True))
+    container_cwd = CONTAINER_ROOT if workdir == "." else f"{CONTAINER_ROOT}/{workdir}"
+    ex = DockerExecutor(img.id, mounts, container_cwd, Sandbox(), c)
+    info = image_info(c, image_ref)
+
+    return ex, lambda: info
+
+
+def _exists(c: Any, ref: str) -> bool:
+    import docker
+
+    try:
+        c.images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _pull(c: Any, ref: str) -> Any:
+    import docker
+
+    try:
+        return c.images.pull(ref)
+    except docker.errors.APIError as e:
+        raise InfraError(f"cannot pull {ref}: {(e.explanation or str(e))[:300]}") from None

@@ -1,0 +1,163 @@
+"""A replay plan: everything a replay will use, taken from the manifest and validated.
+
+The manifest is untrusted input (it may come from another team, or have been edited), so
+the plan re-checks everything it takes from it before anything runs: argv, env names and
+values, the image reference and digest, the commit, and every path it will mount.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from replay_tui.errors import BadInput
+from storage.manifest import DataInfo, RunManifest
+
+Backend = Literal["docker", "local"]
+GpuMode = Literal["auto", "all", "none"]
+
+# Variables a manifest may never set in a replay: they would change what runs, not how.
+FORBIDDEN_ENV = re.compile(
+    r"^(LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PATH|HOME|"
+    r"DOCKER_.*|BASH_ENV|ENV|PROMPT_COMMAND|REPLAY_TUI_HANDOFF)$"
+)
+CONTAINER_ROOT = "/workspace"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    backend: Backend = "docker"
+    gpus: GpuMode = "auto"
+    allow_cpu: bool = False
+    network: Literal["none", "bridge"] = "none"
+    timeout_s: float | None = None
+    keep_workdir: bool = False
+    force_data: bool = False
+    repo: Path | None = None
+    determinism: Literal["recorded", "off"] = "recorded"
+    memory_limit: str | None = None
+    pids_limit: int = 512
+
+
+@dataclass
+class DataMount:
+    info: DataInfo
+    host_path: Path | None  # None when this host has no record of where it lives
+
+
+@dataclass
+class ReplayPlan:
+    original: RunManifest
+    options: ReplayOptions
+    argv: list[str]
+    env: dict[str, str]
+    workdir: str
+    commit: str
+    image: str | None  # name@sha256:... or a local image id
+    data: list[DataMount] = field(default_factory=list)
+    output_dirs: list[str] = field(default_factory=list)
+    use_gpus: bool = False
+    cpu_fallback: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def image_reference(m: RunManifest) -> str | None:
+    """The pinned image to run: ``repo@sha256:...`` (never a tag), or the local image id."""
+    img = m.image
+    if img is None:
+        return None
+    if img.digest:
+        if img.reference:
+            name = img.reference.split("@", 1)[0]
+            last = name.rsplit("/", 1)[-1]
+            if ":" in last:
+                name = name[: name.rfind(":")]
+            return f"{name}@{img.digest}"
+        return None
+    return img.image_id
+
+
+def make_plan(
+    m: RunManifest,
+    options: ReplayOptions,
+    *,
+    data_locations: dict[str, str],
+    host_has_gpu: bool,
+) -> ReplayPlan:
+    if m.kind != "original":
+        raise BadInput(f"run {m.run_id} is itself a replay; replay its original {m.replay_of}")
+    if not m.argv:
+        raise BadInput(f"run {m.run_id} recorded no command (argv is empty): nothing to replay")
+    if m.code.commit is None:
+        raise BadInput(
+            f"run {m.run_id} has no recorded git commit: the code cannot be checked out",
+            "record runs from inside a git repository",
+        )
+    if m.code.dirty and m.code.diff_sha256 is None:
+        raise BadInput(
+            f"run {m.run_id} trained from uncommitted changes that were not stored",
+            "the code that ran is lost; only a commit-level replay is possible",
+        )
+    for k, v in m.env.items():
+        if FORBIDDEN_ENV.match(k):
+            raise BadInput(f"manifest env sets {k}, which a replay refuses to pass on")
+        if "\x00" in v:
+            raise BadInput(f"manifest env {k} contains NUL")
+    if any("\x00" in a for a in m.argv):
+        raise BadInput("manifest argv contains NUL")
+    image = None
+    if options.backend == "docker":
+        image = image_reference(m)
+        if image is None:
+            ref = m.image.reference if m.image else None
+            raise BadInput(
+                f"run {m.run_id} has no image digest to replay from"
+                + (f" (only the tag {ref!r}, which can move)" if ref else ""),
+                "use --backend local to replay in this host's environment (recorded as a gap)",
+            )
+    recorded_gpus = bool(m.hardware.gpus)
+    use_gpus = False
+    cpu_fallback = False
+    if options.gpus == "all":
+        use_gpus = True
+    elif options.gpus == "auto" and recorded_gpus:
+        if host_has_gpu:
+            use_gpus = True
+        elif options.allow_cpu:
+            cpu_fallback = True
+        else:
+            from replay_tui.errors import InfraError
+
+            raise InfraError(
+                f"run {m.run_id} was recorded on GPU ({m.hardware.gpus[0].name if m.hardware.gpus else ''})"
+                " and this host has none",
+                "replay on a GPU host, or pass --allow-cpu to run on CPU (recorded as a gap)",
+            )
+    if use_gpus and not host_has_gpu:
+        from replay_tui.errors import InfraError
+
+        raise InfraError("--gpus all was asked for but this host has no GPU")
+    data = [DataMount(d, Path(p) if (p := data_locations.get(d.name)) else None) for d in m.data]
+    env = dict(m.env)
+    if options.determinism == "off":
+        env["REPLAY_TUI_DETERMINISM"] = "off"
+    out_dirs = list(m.capture.output_dirs) if m.capture else []
+    for a in m.outputs.artifacts:
+        parts = a.path.split("/")
+        if len(parts) > 1 and parts[0] not in out_dirs:
+            out_dirs.append(parts[0])
+    return ReplayPlan(
+        original=m,
+        options=options,
+        argv=list(m.argv),
+        env=env,
+        workdir=m.workdir,
+        commit=m.code.commit,
+        image=image,
+        data=data,
+        output_dirs=sorted(out_dirs),
+        use_gpus=use_gpus,
+        cpu_fallback=cpu_fallback,
+    )

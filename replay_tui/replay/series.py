@@ -1,0 +1,205 @@
+"""Several replays of one run: the noise floor (``--times N``) and the determinism cost.
+
+The noise floor is the spread across same-seed replays: the largest metric gap between
+any two replicas, the largest relative L2 between their weights, and how many replicas
+were bit-identical to each other.  ``determinism_cost_pct`` compares the run time of a
+replay with the SDK's deterministic mode on against one with it switched off.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome, replay_run
+from storage.manifest import RunManifest
+from storage.objects import ObjectStore
+from storage.store import RunStore
+
+
+@dataclass
+class ReplayReport:
+    original_id: str
+    outcomes: list[ReplayOutcome] = field(default_factory=list)
+    noise_floor: dict[str, Any] | None = None
+    determinism: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        reproduced = [o for o in self.outcomes if o.exit_code == 0]
+        checked = [
+            o
+            for o in self.outcomes
+            if not (o.replay and o.replay.replay and o.replay.replay.determinism == "off")
+        ]
+        return 0 if checked and all(o in reproduced for o in checked) else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.original_id,
+            "exit_code": self.exit_code,
+            "replays": [
+                {
+                    "replay_run": o.replay.run_id if o.replay else None,
+                    "status": o.replay.status if o.replay else "error",
+                    "verdict": o.verdict,
+                    "reason": o.reason,
+                    "duration_s": o.replay.duration_s if o.replay else None,
+                    "determinism": o.replay.replay.determinism
+                    if o.replay and o.replay.replay
+                    else None,
+                    "comparison": o.comparison,
+                }
+                for o in self.outcomes
+            ],
+            "noise_floor": self.noise_floor,
+            "determinism": self.determinism,
+        }
+
+    def text(self) -> str:
+        lines = []
+        for i, o in enumerate(self.outcomes, 1):
+            rid = o.replay.run_id if o.replay else "-"
+            mode = o.replay.replay.determinism if o.replay and o.replay.replay else "recorded"
+            lines.append(
+                f"replay {i}: {o.verdict or 'ERROR'}  run {rid}"
+                + (f"  (determinism {mode})" if mode != "recorded" else "")
+                + (f"  [{o.reason}]" if o.reason else "")
+            )
+            for r in (o.comparison or {}).get("reasons", [])[:8]:
+                lines.append(f"    - {r}")
+        if self.noise_floor:
+            nf = self.noise_floor
+            lines.append(
+                f"noise floor over {nf['replicas']} replicas: max metric gap {nf['max_metric_gap']:.3g},"
+                f" max weight rel L2 {nf['max_weight_rel_l2']:.3g},"
+                f" largest identical group {nf['largest_identical_group']}/{nf['replicas']}"
+            )
+        if self.determinism:
+            d = self.determinism
+            lines.append(
+                f"determinism cost: {d['determinism_cost_pct']:+.1f}% "
+                f"(deterministic {d['deterministic_s']:.2f}s vs off {d['nondeterministic_s']:.2f}s)"
+                f" — {d['note']}"
+            )
+        verdict = "REPRODUCED" if self.exit_code == 0 else "NOT REPRODUCED"
+        lines.append(f"=> {verdict}")
+        return "\n".join(lines)
+
+
+def _metric_gap(a: RunManifest, b: RunManifest) -> float:
+    gap = 0.0
+    for name in set(a.outputs.metrics) & set(b.outputs.metrics):
+        gap = max(gap, abs(a.outputs.metrics[name] - b.outputs.metrics[name]))
+    for name in set(a.outputs.metric_history) & set(b.outputs.metric_history):
+        hb = dict(b.outputs.metric_history[name])
+        for step, v in a.outputs.metric_history[name]:
+            if step in hb:
+                gap = max(gap, abs(v - hb[step]))
+    return gap
+
+
+def _weight_l2(a: RunManifest, b: RunManifest, objects: ObjectStore) -> float:
+    worst = 0.0
+    arts_b = {x.path: x for x in b.outputs.artifacts}
+    for x in a.outputs.artifacts:
+        y = arts_b.get(x.path)
+        if x.kind != "checkpoint" or y is None or not x.sha256 or not y.sha256:
+            continue
+        if x.sha256 == y.sha256 or (x.tensor_sha256 and x.tensor_sha256 == y.tensor_sha256):
+            continue
+        pa, pb = objects.get(x.sha256), objects.get(y.sha256)
+        if pa is None or pb is None:
+            continue
+        from replay_tui.compare.tensors import compare_checkpoints
+
+        diff = compare_checkpoints(pa, pb).to_dict()
+        for t in diff.get("tensors", []):
+            v = t.get("rel_l2")
+            if isinstance(v, int | float):
+                worst = max(worst, float(v))
+    return worst
+
+
+def noise_floor(replicas: list[RunManifest], objects: ObjectStore) -> dict[str, Any]:
+    groups: dict[tuple[str | None, ...], int] = {}
+    for r in replicas:
+        key = tuple(sorted(f"{a.path}:{a.sha256}" for a in r.outputs.artifacts))
+        groups[key] = groups.get(key, 0) + 1
+    gap = 0.0
+    l2 = 0.0
+    for a, b in itertools.combinations(replicas, 2):
+        gap = max(gap, _metric_gap(a, b))
+        l2 = max(l2, _weight_l2(a, b, objects))
+    return {
+        "replicas": len(replicas),
+        "max_metric_gap": gap,
+        "max_weight_rel_l2": l2,
+        "largest_identical_group": max(groups.values()) if groups else 0,
+        "identical_groups": sorted(groups.values(), reverse=True),
+        "all_identical": len(groups) == 1,
+    }
+
+
+def replay_many(
+    store: RunStore,
+    run_ref: str,
+    options: ReplayOptions,
+    *,
+    times: int = 1,
+    determinism: str = "recorded",
+    on_event: OnEvent | None = None,
+    should_cancel: Callable[[], bool] = lambda: False,
+) -> ReplayReport:
+    """``times`` replays (plus one with determinism off when asked) and their spread."""
+    emit = on_event or (lambda e: None)
+    original_id = store.resolve(run_ref)
+    report = ReplayReport(original_id)
+    for i in range(times):
+        if times > 1:
+            emit(ReplayEvent("replay", "note", f"replica {i + 1} of {times}"))
+        report.outcomes.append(
+            replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
+        )
+        if should_cancel():
+            break
+    replicas = [o.replay for o in report.outcomes if o.replay and o.replay.status == "succeeded"]
+    if times > 1 and len(replicas) > 1:
+        report.noise_floor = noise_floor(replicas, ObjectStore.beside(store.path))
+        store.add_noise_floor(original_id, len(replicas), report.noise_floor)
+    if determinism == "off":
+        emit(ReplayEvent("replay", "note", "replay with deterministic mode switched off"))
+        off = replay_run(
+            store,
+            original_id,
+            replace(options, determinism="off"),
+            on_event=emit,
+            should_cancel=should_cancel,
+        )
+        report.outcomes.append(off)
+        on = next(
+            (o for o in report.outcomes if o.replay and o is not off and o.replay.duration_s),
+            None,
+        )
+        if on and on.replay and off.replay and on.replay.duration_s and off.replay.duration_s:
+            t_on, t_off = on.replay.duration_s, off.replay.duration_s
+            cost = (t_on - t_off) / t_off * 100.0
+            gpu = bool(on.original.hardware.gpus) and bool(on.replay.hardware.gpus)
+            note = (
+                "measured on GPU"
+                if gpu
+                else "measured on CPU, where deterministic mode changes few kernels:"
+                " a cost near zero is expected and run-to-run timing noise dominates"
+            )
+            report.determinism = {
+                "deterministic_s": t_on,
+                "nondeterministic_s": t_off,
+                "determinism_cost_pct": cost,
+                "note": note,
+                "off_verdict": off.verdict,
+            }
+            store.add_noise_floor(original_id, 2, {"determinism": report.determinism})
+    return report

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install everything and run the whole test suite: lint, types, import contracts, pytest.
+# Tests that need Docker use the real engine brought up by scripts/docker-env.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ "${REPLAY_TUI_NO_DOCKER:-0}" != "1" ]; then
+  bash scripts/docker-env.sh >&2
+  set -a; . "${REPLAY_TUI_ENV_DIR:-/var/lib/replay-tui-env}/train-image.env"; set +a
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+echo "== ruff"; ruff check . && ruff format --check .
+echo "== mypy"; mypy
+echo "== import contracts"; lint-imports
+echo "== pytest"; pytest -q -p no:cacheprovider "$@"

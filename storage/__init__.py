@@ -1,0 +1,1 @@
+"""The record format and the store: no Textual, no Docker, no torch."""

@@ -1,0 +1,78 @@
+"""Append-only, hash-chained event log.
+
+Each event's hash covers its own fields and the previous event's hash, so altering,
+removing or reordering any event breaks every link after it.  ``subject_sha256`` names
+the content (manifest, comparison, blob...) the event is about, so a changed fact no
+longer matches the event that recorded it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    ts: str
+    kind: str
+    run_id: str | None
+    subject_sha256: str | None
+    prev_hash: str
+    hash: str
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC timestamp with milliseconds, the format manifests use."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def event_hash(
+    seq: int, ts: str, kind: str, run_id: str | None, subject: str | None, prev: str
+) -> str:
+    payload = json.dumps(
+        [seq, ts, kind, run_id, subject, prev], separators=(",", ":"), ensure_ascii=True
+    )
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()
+
+
+def append(
+    conn: sqlite3.Connection, kind: str, run_id: str | None, subject_sha256: str | None
+) -> Event:
+    """Append one event.  The caller holds the write lock (``BEGIN IMMEDIATE``)."""
+    row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, prev = (row[0] + 1, row[1]) if row else (1, GENESIS)
+    ts = utc_now()
+    h = event_hash(seq, ts, kind, run_id, subject_sha256, prev)
+    conn.execute(
+        "INSERT INTO events (seq, ts, kind, run_id, subject_sha256, prev_hash, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (seq, ts, kind, run_id, subject_sha256, prev, h),
+    )
+    return Event(seq, ts, kind, run_id, subject_sha256, prev, h)
+
+
+def walk(conn: sqlite3.Connection) -> tuple[int, str | None]:
+    """Check the whole chain.  Returns (events checked, first problem or None)."""
+    prev = GENESIS
+    expected_seq = 1
+    n = 0
+    for seq, ts, kind, run_id, subject, prev_hash, h in conn.execute(
+        "SELECT seq, ts, kind, run_id, subject_sha256, prev_hash, hash FROM events ORDER BY seq"
+    ):
+        n += 1
+        if seq != expected_seq:
+            return n, f"event {expected_seq} is missing (next event is {seq})"
+        if prev_hash != prev:
+            return n, f"event {seq} ({kind}) does not link to the hash of event {seq - 1}"
+        if event_hash(seq, ts, kind, run_id, subject, prev_hash) != h:
+            return n, f"event {seq} ({kind}) was altered: its hash does not match its fields"
+        prev = h
+        expected_seq += 1
+    return n, None

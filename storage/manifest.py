@@ -1,0 +1,552 @@
+"""The run manifest (schema v1): every fact a reproduction depends on.
+
+A manifest arrives from untrusted places (another team's export, a hand-edited file, a
+container), so parsing is strict: unknown fields, wrong types, non-finite numbers,
+duplicate JSON keys, paths that could escape, oversized strings and oversized documents
+are all refused with a message that names the field.  Missing knowledge is ``None``;
+gap rules (``replay_tui.gaps``) then say what that costs.
+
+Hashes are over the RFC 8785 canonical JSON form, so key order and whitespace never
+change a hash while any change of a value does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import posixpath
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeAlias
+
+import rfc8785
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
+
+SCHEMA_VERSION = 1
+MAX_MANIFEST_BYTES = 8 * 1024 * 1024
+MAX_STR = 4096
+MAX_LONG_STR = 64 * 1024
+MAX_LIST = 10_000
+MAX_HISTORY_POINTS = 200_000
+MAX_SAFE_INT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger ints lose bits
+
+_HEX40 = re.compile(r"[0-9a-f]{40}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{7,63}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z")
+# A Docker image reference: [registry[:port]/]path[:tag][@sha256:hex]
+_IMAGE_REF = re.compile(
+    r"(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+_NAME_RE = re.compile(r"[^\x00-\x1f\x7f]*")
+
+
+class ManifestError(ValueError):
+    """A manifest was refused.  ``location`` names the field path (``data[0].path``)."""
+
+    def __init__(self, message: str, location: str = "", source: str = "") -> None:
+        self.message = message
+        self.location = location
+        self.source = source
+        where = " ".join(p for p in (source, location) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+def _check_hex40(v: str) -> str:
+    if not _HEX40.fullmatch(v):
+        raise ValueError("must be a full 40-character lowercase hex git commit")
+    return v
+
+
+def _check_hex64(v: str) -> str:
+    if not _HEX64.fullmatch(v):
+        raise ValueError("must be 64 lowercase hex characters (a sha256)")
+    return v
+
+
+def _check_digest(v: str) -> str:
+    if not (v.startswith("sha256:") and _HEX64.fullmatch(v[7:])):
+        raise ValueError("must be 'sha256:' followed by 64 lowercase hex characters")
+    return v
+
+
+def _check_run_id(v: str) -> str:
+    if not _RUN_ID.fullmatch(v):
+        raise ValueError("must be 8-64 characters of letters, digits, '-' or '_'")
+    return v
+
+
+def _check_timestamp(v: str) -> str:
+    if not _TIMESTAMP.fullmatch(v):
+        raise ValueError("must be an RFC 3339 UTC timestamp like 2026-01-31T12:00:00.000Z")
+    try:
+        datetime.fromisoformat(v[:19])
+    except ValueError:
+        raise ValueError("is not a real date and time") from None
+    return v
+
+
+def _check_rel_path(v: str) -> str:
+    """Relative, normalised POSIX path that cannot leave its root."""
+    if not v:
+        raise ValueError("must not be empty")
+    if "\x00" in v:
+        raise ValueError("must not contain NUL")
+    if "\\" in v:
+        raise ValueError("must use '/' separators")
+    if v.startswith("/") or re.match(r"[A-Za-z]:", v):
+        raise ValueError("must be relative, not absolute")
+    parts = v.split("/")
+    if ".." in parts:
+        raise ValueError("must not contain '..'")
+    if posixpath.normpath(v) != v:
+        raise ValueError(f"must be normalised (use {posixpath.normpath(v)!r})")
+    if any(ord(c) < 0x20 for c in v):
+        raise ValueError("must not contain control characters")
+    return v
+
+
+def _check_env_name(v: str) -> str:
+    if not _ENV_NAME.fullmatch(v):
+        raise ValueError("environment variable names are letters, digits and '_'")
+    return v
+
+
+def _check_image_ref(v: str) -> str:
+    if not _IMAGE_REF.fullmatch(v):
+        raise ValueError("is not a valid image reference (registry/name[:tag][@sha256:...])")
+    return v
+
+
+def _check_label(v: str) -> str:
+    if not _NAME_RE.fullmatch(v):
+        raise ValueError("must not contain control characters")
+    return v
+
+
+def _check_finite(v: float) -> float:
+    if not math.isfinite(v):
+        raise ValueError("must be a finite number (no NaN or infinity)")
+    return v
+
+
+Str = Annotated[str, StringConstraints(max_length=MAX_STR)]
+Label = Annotated[str, StringConstraints(max_length=256), AfterValidator(_check_label)]
+LongStr = Annotated[str, StringConstraints(max_length=MAX_LONG_STR)]
+Hex40 = Annotated[str, AfterValidator(_check_hex40)]
+Hex64 = Annotated[str, AfterValidator(_check_hex64)]
+Digest = Annotated[str, AfterValidator(_check_digest)]
+RunId = Annotated[str, AfterValidator(_check_run_id)]
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+RelPath = Annotated[str, StringConstraints(max_length=1024), AfterValidator(_check_rel_path)]
+EnvName = Annotated[str, AfterValidator(_check_env_name)]
+ImageRef = Annotated[str, StringConstraints(max_length=512), AfterValidator(_check_image_ref)]
+Finite = Annotated[float, AfterValidator(_check_finite)]
+SafeInt = Annotated[int, Field(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]
+Seed = Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+Count = Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+
+
+def _list_to_pair(v: Any) -> Any:
+    if isinstance(v, list) and len(v) == 2:
+        return (v[0], v[1])
+    if isinstance(v, list):
+        raise ValueError("a history point is [step, value]")
+    return v
+
+
+Point = Annotated[tuple[SafeInt, Finite], BeforeValidator(_list_to_pair)]
+
+JSONValue: TypeAlias = Any  # checked by _check_config: JSON scalars, lists, string-keyed maps
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class CodeInfo(_Model):
+    """Where the training code came from."""
+
+    repo_url: Str | None = None
+    commit: Hex40 | None = None
+    branch: Label | None = None
+    dirty: bool | None = None
+    diff_sha256: Hex64 | None = None
+    untracked: list[RelPath] = Field(default_factory=list, max_length=MAX_LIST)
+
+
+class ImageInfo(_Model):
+    """The container image the run used; ``digest`` is the repo digest when pushed."""
+
+    reference: ImageRef | None = None
+    digest: Digest | None = None
+    image_id: Digest | None = None
+    platform: Label | None = None
+
+
+class DataInfo(_Model):
+    """One dataset input, pinned by content (a tree hash for a folder)."""
+
+    name: Label
+    path: RelPath
+    sha256: Hex64 | None = None
+    size_bytes: Count | None = None
+    file_count: Count | None = None
+    version: Label | None = None
+
+
+class RandomnessInfo(_Model):
+    """Every seed, per source; ``None`` means not known to be seeded."""
+
+    seed: Seed | None = None
+    python: Seed | None = None
+    numpy: Seed | None = None
+    torch: Seed | None = None
+    cuda: Seed | None = None
+    dataloader_workers: Seed | None = None
+    python_hash_seed: Label | None = None
+
+
+class DeterminismInfo(_Model):
+    """Determinism switches as they were set during the run."""
+
+    deterministic_algorithms: bool | None = None
+    cudnn_deterministic: bool | None = None
+    cudnn_benchmark: bool | None = None
+    cublas_workspace_config: Label | None = None
+    allow_tf32: bool | None = None
+    mixed_precision: Label | None = None
+    nondeterministic_ops: list[Str] = Field(default_factory=list, max_length=MAX_LIST)
+
+
+class EnvironmentInfo(_Model):
+    """Software environment of the process that trained."""
+
+    python_version: Label | None = None
+    packages: list[Str] | None = Field(default=None, max_length=MAX_LIST)
+    packages_sha256: Hex64 | None = None
+    torch_version: Label | None = None
+    cuda_version: Label | None = None
+    cudnn_version: Label | None = None
+    nccl_version: Label | None = None
+    os: Label | None = None
+    kernel: Label | None = None
+    hostname: Label | None = None
+
+
+class GpuInfo(_Model):
+    name: Label
+    memory_mb: Count | None = None
+    compute_capability: Label | None = None
+    uuid: Label | None = None
+
+
+class HardwareInfo(_Model):
+    cpu_model: Label | None = None
+    cpu_count: Count | None = None
+    gpus: list[GpuInfo] | None = Field(default=None, max_length=1024)
+    gpu_count: Count | None = None
+    driver_version: Label | None = None
+    interconnect: Label | None = None
+
+
+ArtifactKind = Literal["checkpoint", "file", "log", "metrics"]
+
+
+class ArtifactInfo(_Model):
+    path: RelPath
+    sha256: Hex64 | None = None
+    size_bytes: Count | None = None
+    kind: ArtifactKind = "file"
+    tensor_sha256: Hex64 | None = None
+
+
+class OutputsInfo(_Model):
+    artifacts: list[ArtifactInfo] = Field(default_factory=list, max_length=MAX_LIST)
+    metrics: dict[Label, Finite] = Field(default_factory=dict, max_length=MAX_LIST)
+    metric_history: dict[Label, list[Point]] = Field(default_factory=dict, max_length=1000)
+    log_sha256: Hex64 | None = None
+    log_tail: LongStr | None = None
+
+
+class ReplayInfo(_Model):
+    """How a replay ran (only on ``kind="replay"`` manifests)."""
+
+    backend: Literal["docker", "local"]
+    environment_pinned: bool
+    network: Literal["none", "bridge"] = "none"
+    gpus: Literal["all", "none"] = "none"
+    cpu_fallback: bool = False
+    forced_data: bool = False
+    diff_applied: bool = False
+    determinism: Literal["recorded", "off"] = "recorded"
+    reason: LongStr | None = None
+
+
+class CaptureInfo(_Model):
+    """How the launcher captured outputs, so a replay captures them the same way."""
+
+    artifact_globs: list[Str] = Field(default_factory=list, max_length=256)
+    metrics_file: RelPath | None = None
+    metric_regex: list[Str] = Field(default_factory=list, max_length=64)
+    metric_name: Label | None = None
+    output_dirs: list[RelPath] = Field(default_factory=list, max_length=256)
+
+
+class IntegrityInfo(_Model):
+    manifest_sha256: Hex64 | None = None
+    signature: Str | None = None
+
+
+RunStatus = Literal["succeeded", "failed", "interrupted", "timed_out"]
+
+
+class RunManifest(_Model):
+    """A training run's full provenance.  See DESIGN.md for the meaning of each group."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    # identity
+    run_id: RunId
+    name: Label = ""
+    kind: Literal["original", "replay"] = "original"
+    replay_of: RunId | None = None
+    status: RunStatus
+    exit_code: SafeInt | None = None
+    started_at: Timestamp
+    ended_at: Timestamp | None = None
+    duration_s: Annotated[float, Field(ge=0), AfterValidator(_check_finite)] | None = None
+    tags: dict[Label, Label] = Field(default_factory=dict, max_length=256)
+    # command
+    argv: list[Str] = Field(default_factory=list, max_length=4096)
+    workdir: RelPath = "."
+    env: dict[EnvName, Str] = Field(default_factory=dict, max_length=1024)
+    # groups
+    code: CodeInfo = Field(default_factory=CodeInfo)
+    image: ImageInfo | None = None
+    data: list[DataInfo] = Field(default_factory=list, max_length=MAX_LIST)
+    config: dict[Label, JSONValue] = Field(default_factory=dict, max_length=MAX_LIST)
+    config_hash: Hex64 | None = None
+    randomness: RandomnessInfo = Field(default_factory=RandomnessInfo)
+    determinism: DeterminismInfo = Field(default_factory=DeterminismInfo)
+    environment: EnvironmentInfo = Field(default_factory=EnvironmentInfo)
+    hardware: HardwareInfo = Field(default_factory=HardwareInfo)
+    outputs: OutputsInfo = Field(default_factory=OutputsInfo)
+    capture: CaptureInfo | None = None
+    replay: ReplayInfo | None = None
+    integrity: IntegrityInfo = Field(default_factory=IntegrityInfo)
+
+    # -- hashing -------------------------------------------------------------------
+
+    def body(self) -> dict[str, Any]:
+        """The manifest as plain JSON data, without the integrity group."""
+        data = self.model_dump(mode="json", exclude={"integrity"})
+        return data
+
+    def compute_sha256(self) -> str:
+        return sha256_hex(canonical_json(self.body()))
+
+    def sealed(self) -> RunManifest:
+        """A copy with ``config_hash`` and ``manifest_sha256`` filled in."""
+        update: dict[str, Any] = {}
+        if self.config:
+            update["config_hash"] = config_hash(self.config)
+        m = self.model_copy(update=update) if update else self
+        integrity = m.integrity.model_copy(update={"manifest_sha256": m.compute_sha256()})
+        return m.model_copy(update={"integrity": integrity})
+
+    def to_json(self) -> str:
+        """Canonical JSON of the whole manifest (integrity included)."""
+        return canonical_json(self.model_dump(mode="json")).decode("utf-8")
+
+
+# -- canonical JSON and hashes -------------------------------------------------------
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 (JCS) canonical form."""
+    return rfc8785.dumps(value)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of the full hyperparameter map."""
+    return sha256_hex(canonical_json(dict(config)))
+
+
+# -- untrusted input -----------------------------------------------------------------
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ManifestError(f"duplicate key {k!r} in a JSON object")
+        out[k] = v
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise ManifestError(f"{name} is not allowed: numbers must be finite")
+
+
+def _check_unicode(s: str, where: str) -> None:
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ManifestError(
+                "contains a lone UTF-16 surrogate (\\ud800-\\udfff)", where
+            ) from None
+
+
+def _check_config(value: Any, where: str, depth: int = 0) -> None:
+    if depth > 32:
+        raise ManifestError("nested deeper than 32 levels", where)
+    if value is None or isinstance(value, bool | str):
+        if isinstance(value, str):
+            if len(value) > MAX_LONG_STR:
+                raise ManifestError(f"string longer than {MAX_LONG_STR} characters", where)
+            _check_unicode(value, where)
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_SAFE_INT:
+            raise ManifestError("integer outside the exactly representable range +-2**53", where)
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ManifestError("must be a finite number (no NaN or infinity)", where)
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_config(item, f"{where}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise ManifestError("keys must be strings", where)
+            if len(k) > MAX_STR:
+                raise ManifestError(f"key longer than {MAX_STR} characters", where)
+            _check_unicode(k, where)
+            _check_config(item, f"{where}.{k}", depth + 1)
+        return
+    raise ManifestError(f"unsupported value of type {type(value).__name__}", where)
+
+
+def _loc(parts: tuple[int | str, ...]) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += f".{p}" if out else str(p)
+    return out
+
+
+def manifest_from_data(data: Any, *, source: str = "") -> RunManifest:
+    """Validate already-parsed JSON data into a manifest (strict)."""
+    if not isinstance(data, dict):
+        raise ManifestError("top level must be a JSON object", source=source)
+    version = data.get("schema_version")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise ManifestError(
+            f"unsupported schema_version {version!r}; this tool reads version {SCHEMA_VERSION}",
+            "schema_version",
+            source,
+        )
+    cfg = data.get("config")
+    if isinstance(cfg, dict):
+        try:
+            _check_config(cfg, "config")
+        except ManifestError as e:
+            raise ManifestError(e.message, e.location, source) from None
+    try:
+        m = RunManifest.model_validate(data, strict=True)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = _loc(tuple(err["loc"]))
+        msg = err["msg"]
+        if len(e.errors()) > 1:
+            msg += f" (and {len(e.errors()) - 1} more problem(s))"
+        raise ManifestError(msg, loc, source) from None
+    _check_consistency(m, source)
+    return m
+
+
+def _check_consistency(m: RunManifest, source: str) -> None:
+    if m.kind == "replay" and m.replay_of is None:
+        raise ManifestError("a replay must name the run it replays", "replay_of", source)
+    if m.kind == "original" and m.replay_of is not None:
+        raise ManifestError("only kind='replay' may set replay_of", "replay_of", source)
+    if m.config and m.config_hash is not None and m.config_hash != config_hash(m.config):
+        raise ManifestError("does not match the sha256 of the config", "config_hash", source)
+    if m.code.diff_sha256 is not None and m.code.dirty is False:
+        raise ManifestError("a clean tree cannot have a diff", "code.diff_sha256", source)
+    seen: set[str] = set()
+    for i, a in enumerate(m.outputs.artifacts):
+        if a.path in seen:
+            raise ManifestError(
+                f"artifact {a.path!r} listed twice", f"outputs.artifacts[{i}]", source
+            )
+        seen.add(a.path)
+    for name, series in m.outputs.metric_history.items():
+        if len(series) > MAX_HISTORY_POINTS:
+            raise ManifestError(
+                f"more than {MAX_HISTORY_POINTS} points", f"outputs.metric_history.{name}", source
+            )
+    claimed = m.integrity.manifest_sha256
+    if claimed is not None and claimed != m.compute_sha256():
+        raise ManifestError(
+            "does not match the manifest's content (it was altered after sealing)",
+            "integrity.manifest_sha256",
+            source,
+        )
+
+
+def parse_manifest(raw: bytes | str, *, source: str = "") -> RunManifest:
+    """Parse untrusted JSON bytes into a manifest, or raise ManifestError."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"manifest is {len(raw)} bytes; the limit is {MAX_MANIFEST_BYTES}", source=source
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"not UTF-8 (byte {e.start})", source=source) from None
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except ManifestError as e:
+        raise ManifestError(e.message, source=source) from None
+    except json.JSONDecodeError as e:
+        raise ManifestError(
+            f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source
+        ) from None
+    except RecursionError:
+        raise ManifestError("JSON nested too deeply", source=source) from None
+    except ValueError as e:  # e.g. an integer literal longer than 4300 digits
+        raise ManifestError(f"invalid JSON: {e}", source=source) from None
+    return manifest_from_data(data, source=source)
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the manifest."""
+    schema = RunManifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://replay-tui.invalid/schema/run-manifest-v1.json"
+    return schema

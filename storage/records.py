@@ -1,0 +1,156 @@
+"""Rows become typed records here, and only here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from storage.manifest import RunManifest
+
+RUN_COLUMNS = (
+    "id",
+    "name",
+    "kind",
+    "replay_of",
+    "status",
+    "exit_code",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "commit",
+    "branch",
+    "dirty",
+    "repo_url",
+    "image_ref",
+    "image_digest",
+    "config_hash",
+    "manifest_sha256",
+    "command",
+    "tags",
+    "gaps_critical",
+    "gaps_warning",
+    "gaps_info",
+    "last_verdict",
+    "last_verdict_at",
+    "signed",
+    "ingested_at",
+)
+RUN_SELECT = ", ".join(f'"{c}"' for c in RUN_COLUMNS)
+
+
+@dataclass(frozen=True)
+class GapCounts:
+    critical: int = 0
+    warning: int = 0
+    info: int = 0
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of the runs browser."""
+
+    id: str
+    name: str
+    kind: str
+    replay_of: str | None
+    status: str
+    exit_code: int | None
+    started_at: str
+    ended_at: str | None
+    duration_s: float | None
+    commit: str | None
+    branch: str | None
+    dirty: bool | None
+    repo_url: str | None
+    image_ref: str | None
+    image_digest: str | None
+    config_hash: str | None
+    manifest_sha256: str
+    command: str
+    tags: str
+    gaps: GapCounts | None
+    last_verdict: str | None
+    last_verdict_at: str | None
+    signed: bool
+    ingested_at: str
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> RunRecord:
+        d = dict(zip(RUN_COLUMNS, row, strict=True))
+        gaps = None
+        if d["gaps_critical"] is not None:
+            gaps = GapCounts(d["gaps_critical"], d["gaps_warning"] or 0, d["gaps_info"] or 0)
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            kind=d["kind"],
+            replay_of=d["replay_of"],
+            status=d["status"],
+            exit_code=d["exit_code"],
+            started_at=d["started_at"],
+            ended_at=d["ended_at"],
+            duration_s=d["duration_s"],
+            commit=d["commit"],
+            branch=d["branch"],
+            dirty=None if d["dirty"] is None else bool(d["dirty"]),
+            repo_url=d["repo_url"],
+            image_ref=d["image_ref"],
+            image_digest=d["image_digest"],
+            config_hash=d["config_hash"],
+            manifest_sha256=d["manifest_sha256"],
+            command=d["command"],
+            tags=d["tags"],
+            gaps=gaps,
+            last_verdict=d["last_verdict"],
+            last_verdict_at=d["last_verdict_at"],
+            signed=bool(d["signed"]),
+            ingested_at=d["ingested_at"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {c: getattr(self, c) for c in RUN_COLUMNS if c not in _GAP_COLUMNS}
+        out["gaps"] = None if self.gaps is None else self.gaps.__dict__.copy()
+        return out
+
+
+_GAP_COLUMNS = {"gaps_critical", "gaps_warning", "gaps_info"}
+
+
+def run_row(
+    m: RunManifest, manifest_sha256: str, gaps: GapCounts | None, now: str
+) -> dict[str, Any]:
+    """The runs-table row derived from a manifest."""
+    image = m.image
+    return {
+        "id": m.run_id,
+        "name": m.name,
+        "kind": m.kind,
+        "replay_of": m.replay_of,
+        "status": m.status,
+        "exit_code": m.exit_code,
+        "started_at": m.started_at,
+        "ended_at": m.ended_at,
+        "duration_s": m.duration_s,
+        "commit": m.code.commit,
+        "branch": m.code.branch,
+        "dirty": None if m.code.dirty is None else int(m.code.dirty),
+        "repo_url": m.code.repo_url,
+        "image_ref": image.reference if image else None,
+        "image_digest": image.digest if image else None,
+        "config_hash": m.config_hash,
+        "manifest_sha256": manifest_sha256,
+        "command": " ".join(m.argv)[:4096],
+        "tags": " ".join(f"{k}={v}" for k, v in sorted(m.tags.items())),
+        "gaps_critical": None if gaps is None else gaps.critical,
+        "gaps_warning": None if gaps is None else gaps.warning,
+        "gaps_info": None if gaps is None else gaps.info,
+        "last_verdict": None,
+        "last_verdict_at": None,
+        "signed": 0,
+        "ingested_at": now,
+    }
+
+
+def history_json(points: list[tuple[int, float]]) -> str:
+    return json.dumps(points, separators=(",", ":"))

@@ -1,0 +1,593 @@
+"""RunStore: manifests and everything learnt about them, in one SQLite file.
+
+Writes take SQLite's write lock up front (``BEGIN IMMEDIATE``) so that the ledger's
+"previous hash" is read and extended under the same lock, and each call is one
+transaction: a crash or kill mid-write leaves the store as it was before the call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlite_utils import Database
+
+from storage import ledger, migrations
+from storage.manifest import RunManifest, canonical_json, manifest_from_data, sha256_hex
+from storage.records import RUN_SELECT, GapCounts, RunRecord, history_json, run_row
+
+BUSY_TIMEOUT_S = 60.0
+Order = Literal["started_at", "name", "duration_s", "status", "last_verdict", "kind"]
+_ORDER_COLUMNS = {"started_at", "name", "duration_s", "status", "last_verdict", "kind"}
+
+
+class StoreError(Exception):
+    """A request the store refuses (bad reference, conflicting manifest...)."""
+
+
+class RunNotFound(StoreError):
+    pass
+
+
+class AmbiguousRun(StoreError):
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.candidates = candidates
+        shown = ", ".join(candidates[:10]) + (" ..." if len(candidates) > 10 else "")
+        super().__init__(f"run prefix {prefix!r} is ambiguous; it matches: {shown}")
+
+
+class ConflictError(StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    run_id: str
+    manifest_sha256: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class Location:
+    role: Literal["repo", "data", "workdir", "output"]
+    name: str
+    host_path: str
+
+
+@dataclass
+class VerifyReport:
+    events: int = 0
+    manifests: int = 0
+    blobs: int = 0
+    facts: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """What the runs browser asks for; every filter is optional."""
+
+    search: str | None = None
+    kind: str | None = None
+    verdict: str | None = None
+    has_critical: bool = False
+    replay_of: str | None = None
+    order: Order = "started_at"
+    descending: bool = True
+    limit: int = 100
+    offset: int = 0
+
+
+def fts_query(text: str) -> str | None:
+    """User text to a safe FTS5 query: every word must match, each as a prefix."""
+    words = re.findall(r"\w+", text)
+    if not words:
+        return None
+    return " ".join(f'"{w}"*' for w in words[:32])
+
+
+class RunStore:
+    """The run store.  One instance per thread (sqlite3 connections are per thread)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        self.conn = conn
+        self.db = Database(conn)
+        if str(path) != ":memory:":
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode != "wal":
+                with self._write():
+                    pass  # serialise first-open with other processes
+                conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if migrations.migrations.pending(self.db):
+            with self._write():
+                migrations.apply(self.db)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    # -- writing -------------------------------------------------------------------
+
+    def ingest(
+        self,
+        manifest: RunManifest,
+        *,
+        gaps: GapCounts | None = None,
+        locations: Sequence[Location] = (),
+        blobs: Mapping[str, tuple[str, bytes]] | None = None,
+    ) -> IngestResult:
+        """Store one manifest (sealing it if it is not).  Idempotent for equal content."""
+        return self.ingest_many([(manifest, gaps, locations, blobs or {})])[0]
+
+    def ingest_many(
+        self,
+        items: Sequence[
+            tuple[
+                RunManifest,
+                GapCounts | None,
+                Sequence[Location],
+                Mapping[str, tuple[str, bytes]],
+            ]
+        ],
+    ) -> list[IngestResult]:
+        """Store several manifests in one transaction: all of them or none."""
+        prepared = []
+        for m, gaps, locs, blobs in items:
+            if m.integrity.manifest_sha256 is None:
+                m = m.sealed()
+            sha = m.integrity.manifest_sha256
+            assert sha is not None
+            body = m.to_json()
+            for blob_sha, (_, data) in blobs.items():
+                if sha256_hex(data) != blob_sha:
+                    raise StoreError(f"blob {blob_sha[:12]} does not match its content")
+            prepared.append((m, sha, body, gaps, locs, blobs))
+        results: list[IngestResult] = []
+        now = ledger.utc_now()
+        with self._write() as conn:
+            for m, sha, body, gaps, locs, blobs in prepared:
+                row = conn.execute(
+                    "SELECT sha256 FROM manifests WHERE run_id = ?", (m.run_id,)
+                ).fetchone()
+                if row is not None:
+                    if row[0] != sha:
+                        raise ConflictError(
+                            f"run {m.run_id} is already stored with a different manifest "
+                            f"({row[0][:12]}); a run's manifest never changes"
+                        )
+                    results.append(IngestResult(m.run_id, sha, False))
+                    continue
+                for blob_sha, (kind, data) in blobs.items():
+                    self._put_blob(conn, blob_sha, kind, data, m.run_id)
+                conn.execute(
+                    "INSERT INTO manifests (sha256, run_id, body, bytes, ingested_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (sha, m.run_id, body, len(body.encode("utf-8")), now),
+                )
+                r = run_row(m, sha, gaps, now)
+                cols = ", ".join(f'"{c}"' for c in r)
+                conn.execute(
+                    f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(r))})",
+                    tuple(r.values()),
+                )
+                conn.executemany(
+                    "INSERT INTO artifacts (run_id, path, sha256, size_bytes, kind, tensor_sha256)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (m.run_id, a.path, a.sha256, a.size_bytes, a.kind, a.tensor_sha256)
+                        for a in m.outputs.artifacts
+                    ],
+                )
+                names = set(m.outputs.metrics) | set(m.outputs.metric_history)
+                conn.executemany(
+                    "INSERT INTO metrics (run_id, name, final, history) VALUES (?, ?, ?, ?)",
+                    [
+                        (
+                            m.run_id,
+                            n,
+                            m.outputs.metrics.get(n),
+                            history_json(list(m.outputs.metric_history.get(n, []))),
+                        )
+                        for n in sorted(names)
+                    ],
+                )
+                conn.executemany(
+                    "INSERT OR REPLACE INTO locations (run_id, role, name, host_path)"
+                    " VALUES (?, ?, ?, ?)",
+                    [(m.run_id, loc.role, loc.name, loc.host_path) for loc in locs],
+                )
+                ledger.append(conn, "ingest", m.run_id, sha)
+                results.append(IngestResult(m.run_id, sha, True))
+        return results
+
+    def _put_blob(
+        self, conn: sqlite3.Connection, sha: str, kind: str, data: bytes, run_id: str | None
+    ) -> None:
+        if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)).fetchone():
+            return
+        conn.execute(
+            "INSERT INTO blobs (sha256, kind, bytes, data) VALUES (?, ?, ?, ?)",
+            (sha, kind, len(data), data),
+        )
+        ledger.append(conn, f"blob:{kind}", run_id, sha)
+
+    def put_blob(self, data: bytes, kind: str, run_id: str | None = None) -> str:
+        """Store content-addressed bytes (a diff, a log); returns their sha256."""
+        sha = sha256_hex(data)
+        with self._write() as conn:
+            self._put_blob(conn, sha, kind, data, run_id)
+        return sha
+
+    def get_blob(self, sha: str) -> bytes | None:
+        row = self.conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def set_gap_counts(self, run_id: str, gaps: GapCounts) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET gaps_critical = ?, gaps_warning = ?, gaps_info = ? WHERE id = ?",
+                (gaps.critical, gaps.warning, gaps.info, run_id),
+            )
+
+    def set_location(self, run_id: str, loc: Location) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO locations (run_id, role, name, host_path)"
+                " VALUES (?, ?, ?, ?)",
+                (run_id, loc.role, loc.name, loc.host_path),
+            )
+
+    def _append_fact(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        kind: str,
+        run_id: str | None,
+        columns: dict[str, Any],
+        body: Any,
+    ) -> int:
+        text = canonical_json(body).decode("utf-8")
+        sha = sha256_hex(text.encode("utf-8"))
+        row = {"created_at": ledger.utc_now(), **columns, "body": text, "body_sha256": sha}
+        cols = ", ".join(f'"{c}"' for c in row)
+        cur = conn.execute(
+            f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(row))})",
+            tuple(row.values()),
+        )
+        ledger.append(conn, kind, run_id, sha)
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def add_comparison(
+        self,
+        a_run: str,
+        b_run: str,
+        verdict: str,
+        body: Mapping[str, Any],
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+        set_verdict_on: str | None = None,
+    ) -> int:
+        """Record a comparison; ``set_verdict_on`` names the run whose badge it sets."""
+        with self._write() as conn:
+            cid = self._append_fact(
+                conn,
+                "comparisons",
+                "comparison",
+                b_run,
+                {"a_run": a_run, "b_run": b_run, "verdict": verdict, "rtol": rtol, "atol": atol},
+                dict(body),
+            )
+            for rid in {set_verdict_on} - {None}:
+                conn.execute(
+                    "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
+                    (verdict, ledger.utc_now(), rid),
+                )
+        return cid
+
+    def add_replay(
+        self,
+        original_run: str,
+        *,
+        replay_run: str | None,
+        backend: str,
+        status: str,
+        verdict: str | None,
+        reason: str | None,
+        duration_s: float | None,
+        comparison_id: int | None,
+        body: Mapping[str, Any],
+    ) -> int:
+        with self._write() as conn:
+            rid = self._append_fact(
+                conn,
+                "replays",
+                "replay",
+                original_run,
+                {
+                    "original_run": original_run,
+                    "replay_run": replay_run,
+                    "backend": backend,
+                    "status": status,
+                    "verdict": verdict,
+                    "reason": reason,
+                    "duration_s": duration_s,
+                    "comparison_id": comparison_id,
+                },
+                dict(body),
+            )
+            if verdict is not None:
+                conn.execute(
+                    "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
+                    (verdict, ledger.utc_now(), original_run),
+                )
+        return rid
+
+    def add_noise_floor(self, run_id: str, times: int, body: Mapping[str, Any]) -> int:
+        with self._write() as conn:
+            return self._append_fact(
+                conn,
+                "noise_floors",
+                "noise_floor",
+                run_id,
+                {"run_id": run_id, "times": times},
+                dict(body),
+            )
+
+    def add_drill(self, passed: bool, body: Mapping[str, Any]) -> int:
+        with self._write() as conn:
+            return self._append_fact(
+                conn, "drills", "drill", None, {"passed": int(passed)}, dict(body)
+            )
+
+    def add_bundle(
+        self, run_id: str, path: str, signed: bool, key_id: str | None, body: Mapping[str, Any]
+    ) -> int:
+        with self._write() as conn:
+            bid = self._append_fact(
+                conn,
+                "bundles",
+                "bundle",
+                run_id,
+                {"run_id": run_id, "path": path, "signed": int(signed), "key_id": key_id},
+                dict(body),
+            )
+            if signed:
+                conn.execute("UPDATE runs SET signed = 1 WHERE id = ?", (run_id,))
+        return bid
+
+    # -- reading -------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> str:
+        """A full run id from an id or a unique prefix of one."""
+        ref = ref.strip()
+        if not ref or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", ref):
+            raise RunNotFound(f"{ref!r} is not a run id or a prefix of one")
+        rows = self.conn.execute(
+            "SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT 51",
+            (ref, ref + "\U0010ffff"),
+        ).fetchall()
+        ids = [r[0] for r in rows]
+        if ref in ids:
+            return ref
+        if not ids:
+            raise RunNotFound(f"no run matches {ref!r}")
+        if len(ids) > 1:
+            raise AmbiguousRun(ref, ids)
+        return str(ids[0])
+
+    def get_run(self, ref: str) -> RunRecord:
+        rid = self.resolve(ref)
+        row = self.conn.execute(f"SELECT {RUN_SELECT} FROM runs WHERE id = ?", (rid,)).fetchone()
+        return RunRecord.from_row(row)
+
+    def manifest(self, ref: str) -> RunManifest:
+        rid = self.resolve(ref)
+        row = self.conn.execute("SELECT body FROM manifests WHERE run_id = ?", (rid,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"run {rid} has no stored manifest")
+        return manifest_from_data(json.loads(row[0]), source=f"store:{rid}")
+
+    def _where(self, q: RunQuery) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if q.search:
+            fq = fts_query(q.search)
+            if fq:
+                clauses.append("runs.rowid IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)")
+                params.append(fq)
+        if q.kind:
+            clauses.append("kind = ?")
+            params.append(q.kind)
+        if q.verdict:
+            if q.verdict == "none":
+                clauses.append("last_verdict IS NULL")
+            else:
+                clauses.append("last_verdict = ?")
+                params.append(q.verdict)
+        if q.has_critical:
+            clauses.append("gaps_critical > 0")
+        if q.replay_of:
+            clauses.append("replay_of = ?")
+            params.append(q.replay_of)
+        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        return where, params
+
+    def list_runs(self, q: RunQuery | None = None) -> list[RunRecord]:
+        q = q or RunQuery()
+        if q.order not in _ORDER_COLUMNS:
+            raise StoreError(f"cannot sort by {q.order!r}")
+        where, params = self._where(q)
+        direction = "DESC" if q.descending else "ASC"
+        sql = (
+            f'SELECT {RUN_SELECT} FROM runs{where} ORDER BY "{q.order}" {direction},'
+            f" id {direction} LIMIT ? OFFSET ?"
+        )
+        rows = self.conn.execute(sql, [*params, max(0, q.limit), max(0, q.offset)]).fetchall()
+        return [RunRecord.from_row(r) for r in rows]
+
+    def count_runs(self, q: RunQuery | None = None) -> int:
+        where, params = self._where(q or RunQuery())
+        return int(self.conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0])
+
+    def locations(self, run_id: str) -> list[Location]:
+        rows = self.conn.execute(
+            "SELECT role, name, host_path FROM locations WHERE run_id = ? ORDER BY role, name",
+            (run_id,),
+        ).fetchall()
+        return [Location(r[0], r[1], r[2]) for r in rows]
+
+    def replays_of(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT id, created_at, replay_run, backend, status, verdict, reason, duration_s,"
+            " comparison_id FROM replays WHERE original_run = ? ORDER BY id",
+            (run_id,),
+        ).fetchall()
+        keys = (
+            "id",
+            "created_at",
+            "replay_run",
+            "backend",
+            "status",
+            "verdict",
+            "reason",
+            "duration_s",
+            "comparison_id",
+        )
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def comparison(self, cid: int) -> dict[str, Any]:
+        row = self.conn.execute("SELECT body FROM comparisons WHERE id = ?", (cid,)).fetchone()
+        if row is None:
+            raise StoreError(f"no comparison {cid}")
+        result: dict[str, Any] = json.loads(row[0])
+        return result
+
+    def latest_comparison(self, a_run: str, b_run: str) -> dict[str, Any] | None:
+        row = self.conn.execute(
+            "SELECT body FROM comparisons WHERE a_run = ? AND b_run = ? ORDER BY id DESC LIMIT 1",
+            (a_run, b_run),
+        ).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def facts(self, table: str) -> list[dict[str, Any]]:
+        """All rows of an append-only fact table, bodies decoded."""
+        if table not in migrations.APPEND_ONLY or table in ("events", "blobs", "manifests"):
+            raise StoreError(f"{table} is not a fact table")
+        cur = self.conn.execute(f"SELECT * FROM {table} ORDER BY id")
+        names = [d[0] for d in cur.description]
+        out = []
+        for r in cur.fetchall():
+            d = dict(zip(names, r, strict=True))
+            d["body"] = json.loads(d["body"])
+            out.append(d)
+        return out
+
+    def events(self) -> list[ledger.Event]:
+        rows = self.conn.execute(
+            "SELECT seq, ts, kind, run_id, subject_sha256, prev_hash, hash FROM events ORDER BY seq"
+        ).fetchall()
+        return [ledger.Event(*r) for r in rows]
+
+    # -- integrity -----------------------------------------------------------------
+
+    def verify(self) -> VerifyReport:
+        """Walk the ledger and re-hash every stored fact."""
+        rep = VerifyReport()
+        conn = self.conn
+        conn.execute("BEGIN")  # one consistent snapshot
+        try:
+            rep.events, problem = ledger.walk(conn)
+            if problem:
+                rep.problems.append(problem)
+            named = {
+                s
+                for (s,) in conn.execute(
+                    "SELECT subject_sha256 FROM events WHERE subject_sha256 IS NOT NULL"
+                )
+            }
+            for sha, run_id, body in conn.execute("SELECT sha256, run_id, body FROM manifests"):
+                rep.manifests += 1
+                try:
+                    data = json.loads(body)
+                    data.pop("integrity", None)
+                    actual = hashlib.sha256(canonical_json(data)).hexdigest()
+                except Exception as e:  # a body so broken it does not parse
+                    rep.problems.append(f"manifest of run {run_id} does not parse: {e}")
+                    continue
+                if actual != sha:
+                    rep.problems.append(
+                        f"manifest of run {run_id} was altered: content hashes to {actual[:12]},"
+                        f" stored as {sha[:12]}"
+                    )
+                if sha not in named:
+                    rep.problems.append(f"manifest of run {run_id} has no ledger event")
+            for sha, data in conn.execute("SELECT sha256, data FROM blobs"):
+                rep.blobs += 1
+                if hashlib.sha256(bytes(data)).hexdigest() != sha:
+                    rep.problems.append(f"blob {sha[:12]} was altered")
+                if sha not in named:
+                    rep.problems.append(f"blob {sha[:12]} has no ledger event")
+            for table in ("comparisons", "replays", "noise_floors", "drills", "bundles"):
+                for fid, body, sha in conn.execute(f"SELECT id, body, body_sha256 FROM {table}"):
+                    rep.facts += 1
+                    if hashlib.sha256(body.encode("utf-8")).hexdigest() != sha:
+                        rep.problems.append(f"{table} #{fid} was altered")
+                    elif sha not in named:
+                        rep.problems.append(f"{table} #{fid} has no ledger event")
+            manifest_shas = {s for (s,) in conn.execute("SELECT sha256 FROM manifests")}
+            for s, run_id in conn.execute(
+                "SELECT subject_sha256, run_id FROM events WHERE kind = 'ingest'"
+            ):
+                if s not in manifest_shas:
+                    rep.problems.append(f"the manifest of run {run_id} ({s[:12]}) is missing")
+            for rid, sha in conn.execute(
+                "SELECT id, manifest_sha256 FROM runs WHERE manifest_sha256 NOT IN"
+                " (SELECT sha256 FROM manifests)"
+            ):
+                rep.problems.append(f"run {rid} points at a manifest {sha[:12]} that is not stored")
+            for (trig,) in conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_%'"
+            ):
+                if trig != 2 * len(migrations.APPEND_ONLY):
+                    rep.problems.append("append-only triggers were removed")
+        finally:
+            conn.execute("COMMIT")
+        return rep

@@ -1,0 +1,429 @@
+"""File and tree digests, the stat cache and the parallel paths, on real files."""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import multiprocessing
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from replay_tui.capture import hashing
+from replay_tui.capture.hashing import (
+    ChangedWhileHashingError,
+    StatCache,
+    TreeDigest,
+    hash_path,
+    sha256_file,
+    verify_path,
+)
+
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+DigestFile = Callable[[str], tuple[str, int, os.stat_result]]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _make_tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        _write(root / rel, data)
+    return root
+
+
+TREE = {
+    "train/a.bin": b"alpha" * 1000,
+    "train/b.bin": os.urandom(70_000),
+    "val/c.txt": b"gamma\n",
+    "labels.csv": b"id,label\n1,cat\n",
+    ".hidden": b"counted too",
+}
+
+
+def _count_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every real read of a file append its path to the returned list."""
+    calls: list[str] = []
+    real: DigestFile = hashing._digest_file
+
+    def counting(path: str) -> tuple[str, int, os.stat_result]:
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(hashing, "_digest_file", counting)
+    return calls
+
+
+# --------------------------------------------------------------------------- files
+
+
+@pytest.mark.parametrize("size", [1, 2047, 3000, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 7])
+def test_file_digest_matches_hashlib(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    path = _write(tmp_path / "f.bin", data)
+    assert sha256_file(path) == hashlib.sha256(data).hexdigest()
+    assert hash_path(path) == TreeDigest(hashlib.sha256(data).hexdigest(), size, 1)
+
+
+@pytest.mark.skipif(shutil.which("sha256sum") is None, reason="coreutils sha256sum missing")
+def test_file_digest_matches_sha256sum(tmp_path: Path) -> None:
+    path = _write(tmp_path / "f.bin", os.urandom(5 * (1 << 20) + 3))
+    out = subprocess.run(["sha256sum", str(path)], check=True, capture_output=True, text=True)
+    assert sha256_file(path) == out.stdout.split()[0]
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = _write(tmp_path / "empty", b"")
+    assert sha256_file(path) == EMPTY_SHA256
+    assert hash_path(path) == TreeDigest(EMPTY_SHA256, 0, 1)
+
+
+def test_unmappable_file_is_streamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = os.urandom(3 * (1 << 20) + 5)
+    path = _write(tmp_path / "f.bin", data)
+
+    def no_mmap(*args: object, **kwargs: object) -> None:
+        raise OSError("not mappable")
+
+    monkeypatch.setattr(mmap, "mmap", no_mmap)
+    assert sha256_file(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_fifo_is_streamed(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    data = os.urandom(2_500_000)
+
+    def feed() -> None:
+        with open(fifo, "wb") as out:
+            out.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    assert sha256_file(fifo) == hashlib.sha256(data).hexdigest()
+    writer.join()
+
+
+def test_file_changed_while_hashing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path / "f.bin", b"x" * 10_000)
+    real = hashing._digest_fd
+
+    def digest_then_append(fd: int, size: int) -> tuple[str, int]:
+        result = real(fd, size)
+        with open(path, "ab") as out:
+            out.write(b"more")
+        return result
+
+    monkeypatch.setattr(hashing, "_digest_fd", digest_then_append)
+    with pytest.raises(ChangedWhileHashingError, match="changed while"):
+        hash_path(tmp_path)
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def test_tree_digest_counts_and_is_stable(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    first = hash_path(root)
+    assert first == hash_path(root)
+    assert first.file_count == len(TREE)
+    assert first.size_bytes == sum(len(d) for d in TREE.values())
+
+
+def test_tree_digest_is_independent_of_creation_order_and_location(tmp_path: Path) -> None:
+    a = _make_tree(tmp_path / "a", TREE)
+    b = _make_tree(tmp_path / "elsewhere" / "b", dict(reversed(list(TREE.items()))))
+    assert hash_path(a) == hash_path(b)
+
+
+def test_tree_listing_format(tmp_path: Path) -> None:
+    """Pins the documented format: a change here changes every recorded tree hash."""
+    root = _make_tree(tmp_path / "ds", {"b.bin": b"bee", "my dir/x": b"", "a.txt": b"aye\n"})
+    (root / "empty").mkdir()
+    os.symlink("b.bin", root / "link")
+    sha = {
+        name: hashlib.sha256(data).hexdigest()
+        for name, data in {"a": b"aye\n", "b": b"bee", "x": b""}.items()
+    }
+    listing = (
+        "replay-tui tree v1\n"
+        f"F {sha['a']} 4 a.txt\n"
+        f"F {sha['b']} 3 b.bin\n"
+        "D empty\n"
+        "L b.bin link\n"
+        "D my%20dir\n"
+        f"F {sha['x']} 0 my%20dir/x\n"
+    )
+    expected = TreeDigest(hashlib.sha256(listing.encode()).hexdigest(), 7, 3)
+    assert hash_path(root) == expected
+
+
+def _flip_byte(root: Path) -> None:
+    path = root / "train/b.bin"
+    data = bytearray(path.read_bytes())
+    data[12_345] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _flip_byte,
+        lambda root: (root / "val/c.txt").rename(root / "val/c2.txt"),
+        lambda root: (root / "train/a.bin").rename(root / "a.bin"),
+        lambda root: _write(root / "val/new.txt", b""),
+        lambda root: (root / "labels.csv").unlink(),
+        lambda root: (root / "val/empty").mkdir(),
+        lambda root: os.symlink("labels.csv", root / "alias.csv"),
+    ],
+    ids=["one-byte", "rename", "move", "add-empty-file", "remove", "add-empty-folder", "symlink"],
+)
+def test_tree_digest_changes(tmp_path: Path, change: Callable[[Path], object]) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    before = hash_path(root)
+    change(root)
+    assert hash_path(root).sha256 != before.sha256
+
+
+def test_odd_file_names_are_unambiguous(tmp_path: Path) -> None:
+    one = _make_tree(tmp_path / "one", {"a\nF x 1 b": b"1"})
+    two = _make_tree(tmp_path / "two", {"a": b"1", "b": b"1"})
+    assert hash_path(one).sha256 != hash_path(two).sha256
+    raw = os.fsencode(tmp_path / "three") + b"/\xff\xfe"
+    os.mkdir(tmp_path / "three")
+    with open(raw, "wb") as out:
+        out.write(b"not utf-8 name")
+    assert hash_path(tmp_path / "three").file_count == 1
+
+
+def test_symlink_escaping_the_tree_is_refused(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    _write(tmp_path / "secret", b"outside")
+    os.symlink("../../secret", root / "train/escape")
+    with pytest.raises(ValueError, match="outside"):
+        hash_path(root)
+    (root / "train/escape").unlink()
+    os.symlink(tmp_path / "secret", root / "abs-escape")
+    with pytest.raises(ValueError, match="outside"):
+        hash_path(root)
+
+
+def test_in_tree_symlinks_are_recorded_not_followed(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    os.symlink("../train", root / "val/train-again")  # folder link: no loop, no double count
+    os.symlink(root, root / "self")  # absolute, to the root itself
+    os.symlink("missing.bin", root / "dangling")
+    digest = hash_path(root)
+    assert digest.file_count == len(TREE)
+    (root / "dangling").unlink()
+    os.symlink("labels.csv", root / "dangling")
+    assert hash_path(root).sha256 != digest.sha256
+
+
+def test_symlinked_root_is_followed(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    os.symlink(root, tmp_path / "current")
+    assert hash_path(tmp_path / "current") == hash_path(root)
+
+
+def test_special_files_are_refused(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    os.mkfifo(root / "val/pipe")
+    with pytest.raises(ValueError, match="FIFO"):
+        hash_path(root)
+
+
+def test_verify_path(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    digest = hash_path(root).sha256
+    assert verify_path(root, digest)
+    assert verify_path(root, "sha256:" + digest.upper())
+    assert not verify_path(root, EMPTY_SHA256)
+
+
+# --------------------------------------------------------------------------- parallel paths
+
+
+def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(1 + (i * 997) % 40_000) for i in range(300)}
+    root = _make_tree(tmp_path / "ds", files)
+    serial = hash_path(root, workers=1)
+    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
+    assert hashing._choose_strategy(300, 0, 2) == "processes"
+    pools: list[int] = []
+
+    class SpyPool(ProcessPoolExecutor):
+        def __init__(self, max_workers: int, mp_context: multiprocessing.context.BaseContext):
+            pools.append(max_workers)
+            super().__init__(max_workers=max_workers, mp_context=mp_context)
+
+    monkeypatch.setattr(hashing, "ProcessPoolExecutor", SpyPool)
+    assert hash_path(root, workers=2) == serial
+    assert pools == [2]
+
+
+def test_thread_paths_match_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {f"f{i:03d}.bin": os.urandom(50_000 + i) for i in range(60)}
+    root = _make_tree(tmp_path / "ds", files)
+    serial = hash_path(root, workers=1)
+    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
+    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: False)  # as with other threads alive
+    assert hashing._choose_strategy(60, 0, 2) == "threads"
+    assert hash_path(root, workers=2) == serial
+    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 1000)
+    monkeypatch.setattr(hashing, "_THREADS_MIN_BYTES", 1000)  # a few big files
+    assert hashing._choose_strategy(60, 3_000_000, 2) == "threads"
+    assert hash_path(root, workers=2) == serial
+
+
+def test_errors_in_workers_propagate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _make_tree(tmp_path / "ds", {f"f{i:03d}.bin": b"x" for i in range(40)})
+    real: DigestFile = hashing._digest_file
+
+    def unreadable(path: str) -> tuple[str, int, os.stat_result]:
+        if path.endswith("f007.bin"):
+            raise PermissionError(13, "Permission denied", path)
+        return real(path)
+
+    monkeypatch.setattr(hashing, "_digest_file", unreadable)  # forked workers inherit it
+    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
+    assert hashing._choose_strategy(40, 0, 2) == "processes"
+    with pytest.raises(PermissionError, match="f007"):
+        hash_path(root, workers=2)
+
+
+def test_chunks_keep_order_and_balance() -> None:
+    paths = [f"p{i}" for i in range(100)]
+    sizes = [10 << 20 if i == 50 else 1000 for i in range(100)]
+    chunks = hashing._chunks(paths, sizes, 8)
+    assert [p for chunk in chunks for p in chunk] == paths
+    assert ["p50"] in chunks or any(chunk[-1] == "p50" for chunk in chunks)
+
+
+# --------------------------------------------------------------------------- stat cache
+
+
+def test_cache_is_used_only_while_files_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    calls = _count_digests(monkeypatch)
+    with StatCache(tmp_path / "cache.db", racy_window_s=0) as cache:
+        first = hash_path(root, cache=cache)
+        assert len(calls) == len(TREE)
+
+        calls.clear()
+        assert hash_path(root, cache=cache) == first
+        assert calls == []  # every digest came from the cache
+
+        _flip_byte(root)  # same size; mtime and ctime move
+        changed = hash_path(root, cache=cache)
+        assert calls == [str(root.resolve() / "train/b.bin")]
+        assert changed.sha256 != first.sha256
+
+        calls.clear()
+        os.utime(root / "val/c.txt")  # touched, content unchanged
+        assert hash_path(root, cache=cache) == changed
+        assert calls == [str(root.resolve() / "val/c.txt")]
+
+        calls.clear()
+        data = (root / "labels.csv").read_bytes()
+        st = (root / "labels.csv").stat()
+        _write(root / "replacement", data)
+        os.replace(root / "replacement", root / "labels.csv")  # new inode
+        os.utime(root / "labels.csv", ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert hash_path(root, cache=cache) == changed
+        assert calls == [str(root.resolve() / "labels.csv")]
+
+
+def test_cache_persists_and_is_keyed_on_stat(tmp_path: Path) -> None:
+    path = _write(tmp_path / "f.bin", b"payload")
+    st = path.stat()
+    db = tmp_path / "cache.db"
+    with StatCache(db, racy_window_s=0) as cache:
+        assert cache.lookup(path, st) is None
+        assert cache.store(path, st, "ab" * 32)
+    with StatCache(db) as cache:
+        assert cache.lookup(path, st) == "ab" * 32
+        assert cache.lookup(tmp_path / "." / "f.bin", st) == "ab" * 32  # absolute, normalised
+        for field in ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino"):
+            fields = {
+                name: getattr(st, name)
+                for name in ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
+            }
+            fields[field] += 1
+            other = os.stat_result(
+                (
+                    st.st_mode,
+                    fields["st_ino"],
+                    st.st_dev,
+                    st.st_nlink,
+                    st.st_uid,
+                    st.st_gid,
+                    fields["st_size"],
+                    st.st_atime,
+                    st.st_mtime,
+                    st.st_ctime,
+                ),
+                {"st_mtime_ns": fields["st_mtime_ns"], "st_ctime_ns": fields["st_ctime_ns"]},
+            )
+            assert cache.lookup(path, other) is None, field
+
+
+def test_recently_changed_files_are_not_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)  # written just now: inside the racy window
+    calls = _count_digests(monkeypatch)
+    with StatCache(tmp_path / "cache.db") as cache:
+        hash_path(root, cache=cache)
+        hash_path(root, cache=cache)
+    assert len(calls) == 2 * len(TREE)
+
+
+def test_cache_file_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "model.pt", os.urandom(4096))
+    calls = _count_digests(monkeypatch)
+    with StatCache(tmp_path / "cache.db", racy_window_s=0) as cache:
+        first = hash_path(path, cache=cache)
+        assert hash_path(path, cache=cache) == first
+        assert verify_path(path, first.sha256, cache=cache)
+    assert len(calls) == 1
+
+
+def _store_rows(db: str, tag: str, paths: list[str]) -> None:
+    with StatCache(db, racy_window_s=0) as cache:
+        for _ in range(5):
+            cache.store_many((p, os.stat(p), tag * 64) for p in paths)
+            cache.lookup_many([(p, os.stat(p)) for p in paths])
+
+
+def test_cache_shared_by_processes(tmp_path: Path) -> None:
+    root = _make_tree(tmp_path / "ds", {f"f{i}": b"" for i in range(400)})
+    paths = sorted(str(p) for p in root.iterdir())
+    db = str(tmp_path / "cache.db")
+    context = multiprocessing.get_context("fork")
+    procs = [
+        context.Process(target=_store_rows, args=(db, tag, paths[i::2]))
+        for i, tag in enumerate("ab")
+    ]
+    for proc in procs:
+        proc.start()
+    _store_rows(db, "c", paths)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    with StatCache(db) as cache:
+        found = cache.lookup_many([(p, os.stat(p)) for p in paths])
+    assert all(digest is not None and len(set(digest)) == 1 for digest in found)

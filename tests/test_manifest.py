@@ -1,0 +1,570 @@
+"""The manifest format: schema round trip, hash stability and sensitivity, hostile input.
+
+Hostile manifests go through the real command line (``replay-tui ingest`` in a child
+process) against a real SQLite file that already holds one run, and the store's bytes
+are compared before and after.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage.manifest import (
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    RunManifest,
+    canonical_json,
+    config_hash,
+    json_schema,
+    manifest_from_data,
+    parse_manifest,
+)
+from storage.store import RunStore
+from tests.conftest import MakeManifest, RunCli
+from tests.factories import realistic_manifest, seal
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def shuffled(value: Any, rnd: random.Random) -> Any:
+    """The same JSON value with every object's keys in a random order."""
+    if isinstance(value, dict):
+        keys = list(value)
+        rnd.shuffle(keys)
+        return {k: shuffled(value[k], rnd) for k in keys}
+    if isinstance(value, list):
+        return [shuffled(v, rnd) for v in value]
+    return value
+
+
+def store_fingerprint(path: Path) -> dict[str, str]:
+    """sha256 of the store file and of its -wal file when there is one."""
+    out = {}
+    for p in (path, path.with_name(path.name + "-wal")):
+        if p.exists():
+            out[p.name] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+# -- schema round trip ---------------------------------------------------------------
+
+
+def test_round_trip_dict_model_canonical_json(make_manifest: MakeManifest) -> None:
+    data = make_manifest()
+    m = manifest_from_data(data)
+    text = m.to_json()
+    again = parse_manifest(text)
+    assert again == m
+    assert json.loads(again.to_json()) == json.loads(text)
+    # the dict we started from comes back field for field (JSON numbers compare by value)
+    assert m.model_dump(mode="json") == data
+    # canonical: no whitespace, keys sorted, re-serialising changes nothing
+    assert canonical_json(json.loads(text)).decode() == text
+    assert "\n" not in text and ", " not in text
+
+
+def test_round_trip_sealed_through_the_store(make_manifest: MakeManifest, store_path: Path) -> None:
+    sealed = seal(make_manifest())
+    m = parse_manifest(json.dumps(sealed))
+    assert m.integrity.manifest_sha256 == m.compute_sha256()
+    assert m.config_hash == config_hash(m.config)
+    with RunStore(store_path) as store:
+        store.ingest(m)
+    with RunStore(store_path) as store:
+        back = store.manifest(m.run_id)
+    assert back == m
+    assert back.to_json() == m.to_json()
+
+
+def test_every_group_is_filled_by_the_factory(make_manifest: MakeManifest) -> None:
+    m = manifest_from_data(make_manifest())
+    assert m.code.commit is not None and len(m.code.commit) == 40
+    assert m.image is not None and m.image.digest is not None
+    assert m.image.digest.startswith("sha256:")
+    assert m.data and all(d.sha256 for d in m.data)
+    assert m.config and m.config_hash == config_hash(m.config)
+    assert m.randomness.seed is not None and m.randomness.dataloader_workers is not None
+    assert m.determinism.deterministic_algorithms is True
+    assert m.environment.packages is not None and len(m.environment.packages) >= 150
+    assert m.hardware.gpus and m.hardware.gpu_count == len(m.hardware.gpus)
+    assert m.outputs.artifacts and all(a.sha256 for a in m.outputs.artifacts)
+    assert m.outputs.metrics
+    assert all(len(h) == 100 for h in m.outputs.metric_history.values())
+
+
+def test_schema_command_prints_a_json_schema(cli: RunCli, make_manifest: MakeManifest) -> None:
+    proc = cli("schema")
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    assert schema == json.loads(json.dumps(json_schema()))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+    assert {"run_id", "status", "started_at"} <= set(schema["required"])
+    sample = seal(make_manifest())
+    assert set(sample) <= set(schema["properties"])
+    for group in ("code", "image", "data", "config", "randomness", "determinism"):
+        assert group in schema["properties"]
+    for name in ("CodeInfo", "ImageInfo", "DataInfo", "EnvironmentInfo", "HardwareInfo"):
+        assert schema["$defs"][name]["additionalProperties"] is False
+    try:
+        import jsonschema
+    except ImportError:
+        # No validator installed: check the sample's groups against their $defs by hand.
+        for group, ref in (("code", "CodeInfo"), ("outputs", "OutputsInfo")):
+            assert set(sample[group]) <= set(schema["$defs"][ref]["properties"])
+    else:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.Draft202012Validator(schema).validate(sample)
+        bad = dict(sample, unknown_field=1)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(schema).validate(bad)
+
+
+# -- hash stability ------------------------------------------------------------------
+
+
+def test_hash_is_stable_under_key_order_and_whitespace(make_manifest: MakeManifest) -> None:
+    data = make_manifest()
+    reference = manifest_from_data(data)
+    ref_sha = reference.compute_sha256()
+    rnd = random.Random(7)
+    texts = [
+        json.dumps(shuffled(data, rnd)),
+        json.dumps(shuffled(data, rnd), indent=4),
+        json.dumps(shuffled(data, rnd), separators=(",", ":")),
+        json.dumps(shuffled(data, rnd), indent="\t", ensure_ascii=True),
+        "\n\n  " + json.dumps(shuffled(data, rnd), indent=1) + "\r\n\t ",
+    ]
+    for text in texts:
+        m = parse_manifest(text)
+        assert m.compute_sha256() == ref_sha
+        assert config_hash(m.config) == reference.config_hash
+        assert m.to_json() == reference.to_json()
+
+
+def test_sealed_manifest_still_verifies_after_reformatting(make_manifest: MakeManifest) -> None:
+    sealed = seal(make_manifest())
+    rnd = random.Random(11)
+    for _ in range(5):
+        text = json.dumps(shuffled(sealed, rnd), indent=rnd.choice([None, 2, 8]))
+        m = parse_manifest(text)  # would raise if the claimed hash did not match
+        assert m.integrity.manifest_sha256 == sealed["integrity"]["manifest_sha256"]
+
+
+def test_number_and_string_spellings_do_not_change_the_hash(make_manifest: MakeManifest) -> None:
+    data = make_manifest(name="café-run", config={"lr": 0.0003, "steps": 100, "note": "é"})
+    sha = manifest_from_data(data).compute_sha256()
+    text = json.dumps(data, ensure_ascii=False)
+    variants = [
+        text.replace('"lr": 0.0003', '"lr": 3e-4'),
+        text.replace('"lr": 0.0003', '"lr": 3.0E-4'),
+        text.replace('"steps": 100', '"steps": 1.0e2'),  # same JSON number (RFC 8785)
+        json.dumps(data, ensure_ascii=True),  # \u00e9 escapes
+    ]
+    for v in variants:
+        assert v != text
+        assert parse_manifest(v).compute_sha256() == sha
+
+
+def test_hash_does_not_depend_on_sealing_or_integrity(make_manifest: MakeManifest) -> None:
+    m = manifest_from_data(make_manifest())
+    sealed = m.sealed()
+    assert sealed.compute_sha256() == m.compute_sha256()
+    assert sealed.integrity.manifest_sha256 == m.compute_sha256()
+    assert sealed.sealed() == sealed
+    signed = sealed.model_copy(
+        update={"integrity": sealed.integrity.model_copy(update={"signature": "sig"})}
+    )
+    assert signed.compute_sha256() == sealed.compute_sha256()
+
+
+# -- hash sensitivity ------------------------------------------------------------------
+
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Mutation:
+    def mutate(d: dict[str, Any]) -> None:
+        *parents, leaf = path.split(".")
+        target: Any = d
+        for p in parents:
+            target = target[int(p)] if isinstance(target, list) else target[p]
+        if isinstance(target, list):
+            target[int(leaf)] = value
+        else:
+            target[leaf] = value
+
+    return mutate
+
+
+def _flip_hex(s: str) -> str:
+    return s[:-1] + ("0" if s[-1] != "0" else "1")
+
+
+def _next_float(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+BASE = realistic_manifest(0)
+
+NON_CONFIG_CHANGES: dict[str, Mutation] = {
+    "name": _set("name", BASE["name"] + "x"),
+    "status": _set("status", "failed"),
+    "commit one char": _set("code.commit", _flip_hex(BASE["code"]["commit"])),
+    "image digest": _set("image.digest", _flip_hex(BASE["image"]["digest"])),
+    "data sha256": _set("data.0.sha256", _flip_hex(BASE["data"][0]["sha256"])),
+    "data size +1": _set("data.1.size_bytes", BASE["data"][1]["size_bytes"] + 1),
+    "seed +1": _set("randomness.torch", BASE["randomness"]["torch"] + 1),
+    "cudnn benchmark": _set("determinism.cudnn_benchmark", True),
+    "one package version": _set("environment.packages.3", BASE["environment"]["packages"][3] + "1"),
+    "driver version": _set("hardware.driver_version", "550.54.14"),
+    "artifact sha256": _set(
+        "outputs.artifacts.0.sha256", _flip_hex(BASE["outputs"]["artifacts"][0]["sha256"])
+    ),
+    "final metric last bit": _set(
+        "outputs.metrics.loss", _next_float(BASE["outputs"]["metrics"]["loss"])
+    ),
+    "history value last bit": _set(
+        "outputs.metric_history.loss.57",
+        [
+            BASE["outputs"]["metric_history"]["loss"][57][0],
+            _next_float(BASE["outputs"]["metric_history"]["loss"][57][1]),
+        ],
+    ),
+    "env var": _set("env.OMP_NUM_THREADS", "9"),
+    "argv": _set("argv.5", BASE["argv"][5] + "0"),
+    "tag": _set("tags.owner", "mallory"),
+    "started_at one ms": _set("started_at", BASE["started_at"][:-2] + "9Z"),
+    "null instead of false": _set("code.dirty", None),
+}
+
+CONFIG_CHANGES: dict[str, Mutation] = {
+    "lr": _set("config.optimizer.lr", BASE["config"]["optimizer"]["lr"] * 2),
+    "dropout last bit": _set("config.model.dropout", _next_float(0.1)),
+    "nested list": _set("config.optimizer.betas", [0.9, 0.98]),
+    "int to bool": _set("config.data.shuffle", 1),
+    "new key": _set("config.extra", None),
+    "string": _set("config.notes", BASE["config"]["notes"] + " "),
+}
+
+
+@pytest.mark.parametrize("change", sorted(NON_CONFIG_CHANGES))
+def test_each_value_change_changes_the_manifest_hash(change: str) -> None:
+    data = copy.deepcopy(BASE)
+    before = manifest_from_data(data)
+    NON_CONFIG_CHANGES[change](data)
+    after = manifest_from_data(data)
+    assert after.compute_sha256() != before.compute_sha256()
+    assert config_hash(after.config) == config_hash(before.config)
+    assert after.sealed().config_hash == before.sealed().config_hash
+
+
+@pytest.mark.parametrize("change", sorted(CONFIG_CHANGES))
+def test_config_changes_change_both_hashes(change: str) -> None:
+    data = copy.deepcopy(BASE)
+    before = manifest_from_data(data)
+    CONFIG_CHANGES[change](data)
+    data["config_hash"] = config_hash(data["config"])
+    after = manifest_from_data(data)
+    assert after.config_hash != before.config_hash
+    assert after.compute_sha256() != before.compute_sha256()
+
+
+def test_every_change_gives_a_distinct_hash() -> None:
+    hashes = {manifest_from_data(copy.deepcopy(BASE)).compute_sha256()}
+    for mutate in [*NON_CONFIG_CHANGES.values(), *CONFIG_CHANGES.values()]:
+        data = copy.deepcopy(BASE)
+        mutate(data)
+        data["config_hash"] = config_hash(data["config"])
+        hashes.add(manifest_from_data(data).compute_sha256())
+    assert len(hashes) == 1 + len(NON_CONFIG_CHANGES) + len(CONFIG_CHANGES)
+
+
+# -- hostile input through the command line ------------------------------------------------
+
+
+def _json(data: Any) -> bytes:
+    return json.dumps(data).encode()
+
+
+def _patched(**changes: Mutation) -> Callable[[dict[str, Any]], bytes]:
+    def build(d: dict[str, Any]) -> bytes:
+        for mutate in changes.values():
+            mutate(d)
+        return _json(d)
+
+    return build
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def _tampered(d: dict[str, Any]) -> bytes:
+    sealed = seal(d)
+    sealed["name"] = "a quietly different name"
+    return _json(sealed)
+
+
+def _config_hash_mismatch(d: dict[str, Any]) -> bytes:
+    d["config"]["optimizer"]["lr"] = 1.0  # config changed, config_hash left as it was
+    return _json(d)
+
+
+def _replace(old: str, new: str) -> Callable[[dict[str, Any]], bytes]:
+    def build(d: dict[str, Any]) -> bytes:
+        text = json.dumps(d)
+        assert old in text
+        return text.replace(old, new, 1).encode()
+
+    return build
+
+
+def _dup_key(d: dict[str, Any]) -> bytes:
+    text = json.dumps(d)
+    return ('{"run_id": "01JZZZZZZZZZZZZZZZZZZZZZZZ", ' + text[1:]).encode()
+
+
+def _latin1(d: dict[str, Any]) -> bytes:
+    d["name"] = "caf\u00e9"
+    return json.dumps(d, ensure_ascii=False).encode("latin-1")
+
+
+def _huge_padding(d: dict[str, Any]) -> bytes:
+    text = json.dumps(d)
+    return (text[:-1] + " " * (9 * 1024 * 1024) + "}").encode()
+
+
+# id -> (build bytes from a fresh valid manifest dict, substrings the message must hold)
+# "{file}" in an expected substring stands for the manifest's path.
+HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], bytes], list[str]]] = {
+    "wrong type: status is a number": (_patched(a=_set("status", 0)), ["status"]),
+    "wrong type: argv is a string": (
+        _patched(a=_set("argv", "python train.py")),
+        ["argv", "valid list"],
+    ),
+    "wrong type: exit_code is a string": (_patched(a=_set("exit_code", "0")), ["exit_code"]),
+    "wrong type: dirty is a string": (_patched(a=_set("code.dirty", "false")), ["code.dirty"]),
+    "wrong type: code group is a list": (_patched(a=_set("code", [])), ["code"]),
+    "wrong type: seed is a float": (_patched(a=_set("randomness.seed", 1.5)), ["randomness.seed"]),
+    "traversal in artifact path": (
+        _patched(a=_set("outputs.artifacts.1.path", "../../../etc/passwd")),
+        ["outputs.artifacts[1].path", "'..'"],
+    ),
+    "traversal hidden mid-path": (
+        _patched(a=_set("data.0.path", "data/../../secrets")),
+        ["data[0].path", "'..'"],
+    ),
+    "absolute data path": (
+        _patched(a=_set("data.0.path", "/etc/shadow")),
+        ["data[0].path", "absolute"],
+    ),
+    "windows drive workdir": (_patched(a=_set("workdir", "C:/Windows")), ["workdir", "absolute"]),
+    "NUL in path": (_patched(a=_set("data.1.path", "data/x\x00.bin")), ["data[1].path", "NUL"]),
+    "10 MB string": (
+        _patched(a=_set("name", "x" * (10 * 1024 * 1024))),
+        ["bytes", f"limit is {MAX_MANIFEST_BYTES}"],
+    ),
+    "5 MB string inside the size limit": (
+        _patched(a=_set("outputs.log_tail", "y" * (5 * 1024 * 1024))),
+        ["outputs.log_tail", "at most"],
+    ),
+    "NaN metric": (_replace('"val_loss": ', '"val_loss": NaN, "x": '), ["NaN", "finite"]),
+    "Infinity in config": (_replace('"ema_decay": 0.9999', '"ema_decay": Infinity'), ["Infinity"]),
+    "-Infinity in history": (
+        _replace('"loss": [[50, ', '"loss": [[50, -Infinity], [51, '),
+        ["-Infinity"],
+    ),
+    "overflowing float 1e400": (
+        _replace('"duration_s": ', '"duration_s": 1e400, "x": '),
+        ["duration_s", "finite"],
+    ),
+    "duplicate keys": (_dup_key, ["duplicate key 'run_id'"]),
+    "truncated JSON": (lambda d: _json(d)[:-40], ["invalid JSON"]),
+    "wrong schema_version 2": (_patched(a=_set("schema_version", 2)), ["schema_version", "2"]),
+    "schema_version as a string": (_patched(a=_set("schema_version", "1")), ["schema_version"]),
+    "schema_version true": (_patched(a=_set("schema_version", True)), ["schema_version"]),
+    "non-UTF-8 bytes": (_latin1, ["not UTF-8"]),
+    "lone surrogate in config": (
+        _replace('"notes": "', '"notes": "\\ud800'),
+        ["config.notes", "surrogate"],
+    ),
+    "extra unknown field": (_patched(a=_set("owner", "eve")), ["owner", "Extra inputs"]),
+    "extra field in a group": (_patched(a=_set("code.author", "eve")), ["code.author"]),
+    "commit of 39 chars": (
+        lambda d: _patched(a=_set("code.commit", d["code"]["commit"][:39]))(d),
+        ["code.commit", "40-character"],
+    ),
+    "commit in uppercase hex": (
+        lambda d: _patched(a=_set("code.commit", d["code"]["commit"].upper()))(d),
+        ["code.commit", "lowercase"],
+    ),
+    "digest without sha256:": (
+        lambda d: _patched(a=_set("image.digest", d["image"]["digest"][7:]))(d),
+        ["image.digest", "sha256:"],
+    ),
+    "image reference with a shell payload": (
+        _patched(a=_set("image.reference", "alpine; rm -rf /")),
+        ["image.reference"],
+    ),
+    "replay without replay_of": (_patched(a=_set("kind", "replay")), ["replay_of"]),
+    "deeply nested config": (
+        _patched(a=_set("config.model", _nested(40))),
+        ["config.model.k.k", "nested deeper"],
+    ),
+    "JSON nested 100k deep": (
+        _replace('"config": {', '"config": {"deep": ' + "[" * 100_000 + "]" * 100_000 + ", "),
+        ["nested too deeply"],
+    ),
+    "int beyond 2**53 in config": (
+        _patched(a=_set("config.trainer.max_steps", 2**53 + 1)),
+        ["config.trainer.max_steps", "2**53"],
+    ),
+    "int with 5000 digits": (_replace('"exit_code": 0', '"exit_code": ' + "9" * 5000), ["JSON"]),
+    "env var name with '='": (
+        _patched(a=_set("env.LD_PRELOAD=/tmp/evil_so X", "1")),
+        ["env.LD_PRELOAD=/tmp/evil_so X", "environment variable names"],
+    ),
+    "negative duration": (_patched(a=_set("duration_s", -1.0)), ["duration_s", "greater than"]),
+    "impossible timestamp": (
+        _patched(a=_set("started_at", "2025-13-45T25:61:61.000Z")),
+        ["started_at"],
+    ),
+    "run_id with path characters": (_patched(a=_set("run_id", "../../etc/x")), ["run_id"]),
+    "tampered manifest_sha256": (_tampered, ["integrity.manifest_sha256", "altered"]),
+    "config_hash does not match config": (_config_hash_mismatch, ["config_hash"]),
+    "artifact listed twice": (
+        lambda d: _patched(a=_set("outputs.artifacts.1.path", "checkpoints/final.pt"))(d),
+        ["outputs.artifacts[1]", "listed twice"],
+    ),
+    "history point of three values": (
+        _patched(a=_set("outputs.metric_history.loss.0", [1, 2.0, 3])),
+        ["outputs.metric_history.loss[0]"],
+    ),
+    "non-object top level": (lambda d: _json([d]), ["top level must be a JSON object"]),
+    "empty file": (lambda d: b"", ["invalid JSON"]),
+    "huge file over 8 MiB": (_huge_padding, [f"limit is {MAX_MANIFEST_BYTES}"]),
+}
+
+
+@pytest.fixture
+def populated_store(store_path: Path, make_manifest: MakeManifest, tmp_path: Path) -> Path:
+    """A store file that already holds one valid run, closed (WAL checkpointed)."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(make_manifest(index=999)))
+    with RunStore(store_path) as store:
+        m = parse_manifest(good.read_bytes())
+        store.ingest(m)
+    return store_path
+
+
+def test_there_are_at_least_twenty_hostile_cases() -> None:
+    assert len(HOSTILE) >= 20
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_manifest_is_refused_and_store_unchanged(
+    case: str, populated_store: Path, tmp_path: Path, cli: RunCli
+) -> None:
+    build, expected = HOSTILE[case]
+    raw = build(realistic_manifest(1))
+    bad = tmp_path / "incoming" / "hostile.json"
+    bad.parent.mkdir()
+    bad.write_bytes(raw)
+    before = store_fingerprint(populated_store)
+
+    proc = cli("ingest", bad)
+
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    message = proc.stderr
+    first = message.splitlines()[0]
+    assert first.startswith(f"error: {bad}"), first[:300]
+    for part in expected:
+        assert part in first, (part, first[:500])
+    assert "nothing was stored" in message
+    assert len(message) < 4000, "the message should be short even for a huge input"
+    assert store_fingerprint(populated_store) == before
+    with RunStore(populated_store) as store:
+        assert store.count_runs() == 1
+        assert len(store.events()) == 1
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_manifest_is_refused_by_the_parser(case: str) -> None:
+    """Same cases through the library: a ManifestError (never another exception)."""
+    build, expected = HOSTILE[case]
+    raw = build(realistic_manifest(1))
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(raw, source="in.json")
+    assert str(err.value).startswith("in.json")
+    for part in expected:
+        assert part in str(err.value)
+
+
+def test_hostile_json_output_mode(populated_store: Path, tmp_path: Path, cli: RunCli) -> None:
+    bad = tmp_path / "bad.json"
+    d = realistic_manifest(1)
+    d["code"]["commit"] = "abc"
+    bad.write_text(json.dumps(d))
+    proc = cli("ingest", "--json", bad)
+    assert proc.returncode == 2
+    out = json.loads(proc.stdout)
+    assert out["ingested"] == []
+    assert out["errors"] and str(bad) in out["errors"][0]
+    assert "code.commit" in out["errors"][0]
+
+
+def test_one_bad_file_stores_nothing_from_the_batch(
+    populated_store: Path, tmp_path: Path, cli: RunCli, make_manifest: MakeManifest
+) -> None:
+    good1, good2, bad = (tmp_path / n for n in ("a.json", "b.json", "c.json"))
+    good1.write_text(json.dumps(make_manifest()))
+    good2.write_text(json.dumps(make_manifest()))
+    bad.write_text(json.dumps(make_manifest(status="exploded")))
+    before = store_fingerprint(populated_store)
+    proc = cli("ingest", good1, bad, good2)
+    assert proc.returncode == 2
+    assert f"error: {bad} status" in proc.stderr
+    assert str(good1) not in proc.stderr
+    assert store_fingerprint(populated_store) == before
+
+
+def test_unreadable_and_missing_files_are_refused(
+    populated_store: Path, tmp_path: Path, cli: RunCli
+) -> None:
+    missing = tmp_path / "nope.json"
+    before = store_fingerprint(populated_store)
+    proc = cli("ingest", missing)
+    assert proc.returncode == 2
+    assert f"{missing}: cannot read" in proc.stderr
+    proc = cli("ingest", tmp_path)  # a directory
+    assert proc.returncode == 2
+    assert store_fingerprint(populated_store) == before
+
+
+def test_valid_manifest_is_accepted_by_the_cli(
+    populated_store: Path, tmp_path: Path, cli: RunCli, make_manifest: MakeManifest
+) -> None:
+    data = make_manifest()
+    f = tmp_path / "ok.json"
+    f.write_text(json.dumps(seal(data), indent=2))
+    proc = cli("ingest", f)
+    assert proc.returncode == 0, proc.stderr
+    assert data["run_id"] in proc.stdout and "stored" in proc.stdout
+    with RunStore(populated_store) as store:
+        assert store.count_runs() == 2
+        assert store.manifest(data["run_id"]) == RunManifest.model_validate(seal(data))
