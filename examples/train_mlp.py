@@ -9,7 +9,8 @@ shuffling, a loss line per step on stdout, and the final checkpoint saved as bot
 
 Switches for experiments the tests run: ``--unseeded-noise`` adds noise drawn from an
 unseeded generator (a classic reproducibility bug), ``--dtype float64`` trains in double
-precision, ``--fail-at STEP`` crashes on purpose.
+precision, ``--fail-at STEP`` crashes on purpose, ``--nondeterministic-op`` runs an op with no
+deterministic implementation.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-deterministic", action="store_true")
     p.add_argument("--unseeded-noise", action="store_true")
     p.add_argument("--fail-at", type=int, default=-1)
+    p.add_argument(
+        "--nondeterministic-op",
+        action="store_true",
+        help="call Tensor.put_, which has no deterministic implementation (for the tests)",
+    )
     args = p.parse_args(argv)
 
     seed = replay_tui.seed_everything(args.seed)
@@ -82,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     noise_gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    if args.nondeterministic_op:
+        torch.zeros(4).put_(torch.tensor([1, 1]), torch.tensor([1.0, 2.0]))
 
     step = 0
     for epoch in range(args.epochs):

@@ -457,5 +457,83 @@ def replay(
     sys.exit(report.exit_code)
 
 
+# -- compare and gaps -----------------------------------------------------------------
+
+
+def _tolerance(name: str, value: float | None, default: float) -> float:
+    import math
+
+    if value is None:
+        return default
+    if not math.isfinite(value) or value < 0:
+        raise BadInput(f"--{name} must be a finite number >= 0 (got {value})")
+    return value
+
+
+@main.command("compare")
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance (default 1e-5).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance (default 1e-8).")
+@click.option("--no-store", is_flag=True, help="Do not record the comparison in the store.")
+@json_option
+@click.pass_obj
+@handled
+def compare_cmd(
+    obj: Ctx,
+    run_a: str,
+    run_b: str,
+    rtol: float | None,
+    atol: float | None,
+    no_store: bool,
+    as_json: bool,
+) -> None:
+    """Compare any two runs: artifacts, checkpoints, metrics, environment; exit 0 if reproduced."""
+    from replay_tui.compare.render import comparison_text
+    from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, compare_runs
+    from storage.objects import ObjectStore
+
+    rtol_v = _tolerance("rtol", rtol, DEFAULT_RTOL)
+    atol_v = _tolerance("atol", atol, DEFAULT_ATOL)
+    a, b = obj.store.resolve(run_a), obj.store.resolve(run_b)
+    ma, mb = obj.store.manifest(a), obj.store.manifest(b)
+    result = compare_runs(
+        ma, mb, objects=ObjectStore.beside(obj.store_path), rtol=rtol_v, atol=atol_v
+    )
+    body = result.to_dict()
+    if not no_store:
+        body["comparison_id"] = obj.store.add_comparison(
+            a,
+            b,
+            result.verdict,
+            result.to_dict(),
+            rtol=rtol_v,
+            atol=atol_v,
+            set_verdict_on=b if mb.replay_of == a else None,
+        )
+    if as_json:
+        echo_json(body)
+    else:
+        click.echo(comparison_text(result))
+    sys.exit(result.exit_code)
+
+
+@main.command("gaps")
+@click.argument("run")
+@json_option
+@click.pass_obj
+@handled
+def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
+    """List one run's provenance gaps, most severe first."""
+    from replay_tui import render
+    from replay_tui.gaps import evaluate
+
+    found = evaluate(obj.store.manifest(run))
+    if as_json:
+        echo_json([g.to_dict() for g in found])
+    else:
+        click.echo(render.gaps_text(found))
+
+
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from replay_tui.capture.hashing import (
 )
 
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-DigestFile = Callable[[str], tuple[str, int, os.stat_result]]
+DigestFile = Callable[[bytes], tuple[str, int, os.stat_result]]
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -55,8 +55,8 @@ def _count_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real: DigestFile = hashing._digest_file
 
-    def counting(path: str) -> tuple[str, int, os.stat_result]:
-        calls.append(path)
+    def counting(path: bytes) -> tuple[str, int, os.stat_result]:
+        calls.append(os.fsdecode(path))
         return real(path)
 
     monkeypatch.setattr(hashing, "_digest_file", counting)
@@ -260,6 +260,7 @@ def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyP
     root = _make_tree(tmp_path / "ds", files)
     serial = hash_path(root, workers=1)
     monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
+    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)  # whatever threads pytest has
     assert hashing._choose_strategy(300, 0, 2) == "processes"
     pools: list[int] = []
 
@@ -291,24 +292,27 @@ def test_errors_in_workers_propagate(tmp_path: Path, monkeypatch: pytest.MonkeyP
     root = _make_tree(tmp_path / "ds", {f"f{i:03d}.bin": b"x" for i in range(40)})
     real: DigestFile = hashing._digest_file
 
-    def unreadable(path: str) -> tuple[str, int, os.stat_result]:
-        if path.endswith("f007.bin"):
+    def unreadable(path: bytes) -> tuple[str, int, os.stat_result]:
+        if path.endswith(b"f007.bin"):
             raise PermissionError(13, "Permission denied", path)
         return real(path)
 
     monkeypatch.setattr(hashing, "_digest_file", unreadable)  # forked workers inherit it
     monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
+    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
     assert hashing._choose_strategy(40, 0, 2) == "processes"
     with pytest.raises(PermissionError, match="f007"):
         hash_path(root, workers=2)
 
 
 def test_chunks_keep_order_and_balance() -> None:
-    paths = [f"p{i}" for i in range(100)]
+    paths = [b"p%d" % i for i in range(100)]
     sizes = [10 << 20 if i == 50 else 1000 for i in range(100)]
     chunks = hashing._chunks(paths, sizes, 8)
     assert [p for chunk in chunks for p in chunk] == paths
-    assert ["p50"] in chunks or any(chunk[-1] == "p50" for chunk in chunks)
+    assert any(chunk[-1] == b"p50" for chunk in chunks)  # a big file closes its chunk
+    even = hashing._chunks(paths, [1000] * 100, 8)
+    assert 8 <= len(even) <= 9 and max(map(len, even)) <= 13
 
 
 # --------------------------------------------------------------------------- stat cache
@@ -427,3 +431,28 @@ def test_cache_shared_by_processes(tmp_path: Path) -> None:
     with StatCache(db) as cache:
         found = cache.lookup_many([(p, os.stat(p)) for p in paths])
     assert all(digest is not None and len(set(digest)) == 1 for digest in found)
+
+
+def test_unchanged_tree_is_verified_from_one_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _make_tree(tmp_path / "ds", TREE)
+    calls = _count_digests(monkeypatch)
+    with StatCache(tmp_path / "cache.db", racy_window_s=0) as cache:
+        first = hash_path(root, cache=cache)
+        lookups: list[int] = []
+        real_lookup = cache._lookup
+
+        def counting_lookup(
+            keys: Sequence[bytes], stat_keys: Sequence[tuple[int, int, int, int]]
+        ) -> list[str | None]:
+            lookups.append(len(keys))
+            return real_lookup(keys, stat_keys)
+
+        monkeypatch.setattr(cache, "_lookup", counting_lookup)
+        assert hash_path(root, cache=cache) == first
+        assert lookups == []  # the folder record answered; no per-file query
+        (root / "val/empty").mkdir()
+        second = hash_path(root, cache=cache)
+        assert lookups == [len(TREE)] and second.sha256 != first.sha256
+    assert len(calls) == len(TREE)  # the new folder needed no file to be read again

@@ -107,23 +107,23 @@ def sha256_file(path: StrPath) -> str:
         os.close(fd)
 
 
-def _digest_file(path: str) -> tuple[str, int, os.stat_result]:
+def _digest_file(path: bytes) -> tuple[str, int, os.stat_result]:
     """Digest, size and pre-read stat of one regular file; refuses symlinks and changes."""
     fd = os.open(path, _OPEN_FLAGS | getattr(os, "O_NONBLOCK", 0))
     try:
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):
-            raise ValueError(f"{path!r} is not a regular file; refusing to hash it")
+            raise ValueError(f"{os.fsdecode(path)!r} is not a regular file; refusing to hash it")
         digest, size = _digest_fd(fd, before.st_size)
         after = os.fstat(fd)
     finally:
         os.close(fd)
     if size != before.st_size or _stat_key(after) != _stat_key(before):
-        raise ChangedWhileHashingError(f"{path!r} changed while it was being hashed")
+        raise ChangedWhileHashingError(f"{os.fsdecode(path)!r} changed while it was being hashed")
     return digest, size, before
 
 
-def _digest_batch(paths: Sequence[str]) -> list[tuple[str, int, os.stat_result]]:
+def _digest_batch(paths: Sequence[bytes]) -> list[tuple[str, int, os.stat_result]]:
     """One task of the pools: many files, so the per-task overhead is paid once."""
     return [_digest_file(p) for p in paths]
 
@@ -151,10 +151,12 @@ def _fork_is_safe() -> bool:
 
 
 def _choose_strategy(n_files: int, total_bytes: int, workers: int) -> Strategy:
-    """Serial for little work; processes for many files; threads for a few big files.
+    """Serial for little work; forked processes for many files; threads for a few big ones.
 
-    Threads help only where ``hashlib`` holds no GIL for long (big files); for many small
-    files a thread pool is slower than serial (measured), so those go to forked processes.
+    Threads pay off only where ``hashlib`` holds no GIL for long (big files); for many
+    small files a thread pool is no faster than serial here (measured), so those go to
+    processes. ``spawn``/``forkserver`` would re-import an unguarded ``__main__`` (a
+    training script): where forking is unsafe, batched threads are used instead.
     """
     if workers <= 1 or n_files < 2:
         return "serial"
@@ -165,12 +167,12 @@ def _choose_strategy(n_files: int, total_bytes: int, workers: int) -> Strategy:
     return "serial"
 
 
-def _chunks(paths: Sequence[str], sizes: Sequence[int], count: int) -> list[list[str]]:
+def _chunks(paths: Sequence[bytes], sizes: Sequence[int], count: int) -> list[list[bytes]]:
     """Split ``paths`` (kept in order) into about ``count`` runs of similar cost."""
     total = sum(sizes) + _PER_FILE_COST * len(paths)
     target = max(total // max(count, 1), 1)
-    chunks: list[list[str]] = []
-    current: list[str] = []
+    chunks: list[list[bytes]] = []
+    current: list[bytes] = []
     cost = 0
     for path, size in zip(paths, sizes, strict=True):
         current.append(path)
@@ -184,7 +186,7 @@ def _chunks(paths: Sequence[str], sizes: Sequence[int], count: int) -> list[list
 
 
 def _digest_many(
-    paths: Sequence[str], sizes: Sequence[int], workers: int | None
+    paths: Sequence[bytes], sizes: Sequence[int], workers: int | None
 ) -> list[tuple[str, int, os.stat_result]]:
     """Digest files in order, choosing serial, threads or a forked process pool."""
     n_workers = _worker_count(workers)
@@ -206,24 +208,30 @@ def _digest_many(
         return [result for batch in executor.map(_digest_batch, chunks) for result in batch]
 
 
-def _digest_with_cache(
-    items: Sequence[tuple[str, os.stat_result]], cache: StatCache | None, workers: int | None
-) -> list[tuple[str, int]]:
-    """(sha256, size) per item; files the cache vouches for are not read."""
-    known = cache.lookup_many(items) if cache is not None else [None] * len(items)
+def _digest_files(
+    items: Sequence[tuple[bytes, os.stat_result]], cache: StatCache | None, workers: int | None
+) -> tuple[list[tuple[str, int]], list[tuple[bytes, os.stat_result, str]]]:
+    """(sha256, size) per item, reading only files the cache cannot vouch for.
+
+    Also returns what was read, as (path, stat before reading, sha256) for the cache.
+    """
+    if cache is None:
+        known: list[str | None] = [None] * len(items)
+    else:
+        known = cache._lookup([p for p, _ in items], [_stat_key(st) for _, st in items])
     results = [(digest or "", st.st_size) for (_, st), digest in zip(items, known, strict=True)]
     todo = [i for i, digest in enumerate(known) if digest is None]
     fresh = _digest_many([items[i][0] for i in todo], [results[i][1] for i in todo], workers)
     for i, (digest, size, _) in zip(todo, fresh, strict=True):
         results[i] = (digest, size)
-    if cache is not None and fresh:
-        cache.store_many(
-            (items[i][0], st, digest) for i, (digest, _, st) in zip(todo, fresh, strict=True)
-        )
-    return results
+    read = [(items[i][0], st, digest) for i, (digest, _, st) in zip(todo, fresh, strict=True)]
+    return results, read
 
 
 # --------------------------------------------------------------------------- trees
+
+_File: TypeAlias = tuple[bytes, bytes, os.stat_result]  # relative path, absolute path, lstat
+_Line: TypeAlias = tuple[bytes, str]  # relative path, listing line
 
 
 def _quote(raw: bytes) -> str:
@@ -233,45 +241,80 @@ def _quote(raw: bytes) -> str:
     return "".join(_ESCAPES[b] for b in raw)
 
 
-def _link_target(root: str, link: str) -> str:
-    """In-tree target of a symlink, relative to ``root`` ("." for the root itself)."""
+def _link_target(root: bytes, link: bytes) -> bytes:
+    """In-tree target of a symlink, relative to ``root`` (``.`` for the root itself)."""
     resolved = os.path.realpath(link)
-    prefix = root if root.endswith(os.sep) else root + os.sep
     if resolved == root:
-        return "."
+        return b"."
+    prefix = root.rstrip(b"/") + b"/"
     if not resolved.startswith(prefix):
         raise ValueError(
-            f"symlink {link!r} -> {os.readlink(link)!r} points outside {root!r}; refusing to "
-            "hash it (copy the data into the folder, or record the target as its own path)"
+            f"symlink {os.fsdecode(link)!r} -> {os.fsdecode(os.readlink(link))!r} points "
+            f"outside {os.fsdecode(root)!r}; refusing to hash it (copy the data into the "
+            "folder, or record the target as its own path)"
         )
     return resolved[len(prefix) :]
 
 
-def _scan(root: str) -> tuple[list[tuple[bytes, str, os.stat_result]], list[tuple[bytes, str]]]:
-    """Walk ``root`` without following symlinks: (files, listing lines of folders and links)."""
-    files: list[tuple[bytes, str, os.stat_result]] = []
-    others: list[tuple[bytes, str]] = []
-    stack = [(root, "")]
+def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
+    """Walk ``root`` without following symlinks: files, and listing lines of folders/links."""
+    files: list[_File] = []
+    others: list[_Line] = []
+    stack = [(root, b"")]
     while stack:
         folder, rel_folder = stack.pop()
         with os.scandir(folder) as entries:
             for entry in entries:
                 rel = rel_folder + entry.name
-                key = os.fsencode(rel)
                 if entry.is_symlink():
-                    target = os.fsencode(_link_target(root, entry.path))
-                    others.append((key, f"L {_quote(target)} {_quote(key)}\n"))
+                    target = _link_target(root, entry.path)
+                    others.append((rel, f"L {_quote(target)} {_quote(rel)}\n"))
                 elif entry.is_dir(follow_symlinks=False):
-                    others.append((key, f"D {_quote(key)}\n"))
-                    stack.append((entry.path, rel + "/"))
+                    others.append((rel, f"D {_quote(rel)}\n"))
+                    stack.append((entry.path, rel + b"/"))
                 elif entry.is_file(follow_symlinks=False):
-                    files.append((key, entry.path, entry.stat(follow_symlinks=False)))
+                    files.append((rel, entry.path, entry.stat(follow_symlinks=False)))
                 else:
                     raise ValueError(
-                        f"{entry.path!r} is not a file, folder or symlink (a device, FIFO or "
-                        "socket); refusing to hash the folder"
+                        f"{os.fsdecode(entry.path)!r} is not a file, folder or symlink (a "
+                        "device, FIFO or socket); refusing to hash the folder"
                     )
+    files.sort(key=lambda f: f[0])
+    others.sort(key=lambda line: line[0])
     return files, others
+
+
+def _fingerprint(files: Sequence[_File], others: Sequence[_Line]) -> str:
+    """SHA-256 of every name, link target and file stat key: equal means nothing changed."""
+    hasher = hashlib.sha256(TREE_HEADER)
+    hasher.update("".join(line for _, line in others).encode("ascii"))
+    hasher.update(b"".join(b"%s\0%d %d %d %d\n" % (rel, *_stat_key(st)) for rel, _, st in files))
+    return hasher.hexdigest()
+
+
+def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> TreeDigest:
+    files, others = _scan(root)
+    fingerprint = ""
+    if cache is not None:
+        fingerprint = _fingerprint(files, others)
+        known = cache._lookup_tree(root, fingerprint)
+        if known is not None:
+            return known
+    digests, read = _digest_files([(path, st) for _, path, st in files], cache, workers)
+    lines = others + [
+        (rel, f"F {digest} {size} {_quote(rel)}\n")
+        for (rel, _, _), (digest, size) in zip(files, digests, strict=True)
+    ]
+    lines.sort(key=lambda line: line[0])
+    hasher = hashlib.sha256(TREE_HEADER)
+    hasher.update("".join(line for _, line in lines).encode("ascii"))
+    result = TreeDigest(hasher.hexdigest(), sum(size for _, size in digests), len(files))
+    if cache is not None:
+        scanned = {path: _stat_key(st) for _, path, st in files}
+        unchanged = all(scanned[path] == _stat_key(st) for path, st, _ in read)
+        tree = (root, fingerprint, result, [st for _, _, st in files]) if unchanged else None
+        cache._store(read, tree)
+    return result
 
 
 def hash_path(
@@ -279,8 +322,8 @@ def hash_path(
 ) -> TreeDigest:
     """Digest a file (its SHA-256) or a folder (its tree hash), reusing ``cache`` when given.
 
-    The tree hash is SHA-256 over this UTF-8/ASCII listing: the line ``TREE_HEADER``
-    (``replay-tui tree v1``), then one line per entry below the folder, sorted by the raw
+    The tree hash is SHA-256 over this ASCII listing: the line ``replay-tui tree v1``
+    (:data:`TREE_HEADER`), then one line per entry below the folder, sorted by the raw
     bytes of its relative POSIX path::
 
         F <sha256-hex> <size> <path>\\n   regular file
@@ -291,38 +334,25 @@ def hash_path(
     upper-case hex), so fields never contain spaces or newlines. Symlinks are recorded,
     not followed: ``<target>`` is the fully resolved target relative to the folder
     (``.`` for the folder itself), which is portable across hosts, counts no content
-    twice and cannot loop; the target's own content is hashed under its own path. A
-    symlink that resolves outside the folder raises ``ValueError``, as do devices,
-    FIFOs and sockets. Nothing is skipped: hidden files and empty folders count.
-    ``size_bytes`` and ``file_count`` cover regular files only. A symlink given as
-    ``path`` itself is followed.
+    twice and cannot loop; the target's content is hashed under its own path, and a
+    dangling in-tree link is recorded like any other. A symlink that resolves outside
+    the folder raises ``ValueError``, as do devices, FIFOs and sockets. Nothing is
+    skipped: hidden files and empty folders count. ``size_bytes`` and ``file_count``
+    cover regular files only. A symlink given as ``path`` itself is followed.
 
     ``workers``: ``None`` = one per available core (at most 8), ``1`` = serial. Many
     small files go to forked processes in batches; a few big ones to threads.
     """
-    root = os.path.realpath(path)
+    root = os.fsencode(os.path.realpath(path))
     st = os.stat(root)
-    if stat.S_ISREG(st.st_mode):
-        ((digest, size),) = _digest_with_cache([(root, st)], cache, 1)
-        return TreeDigest(sha256=digest, size_bytes=size, file_count=1)
-    if not stat.S_ISDIR(st.st_mode):
-        raise ValueError(f"{root!r} is neither a file nor a folder; refusing to hash it")
-
-    files, others = _scan(root)
-    files.sort(key=lambda f: f[0])
-    digests = _digest_with_cache([(abs_path, st) for _, abs_path, st in files], cache, workers)
-    lines = others + [
-        (key, f"F {digest} {size} {_quote(key)}\n")
-        for (key, _, _), (digest, size) in zip(files, digests, strict=True)
-    ]
-    lines.sort(key=lambda line: line[0])
-    hasher = hashlib.sha256(TREE_HEADER)
-    hasher.update("".join(line for _, line in lines).encode("ascii"))
-    return TreeDigest(
-        sha256=hasher.hexdigest(),
-        size_bytes=sum(size for _, size in digests),
-        file_count=len(files),
-    )
+    if stat.S_ISDIR(st.st_mode):
+        return _hash_tree(root, cache, workers)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{os.fsdecode(root)!r} is neither a file nor a folder; refusing it")
+    ((digest, size),), read = _digest_files([(root, st)], cache, 1)
+    if cache is not None:
+        cache._store(read)
+    return TreeDigest(sha256=digest, size_bytes=size, file_count=1)
 
 
 def verify_path(path: StrPath, expected_sha256: str, *, cache: StatCache | None = None) -> bool:
@@ -333,19 +363,27 @@ def verify_path(path: StrPath, expected_sha256: str, *, cache: StatCache | None 
 
 # --------------------------------------------------------------------------- stat cache
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS file_digest (
-    path BLOB PRIMARY KEY,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    ctime_ns INTEGER NOT NULL,
-    inode INTEGER NOT NULL,
-    sha256 TEXT NOT NULL
-) WITHOUT ROWID
-"""
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS file_digest (
+        path BLOB PRIMARY KEY,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        ctime_ns INTEGER NOT NULL,
+        inode INTEGER NOT NULL,
+        sha256 TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS tree_digest (
+        path BLOB PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        file_count INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+)
 _LOOKUP_BATCH = 500  # bound parameters per query (SQLite allows 32766 since 3.32)
 
 _StatKey: TypeAlias = tuple[int, int, int, int]
+_TreeRecord: TypeAlias = tuple[bytes, str, TreeDigest, list[os.stat_result]]
 
 
 def _stat_key(st: os.stat_result) -> _StatKey:
@@ -365,8 +403,10 @@ class StatCache:
     ``ctime`` catches content rewritten with its mtime put back (``touch -r``, rsync,
     tar). Files changed less than ``racy_window_s`` before they are stored are not
     cached: a second write within the same timestamp tick would leave the stat equal
-    (git's "racy clean" problem). WAL and a busy timeout let several processes share
-    one file; one connection per instance, safe to use from several threads.
+    (git's "racy clean" problem). :func:`hash_path` also keeps one record per folder
+    (a fingerprint of every name and stat key), so re-verifying an unchanged tree costs
+    one walk and one query. WAL and a busy timeout let several processes share the
+    file; an instance may be used from several threads.
     """
 
     def __init__(
@@ -380,7 +420,8 @@ class StatCache:
         )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
+        for statement in _SCHEMA:
+            self._db.execute(statement)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -404,23 +445,7 @@ class StatCache:
 
     def lookup_many(self, items: Sequence[tuple[StrPath, os.stat_result]]) -> list[str | None]:
         """:meth:`lookup` for many files in a few queries, in the order given."""
-        keys = [_path_key(p) for p, _ in items]
-        rows: dict[bytes, tuple[_StatKey, str]] = {}
-        with self._lock:
-            for start in range(0, len(keys), _LOOKUP_BATCH):
-                batch = keys[start : start + _LOOKUP_BATCH]
-                marks = ",".join("?" * len(batch))
-                for path, size, mtime, ctime, inode, digest in self._db.execute(
-                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_digest"
-                    f" WHERE path IN ({marks})",
-                    batch,
-                ):
-                    rows[path] = ((size, mtime, ctime, inode), digest)
-        out: list[str | None] = []
-        for key, (_, st) in zip(keys, items, strict=True):
-            row = rows.get(key)
-            out.append(row[1] if row is not None and row[0] == _stat_key(st) else None)
-        return out
+        return self._lookup([_path_key(p) for p, _ in items], [_stat_key(st) for _, st in items])
 
     def store(self, path: StrPath, st: os.stat_result, digest: str) -> bool:
         """Remember ``digest`` for ``path`` as it was at ``st``; False if too recent to trust."""
@@ -428,13 +453,47 @@ class StatCache:
 
     def store_many(self, items: Iterable[tuple[StrPath, os.stat_result, str]]) -> int:
         """:meth:`store` for many files in one transaction; returns how many were stored."""
-        settled_before = time.time_ns() - self._racy_ns
+        return self._store([(_path_key(p), st, digest) for p, st, digest in items])
+
+    def _lookup(self, keys: Sequence[bytes], stat_keys: Sequence[_StatKey]) -> list[str | None]:
+        rows: dict[bytes, tuple[_StatKey, str]] = {}
+        with self._lock:
+            for start in range(0, len(keys), _LOOKUP_BATCH):
+                batch = keys[start : start + _LOOKUP_BATCH]
+                query = (
+                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_digest"
+                    f" WHERE path IN ({','.join('?' * len(batch))})"
+                )
+                for path, size, mtime, ctime, inode, digest in self._db.execute(query, batch):
+                    rows[path] = ((size, mtime, ctime, inode), digest)
+        out: list[str | None] = []
+        for key, stat_key in zip(keys, stat_keys, strict=True):
+            row = rows.get(key)
+            out.append(row[1] if row is not None and row[0] == stat_key else None)
+        return out
+
+    def _lookup_tree(self, root: bytes, fingerprint: str) -> TreeDigest | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sha256, size_bytes, file_count FROM tree_digest"
+                " WHERE path = ? AND fingerprint = ?",
+                (root, fingerprint),
+            ).fetchone()
+        return None if row is None else TreeDigest(row[0], row[1], row[2])
+
+    def _store(
+        self, items: Sequence[tuple[bytes, os.stat_result, str]], tree: _TreeRecord | None = None
+    ) -> int:
+        """Store settled file digests, and the tree record if all its files are settled."""
+        cutoff = time.time_ns() - self._racy_ns
         rows = [
-            (_path_key(p), *_stat_key(st), digest)
-            for p, st, digest in items
-            if max(st.st_mtime_ns, st.st_ctime_ns) < settled_before
+            (key, *_stat_key(st), digest)
+            for key, st, digest in items
+            if max(st.st_mtime_ns, st.st_ctime_ns) < cutoff
         ]
-        if not rows:
+        if tree is not None and any(max(s.st_mtime_ns, s.st_ctime_ns) >= cutoff for s in tree[3]):
+            tree = None
+        if not rows and tree is None:
             return 0
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -444,6 +503,14 @@ class StatCache:
                     " (path, size, mtime_ns, ctime_ns, inode, sha256) VALUES (?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+                if tree is not None:
+                    root, fingerprint, digest, _ = tree
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO tree_digest"
+                        " (path, fingerprint, sha256, size_bytes, file_count)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (root, fingerprint, digest.sha256, digest.size_bytes, digest.file_count),
+                    )
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise

@@ -231,11 +231,7 @@ def compare_metric(
     elif history_b is not None:
         missing.append("history only in B")
 
-    bitwise = (
-        not missing
-        and final_bitwise is not False
-        and (hist is None or hist.bitwise)
-    )
+    bitwise = not missing and final_bitwise is not False and (hist is None or hist.bitwise)
     within = final_within is not False and (hist is None or hist.first_out is None)
     return MetricDiff(
         name=name,

@@ -1,0 +1,224 @@
+"""Benchmark: file and tree hashing, and re-verification through the stat cache.
+
+(a) ``sha256_file`` on one big file against ``openssl dgst -sha256`` (and coreutils
+``sha256sum``, for information), warm page cache, best of N, runs interleaved so load
+from elsewhere hits every tool alike. (b) A dataset of many small files (1-64 KiB)
+hashed by ``hash_path`` in parallel against serial (``workers=1``); batched threads
+are timed too, for information. (c) Re-verifying the unchanged dataset through a
+``StatCache`` against a full parallel hash. Prints one JSON object on stdout.
+
+    python bench/bench_hashing.py [--dir DIR] [--size-mib 1024] [--files 20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from replay_tui.capture import hashing
+from replay_tui.capture.hashing import StatCache, TreeDigest, hash_path, sha256_file
+
+MiB = 1 << 20
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _best_of(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Best wall time of each callable, the callables interleaved round by round."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeat):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def _tool_digest(argv: list[str]) -> str:
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return out.split("=")[-1].strip() if "=" in out else out.split()[0]
+
+
+def _runner(argv: list[str]) -> Callable[[], object]:
+    return lambda: _tool_digest(argv)
+
+
+def _write_big_file(path: Path, size: int) -> None:
+    block = os.urandom(64 * MiB)
+    with open(path, "wb") as out:
+        written = 0
+        while written < size:
+            n = min(len(block), size - written)
+            out.write(block[:n] if n < len(block) else block)
+            written += n
+            block = block[1:] + block[:1]  # no two blocks alike
+
+
+def bench_file(workdir: Path, size_mib: int, repeat: int) -> dict[str, Any]:
+    path = workdir / "big.bin"
+    size = size_mib * MiB
+    _log(f"(a) writing {size_mib} MiB")
+    _write_big_file(path, size)
+    expected = sha256_file(path)  # also warms the page cache
+    tools: dict[str, list[str]] = {"openssl": ["openssl", "dgst", "-sha256", str(path)]}
+    if shutil.which("sha256sum"):
+        tools["sha256sum"] = ["sha256sum", str(path)]
+    for name, argv in tools.items():
+        if _tool_digest(argv) != expected:
+            raise SystemExit(f"{name} disagrees with sha256_file")
+    runs: dict[str, Callable[[], object]] = {"sha256_file": lambda: sha256_file(path)}
+    runs.update({name: _runner(argv) for name, argv in tools.items()})
+    _log(f"(a) timing {', '.join(runs)}, best of {repeat}")
+    best = _best_of(runs, repeat)
+    path.unlink()
+    result: dict[str, Any] = {"size_bytes": size}
+    for name, seconds in best.items():
+        result[name] = {"seconds": round(seconds, 4), "gb_per_s": round(size / seconds / 1e9, 3)}
+    result["ratio_vs_openssl"] = round(best["openssl"] / best["sha256_file"], 3)
+    return result
+
+
+def _write_dataset(root: Path, files: int) -> int:
+    rng = random.Random(20_000)
+    folders = max(1, files // 200)
+    total = 0
+    for i in range(files):
+        folder = root / f"part-{i % folders:03d}"
+        if i < folders:
+            folder.mkdir(parents=True)
+        size = rng.randint(1024, 64 * 1024)
+        (folder / f"sample-{i:06d}.bin").write_bytes(rng.randbytes(size))
+        total += size
+    return total
+
+
+def bench_tree(workdir: Path, files: int, repeat: int) -> tuple[dict[str, Any], Path, float]:
+    root = workdir / "dataset"
+    _log(f"(b) writing {files} files")
+    total = _write_dataset(root, files)
+    digests: dict[str, TreeDigest] = {}
+
+    def run(name: str, **kwargs: Any) -> Callable[[], object]:
+        def go() -> None:
+            digests[name] = hash_path(root, **kwargs)
+
+        return go
+
+    def threads() -> None:
+        with mock.patch.object(hashing, "_fork_is_safe", lambda: False):
+            digests["threads"] = hash_path(root)
+
+    hash_path(root, workers=1)  # warm the page cache
+    strategy = hashing._choose_strategy(files, total, hashing._worker_count(None))
+    _log(f"(b) timing serial, parallel ({strategy}), batched threads, best of {repeat}")
+    best = _best_of(
+        {"serial": run("serial", workers=1), "parallel": run("parallel"), "threads": threads},
+        repeat,
+    )
+    if len({d.sha256 for d in digests.values()}) != 1:
+        raise SystemExit(f"parallel and serial digests differ: {digests}")
+    result: dict[str, Any] = {
+        "files": files,
+        "total_bytes": total,
+        "workers": hashing._worker_count(None),
+        "parallel_strategy": strategy,
+    }
+    for name, seconds in best.items():
+        result[f"{name}_s"] = round(seconds, 4)
+        result[f"{name}_files_per_s"] = round(files / seconds)
+        result[f"{name}_gb_per_s"] = round(total / seconds / 1e9, 3)
+    result["speedup"] = round(best["serial"] / best["parallel"], 3)
+    result["threads_speedup_info"] = round(best["serial"] / best["threads"], 3)
+    return result, root, best["parallel"]
+
+
+def bench_cache(workdir: Path, root: Path, full_s: float, repeat: int) -> dict[str, Any]:
+    cache_path = workdir / "stat-cache.sqlite"
+    with StatCache(cache_path) as cache:
+        # Files changed within the racy window are not cached: let the newest ones settle.
+        newest = max(p.stat().st_ctime for p in root.rglob("*"))
+        time.sleep(max(0.0, newest + 2.2 - time.time()))
+        start = time.perf_counter()
+        filled = hash_path(root, cache=cache)
+        fill_s = time.perf_counter() - start
+        per_file_s = float("inf")
+
+        def per_file() -> None:  # the same, without the folder record: per-file lookups
+            nonlocal per_file_s
+            with mock.patch.object(cache, "_lookup_tree", lambda *_: None):
+                start = time.perf_counter()
+                if hash_path(root, cache=cache) != filled:
+                    raise SystemExit("per-file cached digest differs")
+                per_file_s = min(per_file_s, time.perf_counter() - start)
+
+        def cached() -> None:
+            if hash_path(root, cache=cache) != filled:
+                raise SystemExit("cached digest differs")
+
+        def walk() -> None:
+            hashing._scan(os.fsencode(os.path.realpath(root)))
+
+        _log(f"(c) timing cached re-verification, best of {max(repeat, 5)}")
+        best = _best_of({"cached": cached, "per_file": per_file, "walk": walk}, max(repeat, 5))
+    return {
+        "full_hash_s": round(full_s, 4),
+        "first_fill_s": round(fill_s, 4),
+        "cached_verify_s": round(best["cached"], 4),
+        "cached_per_file_lookups_s": round(per_file_s, 4),
+        "walk_and_stat_only_s": round(best["walk"], 4),
+        "speedup": round(full_s / best["cached"], 2),
+        "speedup_per_file_lookups": round(full_s / per_file_s, 2),
+        "cache_file_bytes": cache_path.stat().st_size,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=None, help="where temp files go")
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-hashing-", dir=args.dir))
+    load_before = os.getloadavg()
+    try:
+        file_result = bench_file(workdir, args.size_mib, args.repeat)
+        tree_result, root, full_s = bench_tree(workdir, args.files, args.repeat)
+        cache_result = bench_cache(workdir, root, full_s, args.repeat)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    openssl = subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout
+    report = {
+        "host": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "openssl": openssl.strip(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "file": file_result,
+        "tree": tree_result,
+        "stat_cache": cache_result,
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

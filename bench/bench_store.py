@@ -1,0 +1,227 @@
+"""Benchmark the run store: ingest rate, first page of ``runs``, full-text search.
+
+Prints one JSON object.  Manifests come from ``tests/factories.py`` (the same realistic
+generator the tests use: ~150 packages, 100-step metric history, every group filled,
+about 12 KB of canonical JSON each).  Generating the dicts is not timed; validating them
+(``manifest_from_data``) is timed and reported apart from ``ingest_per_s``, which times
+``RunStore.ingest_many`` alone (sealing, canonical JSON, one transaction per batch).
+
+    python bench/bench_store.py                 # 100,000 manifests
+    python bench/bench_store.py --n 5000        # quick run
+    python bench/bench_store.py --n 5000 --profile   # add a cProfile summary of ingest
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from storage.manifest import RunManifest, manifest_from_data  # noqa: E402
+from storage.store import RunQuery, RunStore  # noqa: E402
+from tests.factories import (  # noqa: E402
+    DATASETS,
+    MODELS,
+    OWNERS,
+    PURPOSES,
+    TEAMS,
+    realistic_manifest,
+)
+
+TARGET_INGEST_PER_S = 5000
+TARGET_FIRST_PAGE_MS = 5.0
+TARGET_FTS_MS = 20.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed_ms(fn: Any, *args: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return (time.perf_counter() - t0) * 1000, result
+
+
+def ingest_all(store: RunStore, n: int, batch: int, seed: int) -> dict[str, Any]:
+    gen_s = validate_s = ingest_s = 0.0
+    json_bytes = 0
+    for start in range(0, n, batch):
+        t0 = time.perf_counter()
+        dicts = [realistic_manifest(i, seed=seed) for i in range(start, min(n, start + batch))]
+        t1 = time.perf_counter()
+        models: list[RunManifest] = [manifest_from_data(d) for d in dicts]
+        t2 = time.perf_counter()
+        store.ingest_many([(m, None, (), {}) for m in models])
+        t3 = time.perf_counter()
+        gen_s += t1 - t0
+        validate_s += t2 - t1
+        ingest_s += t3 - t2
+        if start == 0:
+            json_bytes = len(models[0].to_json().encode())
+    return {
+        "generate_s": round(gen_s, 2),
+        "validate_s": round(validate_s, 2),
+        "ingest_s": round(ingest_s, 2),
+        "manifest_json_bytes": json_bytes,
+    }
+
+
+def search_terms(store: RunStore, count: int, seed: int) -> list[str]:
+    """Realistic browser searches: words of names, owners, teams, commit prefixes..."""
+    rnd = random.Random(seed)
+    sample = store.list_runs(RunQuery(limit=2000, offset=rnd.randrange(0, 1000)))
+    words = [m.split("-")[0] for m in MODELS] + list(DATASETS) + list(PURPOSES)
+    terms: list[str] = []
+    terms += rnd.sample(words, 12)
+    terms += rnd.sample(list(OWNERS), 4)
+    terms += [f"team {t}" for t in rnd.sample(list(TEAMS), 3)]
+    terms += [f"{rnd.choice(MODELS).split('-')[0]} {rnd.choice(DATASETS)}" for _ in range(6)]
+    terms += [f"{rnd.choice(OWNERS)} {rnd.choice(PURPOSES)}" for _ in range(4)]
+    terms += [r.commit[: rnd.choice((7, 8, 12, 40))] for r in rnd.sample(sample, 10) if r.commit]
+    terms += [(r.image_digest or "")[7:19] for r in rnd.sample(sample, 4)]
+    terms += [r.name for r in rnd.sample(sample, 4)]  # a whole name: every word must match
+    terms += ["nosuchword", "zzz"]
+    return terms[:count]
+
+
+def bench_queries(store: RunStore, repeats: int, seed: int) -> dict[str, Any]:
+    store.list_runs(RunQuery(limit=100))  # warm the page cache once
+    first_page = [timed_ms(store.list_runs, RunQuery(limit=100))[0] for _ in range(repeats)]
+    deep_page = [
+        timed_ms(store.list_runs, RunQuery(limit=100, offset=50_000 if i % 2 else 1000))[0]
+        for i in range(10)
+    ]
+    terms = search_terms(store, repeats, seed)
+    fts: list[float] = []
+    fts_count: list[float] = []
+    per_term: list[tuple[float, str, int]] = []
+    for term in terms:
+        ms, rows = timed_ms(store.list_runs, RunQuery(search=term, limit=100))
+        cms, total = timed_ms(store.count_runs, RunQuery(search=term))
+        fts.append(ms)
+        fts_count.append(cms)
+        per_term.append((ms, term, total))
+        assert len(rows) == min(100, total)
+    slowest = sorted(per_term, reverse=True)[:3]
+    return {
+        "first_page_ms": round(statistics.median(first_page), 3),
+        "first_page_p95_ms": round(percentile(first_page, 0.95), 3),
+        "page_at_offset_ms": round(statistics.median(deep_page), 3),
+        "fts_search_ms": round(statistics.median(fts), 3),
+        "fts_search_p95_ms": round(percentile(fts, 0.95), 3),
+        "fts_search_max_ms": round(max(fts), 3),
+        "fts_count_ms": round(statistics.median(fts_count), 3),
+        "fts_terms": len(terms),
+        "fts_slowest": [
+            {"term": t, "ms": round(ms, 2), "matches": total} for ms, t, total in slowest
+        ],
+    }
+
+
+def profile_ingest(n: int, seed: int) -> dict[str, Any]:
+    """cProfile ``ingest_many`` over ``n`` fresh manifests; the top entries by own time."""
+    with tempfile.TemporaryDirectory() as tmp, RunStore(Path(tmp) / "p.db") as store:
+        models = [manifest_from_data(realistic_manifest(i, seed=seed + 1)) for i in range(n)]
+        prof = cProfile.Profile()
+        prof.enable()
+        store.ingest_many([(m, None, (), {}) for m in models])
+        prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    total = stats.total_tt  # type: ignore[attr-defined]
+    rows = []
+    for (file, line, func), (_cc, calls, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((tt, ct, calls, f"{Path(file).name}:{line}({func})"))
+    by_own = sorted(rows, reverse=True)[:12]
+    by_cum = sorted(rows, key=lambda r: r[1], reverse=True)
+    interesting = ("sealed", "compute_sha256", "to_json", "canonical_json", "dumps",
+                   "model_dump", "model_copy", "body", "run_row", "execute", "append")
+    cum = [r for r in by_cum if any(f"({k})" in r[3] for k in interesting)][:12]
+    return {
+        "manifests": n,
+        "total_s": round(total, 3),
+        "per_manifest_ms": round(total / n * 1000, 3),
+        "top_own_time": [
+            {"fn": name, "own_s": round(tt, 3), "pct": round(100 * tt / total, 1), "calls": c}
+            for tt, _ct, c, name in by_own
+        ],
+        "cumulative": [
+            {"fn": name, "cum_s": round(ct, 3), "pct": round(100 * ct / total, 1), "calls": c}
+            for _tt, ct, c, name in cum
+        ],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000, help="manifests to ingest")
+    ap.add_argument("--batch", type=int, default=1000, help="manifests per transaction")
+    ap.add_argument("--queries", type=int, default=50, help="repeats / distinct search terms")
+    ap.add_argument("--store", type=Path, default=None, help="store file (default: temp dir)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", type=int, nargs="?", const=2000, default=0,
+                    help="also cProfile ingest_many over N manifests (default 2000)")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
+        path = args.store or Path(tmp) / "store.db"
+        if path.exists():
+            sys.exit(f"{path} exists; the benchmark wants a fresh store")
+        with RunStore(path) as store:
+            ingest = ingest_all(store, args.n, args.batch, args.seed)
+            runs = store.count_runs()
+            queries = bench_queries(store, args.queries, args.seed)
+        size = path.stat().st_size + sum(
+            p.stat().st_size for p in path.parent.glob(path.name + "-wal")
+        )
+        conn = sqlite3.connect(path)
+        sqlite_version = conn.execute("select sqlite_version()").fetchone()[0]
+        conn.close()
+
+    out: dict[str, Any] = {
+        "runs": runs,
+        "batch": args.batch,
+        "ingest_per_s": round(args.n / ingest["ingest_s"], 1),
+        "target_per_s": TARGET_INGEST_PER_S,
+        "ingest_meets_target": args.n / ingest["ingest_s"] >= TARGET_INGEST_PER_S,
+        "validate_per_s": round(args.n / ingest["validate_s"], 1),
+        "validate_and_ingest_per_s": round(
+            args.n / (ingest["validate_s"] + ingest["ingest_s"]), 1
+        ),
+        **ingest,
+        "store_bytes": size,
+        "store_bytes_per_run": round(size / max(1, runs)),
+        **{k: v for k, v in queries.items() if k.startswith("first_page")},
+        "first_page_target_ms": TARGET_FIRST_PAGE_MS,
+        "page_at_offset_ms": queries["page_at_offset_ms"],
+        **{k: v for k, v in queries.items() if k.startswith("fts_")},
+        "fts_target_ms": TARGET_FTS_MS,
+        "machine": {
+            "python": platform.python_version(),
+            "sqlite": sqlite_version,
+            "cpus": os.cpu_count(),
+        },
+    }
+    if args.profile:
+        out["profile"] = profile_ingest(args.profile, args.seed)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

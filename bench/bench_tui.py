@@ -1,0 +1,217 @@
+"""Benchmark: the runs browser at 100,000 runs.
+
+Measures, with ``App.run_test()`` (headless, the real event loop and compositor):
+
+- ``cold_start_s``: from constructing ``ReplayApp`` to the first page of the runs table
+  painted (the runs screen posts ``RunsPageShown`` after the refresh that shows it),
+  in a process that has already imported the app (imports are reported apart, as
+  ``import_s``, measured in a fresh interpreter).
+- ``search_keystroke_ms``: from one keystroke in the search box to the table showing
+  that query's first page (``RunsPageShown`` for the new query), median over several
+  searches typed one key at a time after a pause (the search fires on the first key
+  and coalesces keys typed faster than its throttle window).
+
+The store is built once from the realistic manifest generator in ``tests/factories.py``
+(every group filled; metric histories cut to 20 steps to keep the build in minutes) and
+cached under ``$TMPDIR/replay-tui-bench``.  Prints one JSON object.
+
+    python bench/bench_tui.py [--runs 100000] [--searches 15] [--store PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+COLD_START_TARGET_S = 0.5
+KEYSTROKE_TARGET_MS = 50.0
+BATCH = 2_000
+SEARCHES = ("resnet", "vision", "alice", "sweep", "bert", "whisper", "cifar", "ablation")
+
+
+def _sealed_batch(start: int, stop: int) -> list[tuple[str, Any]]:
+    """Manifests ``start..stop`` sealed, with their gap counts (runs in a worker process)."""
+    from replay_tui.gaps import gap_counts
+    from storage.manifest import manifest_from_data
+    from tests.factories import realistic_manifest
+
+    out = []
+    for i in range(start, stop):
+        m = manifest_from_data(realistic_manifest(i, history_steps=20)).sealed()
+        out.append((m, gap_counts(m)))
+    return out
+
+
+def build_store(path: Path, runs: int) -> float:
+    """Create a store holding ``runs`` realistic runs; returns seconds taken."""
+    from storage.store import RunStore
+
+    t0 = time.perf_counter()
+    tmp = path.with_suffix(".building")
+    for p in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        p.unlink(missing_ok=True)
+    store = RunStore(tmp)
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        futures = [
+            pool.submit(_sealed_batch, s, min(runs, s + BATCH)) for s in range(0, runs, BATCH)
+        ]
+        for fut in futures:
+            items = [(m, gaps, (), {}) for m, gaps in fut.result()]
+            store.ingest_many(items)
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    tmp.rename(path)
+    return time.perf_counter() - t0
+
+
+def ensure_store(path: Path, runs: int) -> tuple[float | None, int]:
+    from storage.store import RunStore
+
+    built = None
+    if path.exists():
+        with RunStore(path) as s:
+            if s.count_runs() == runs:
+                return None, runs
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = build_store(path, runs)
+    with RunStore(path) as s:
+        return built, s.count_runs()
+
+
+def import_time() -> float:
+    code = (
+        "import time; t=time.perf_counter(); import replay_tui.app;"
+        " print(time.perf_counter()-t)"
+    )
+    best = float("inf")
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        best = min(best, float(out.stdout.strip()))
+    return best
+
+
+async def measure(store: Path, searches: int) -> dict[str, Any]:
+    from replay_tui.app import ReplayApp
+    from replay_tui.messages import RunsPageShown
+    from replay_tui.screens.runs import RunsScreen
+
+    shown: list[tuple[float, RunsPageShown]] = []
+
+    def on_shown(msg: RunsPageShown) -> None:
+        shown.append((time.perf_counter(), msg))
+
+    async def wait_shown(count: int, timeout: float = 30.0) -> tuple[float, RunsPageShown]:
+        deadline = time.perf_counter() + timeout
+        while len(shown) < count:
+            if time.perf_counter() > deadline:
+                raise TimeoutError("the runs table never showed the page")
+            await asyncio.sleep(0.0005)
+        return shown[count - 1]
+
+    t0 = time.perf_counter()
+    app = ReplayApp(store)
+    app.runs_page_listener = on_shown
+    async with app.run_test(size=(200, 60)) as pilot:
+        t_first, first = await wait_shown(1)
+        cold = t_first - t0
+        screen = app.screen
+        assert isinstance(screen, RunsScreen)
+        total = first.total
+        await pilot.press("slash")
+        await pilot.pause(0.3)
+        timings: list[float] = []
+        rows: list[int] = []
+        words = [SEARCHES[i % len(SEARCHES)] for i in range(searches)]
+        for word in words:
+            # clear the box (one keystroke: ctrl+u) and let that query settle
+            await pilot.press("ctrl+u")
+            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.2)
+            for ch in word[:3]:
+                n = len(shown)
+                t_key = time.perf_counter()
+                await pilot.press(ch)
+                t_done, msg = await wait_shown(n + 1)
+                timings.append((t_done - t_key) * 1000)
+                rows.append(msg.rows)
+                await pilot.pause(0.2)
+                await app.workers.wait_for_complete()
+                await pilot.pause(0.05)
+    return {
+        "cold_start_s": round(cold, 4),
+        "first_page_rows": first.rows,
+        "total_runs_shown": total,
+        "search_keystroke_ms": {
+            "median": round(statistics.median(timings), 2),
+            "p90": round(sorted(timings)[int(0.9 * (len(timings) - 1))], 2),
+            "max": round(max(timings), 2),
+            "samples": len(timings),
+        },
+        "search_rows_shown_median": int(statistics.median(rows)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", type=int, default=100_000)
+    ap.add_argument("--searches", type=int, default=8)
+    ap.add_argument("--store", type=Path, default=None)
+    args = ap.parse_args()
+    store = args.store or (
+        Path(tempfile.gettempdir()) / "replay-tui-bench" / f"runs-{args.runs}.db"
+    )
+    built_s, count = ensure_store(store, args.runs)
+    imp = import_time()
+    cold_runs = []
+    result: dict[str, Any] = {}
+    for _ in range(3):
+        result = asyncio.run(measure(store, args.searches))
+        cold_runs.append(result["cold_start_s"])
+    cold = statistics.median(cold_runs)
+    ks = result["search_keystroke_ms"]["median"]
+    out = {
+        "benchmark": "tui_runs_browser",
+        "runs_in_store": count,
+        "store_bytes": store.stat().st_size,
+        "store_built_s": None if built_s is None else round(built_s, 1),
+        "terminal_size": [200, 60],
+        "import_s": round(imp, 4),
+        "cold_start_s": round(cold, 4),
+        "cold_start_runs_s": cold_runs,
+        "cold_start_target_s": COLD_START_TARGET_S,
+        "cold_start_ok": cold <= COLD_START_TARGET_S,
+        "cold_start_with_import_s": round(cold + imp, 4),
+        "first_page_rows": result["first_page_rows"],
+        "search_keystroke_ms": result["search_keystroke_ms"],
+        "search_keystroke_target_ms": KEYSTROKE_TARGET_MS,
+        "search_keystroke_ok": ks <= KEYSTROKE_TARGET_MS,
+        "search_rows_shown_median": result["search_rows_shown_median"],
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Artifacts of two runs matched by path: sha256 side by side, checkpoints tensor by tensor.
+
+A checkpoint whose file hash differs is not yet a divergence: ``torch.save`` names the
+zip folder after the file stem, so equal tensors can hash differently.  Equal tensor
+digests say "same tensors, different container"; otherwise both files are fetched (from
+the object store by sha256, or from paths the caller gives) and compared per tensor.
+
+torch is imported only when two checkpoints must actually be opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from storage.manifest import ArtifactInfo
+from storage.objects import ObjectStore
+
+if TYPE_CHECKING:
+    from replay_tui.compare.tensors import CheckpointDiff
+
+ArtifactStatus = Literal["match", "differs", "only_a", "only_b", "unhashed"]
+CheckpointState = Literal["same_tensors", "close", "out_of_tolerance", "unavailable"]
+
+SAME_CONTAINER_NOTE = "same tensors, different container"
+
+
+@dataclass(frozen=True)
+class ArtifactDiff:
+    """One artifact path in both runs.
+
+    ``checkpoint`` is set when both sides are checkpoints with differing file hashes:
+    ``same_tensors`` (not a divergence), ``close`` (within tolerance),
+    ``out_of_tolerance``, or ``unavailable`` (a file could not be found or opened;
+    ``error`` says which and why).  ``tensors`` holds the per-tensor comparison when one ran.
+    """
+
+    path: str
+    status: ArtifactStatus
+    kind_a: str | None = None
+    kind_b: str | None = None
+    sha256_a: str | None = None
+    sha256_b: str | None = None
+    size_a: int | None = None
+    size_b: int | None = None
+    tensor_sha256_a: str | None = None
+    tensor_sha256_b: str | None = None
+    checkpoint: CheckpointState | None = None
+    tensors: CheckpointDiff | None = None
+    note: str | None = None
+    error: str | None = None
+
+    @property
+    def is_checkpoint_pair(self) -> bool:
+        return self.kind_a == "checkpoint" and self.kind_b == "checkpoint"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "kind_a": self.kind_a,
+            "kind_b": self.kind_b,
+            "sha256_a": self.sha256_a,
+            "sha256_b": self.sha256_b,
+            "size_a": self.size_a,
+            "size_b": self.size_b,
+            "tensor_sha256_a": self.tensor_sha256_a,
+            "tensor_sha256_b": self.tensor_sha256_b,
+            "checkpoint": self.checkpoint,
+            "note": self.note,
+            "error": self.error,
+            "tensors": None if self.tensors is None else self.tensors.to_dict(),
+        }
+
+
+def _locate(
+    art: ArtifactInfo,
+    side: str,
+    objects: ObjectStore | None,
+    files: Mapping[str, str | Path] | None,
+) -> tuple[Path | None, str]:
+    """The local file holding ``art``'s bytes, or None and why not."""
+    if files is not None and art.path in files:
+        p = Path(files[art.path])
+        if p.is_file():
+            return p, ""
+        return None, f"{side} file {p} given for {art.path} does not exist"
+    if objects is not None and art.sha256 is not None:
+        found = objects.get(art.sha256)
+        if found is not None:
+            return found, ""
+        return None, (
+            f"{side} checkpoint {art.path} (sha256 {art.sha256[:12]}) is not in the object store"
+            f" {objects.root}"
+        )
+    return None, f"{side} checkpoint {art.path}: no object store or file given to load it from"
+
+
+def _compare_checkpoint_pair(
+    base: ArtifactDiff,
+    a: ArtifactInfo,
+    b: ArtifactInfo,
+    *,
+    objects: ObjectStore | None,
+    files_a: Mapping[str, str | Path] | None,
+    files_b: Mapping[str, str | Path] | None,
+    rtol: float,
+    atol: float,
+    top: int,
+) -> ArtifactDiff:
+    if a.tensor_sha256 is not None and a.tensor_sha256 == b.tensor_sha256:
+        return replace(base, checkpoint="same_tensors", note=SAME_CONTAINER_NOTE)
+    pa, why_a = _locate(a, "A", objects, files_a)
+    pb, why_b = _locate(b, "B", objects, files_b)
+    if pa is None or pb is None:
+        reason = "; ".join(w for w in (why_a, why_b) if w)
+        return replace(base, checkpoint="unavailable", error=reason)
+
+    from replay_tui.compare.tensors import CheckpointError, compare_checkpoints
+
+    try:
+        diff = compare_checkpoints(pa, pb, rtol=rtol, atol=atol, top=top)
+    except CheckpointError as e:
+        return replace(base, checkpoint="unavailable", error=f"{a.path}: {e}")
+    if diff.same_tensors:
+        state: CheckpointState = "same_tensors"
+    elif diff.within_tolerance:
+        state = "close"
+    else:
+        state = "out_of_tolerance"
+    return replace(
+        base,
+        checkpoint=state,
+        tensors=diff,
+        note=diff.headline(files_identical=False),
+    )
+
+
+def compare_artifacts(
+    artifacts_a: Sequence[ArtifactInfo],
+    artifacts_b: Sequence[ArtifactInfo],
+    *,
+    objects: ObjectStore | None = None,
+    files_a: Mapping[str, str | Path] | None = None,
+    files_b: Mapping[str, str | Path] | None = None,
+    rtol: float,
+    atol: float,
+    top: int = 10,
+) -> tuple[ArtifactDiff, ...]:
+    """Every artifact path of either run, sorted by path.
+
+    ``files_a``/``files_b`` map an artifact path to a local file with its bytes; they win
+    over the object store.
+    """
+    by_a = {x.path: x for x in artifacts_a}
+    by_b = {x.path: x for x in artifacts_b}
+    out: list[ArtifactDiff] = []
+    for path in sorted(by_a.keys() | by_b.keys()):
+        a, b = by_a.get(path), by_b.get(path)
+        if a is None:
+            assert b is not None
+            out.append(
+                ArtifactDiff(
+                    path,
+                    "only_b",
+                    kind_b=b.kind,
+                    sha256_b=b.sha256,
+                    size_b=b.size_bytes,
+                    tensor_sha256_b=b.tensor_sha256,
+                )
+            )
+            continue
+        if b is None:
+            out.append(
+                ArtifactDiff(
+                    path,
+                    "only_a",
+                    kind_a=a.kind,
+                    sha256_a=a.sha256,
+                    size_a=a.size_bytes,
+                    tensor_sha256_a=a.tensor_sha256,
+                )
+            )
+            continue
+        base = ArtifactDiff(
+            path,
+            "match",
+            kind_a=a.kind,
+            kind_b=b.kind,
+            sha256_a=a.sha256,
+            sha256_b=b.sha256,
+            size_a=a.size_bytes,
+            size_b=b.size_bytes,
+            tensor_sha256_a=a.tensor_sha256,
+            tensor_sha256_b=b.tensor_sha256,
+        )
+        if a.sha256 is None or b.sha256 is None:
+            missing = " and ".join(s for s, x in (("A", a), ("B", b)) if x.sha256 is None)
+            out.append(replace(base, status="unhashed", error=f"{path} has no sha256 in {missing}"))
+        elif a.sha256 == b.sha256:
+            out.append(base)
+        elif base.is_checkpoint_pair:
+            out.append(
+                _compare_checkpoint_pair(
+                    replace(base, status="differs"),
+                    a,
+                    b,
+                    objects=objects,
+                    files_a=files_a,
+                    files_b=files_b,
+                    rtol=rtol,
+                    atol=atol,
+                    top=top,
+                )
+            )
+        else:
+            out.append(replace(base, status="differs"))
+    return tuple(out)

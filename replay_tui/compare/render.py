@@ -1,0 +1,299 @@
+"""Plain-text report of a Comparison for the command line.
+
+Order: the verdict (large) with the tolerances, why, what is missing, artifacts,
+the worst tensors of each differing checkpoint, metrics with divergence steps,
+environment fields that differ (by class), and the pair's provenance gaps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from replay_tui.compare.artifacts import ArtifactDiff
+from replay_tui.compare.environment import CLASS_ORDER, CLASS_TITLES, EnvironmentDiff, EnvRow
+from replay_tui.compare.metrics import MetricDiff
+from replay_tui.compare.verdict import TOLERANCE_RULE, Comparison
+
+ARTIFACT_MARKS: dict[str, str] = {
+    "match": "==",
+    "same_tensors": "~=",
+    "close": "~",
+    "differs": "!=",
+    "out_of_tolerance": "XX",
+    "unavailable": "??",
+    "only_a": "A-",
+    "only_b": "-B",
+    "unhashed": "??",
+}
+METRIC_MARKS: dict[str, str] = {
+    "equal": "==",
+    "close": "~",
+    "differs": "XX",
+    "incomplete": "??",
+    "timing": "t",
+}
+_VALUE_WIDTH = 44
+_EXPECTED_SHOWN = 12
+_TENSORS_SHOWN = 10
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return indent + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def num(x: float | str | None) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.6g}"
+
+
+def exact(x: float | None) -> str:
+    """Shortest text that round-trips, so two values that differ never print alike."""
+    return "-" if x is None else repr(x)
+
+
+def short_hash(h: str | None, n: int = 12) -> str:
+    return "-" if not h else h.removeprefix("sha256:")[:n]
+
+
+def value(v: Any, present: bool = True, width: int = _VALUE_WIDTH) -> str:
+    if not present:
+        return "(absent)"
+    if v is None:
+        return "null"
+    text = v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def banner(c: Comparison) -> str:
+    spaced = " ".join(c.verdict)
+    inner = f"  {spaced}  "
+    width = max(len(inner), 40)
+    edge = "#" * (width + 4)
+    lines = [
+        edge,
+        "#" + " " * (width + 2) + "#",
+        "# " + inner.center(width) + " #",
+        "#" + " " * (width + 2) + "#",
+        edge,
+    ]
+    relation = "  (B is a replay of A)" if c.b_replays_a else ""
+    lines.append(f"A {c.a_run} ({c.a_status})")
+    lines.append(f"B {c.b_run} ({c.b_status}){relation}")
+    lines.append(f"tolerance: rtol={c.rtol:g}  atol={c.atol:g}   {TOLERANCE_RULE}")
+    lines.append(
+        "  (metrics: reference |a| as numpy.isclose; tensors: reference |b| as torch.allclose)"
+    )
+    status = "reproduced" if c.exit_code == 0 else "not reproduced"
+    lines.append(f"exit code {c.exit_code} ({status})")
+    return "\n".join(lines)
+
+
+def artifact_mark(x: ArtifactDiff) -> str:
+    return ARTIFACT_MARKS.get(x.checkpoint or x.status, "?")
+
+
+def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
+    if not arts:
+        return ["── artifacts: none recorded in either run"]
+    counts: dict[str, int] = {}
+    for x in arts:
+        counts[x.status] = counts.get(x.status, 0) + 1
+    summary = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
+    rows = [
+        [
+            artifact_mark(x),
+            x.path,
+            x.kind_a or x.kind_b or "-",
+            short_hash(x.sha256_a),
+            short_hash(x.sha256_b),
+            "-" if x.size_a is None else str(x.size_a),
+            "-" if x.size_b is None else str(x.size_b),
+            (x.checkpoint or x.status).replace("_", " "),
+        ]
+        for x in arts
+    ]
+    out = [f"── artifacts ({len(arts)}: {summary})"]
+    out.append(
+        table(["", "PATH", "KIND", "SHA256 A", "SHA256 B", "SIZE A", "SIZE B", "STATUS"], rows)
+    )
+    for x in arts:
+        if x.error:
+            out.append(f"  {x.path}: {x.error}")
+        if x.checkpoint is not None:
+            out.extend(checkpoint_text(x))
+    return out
+
+
+def checkpoint_text(x: ArtifactDiff) -> list[str]:
+    out = [f"── checkpoint {x.path}: {x.note or x.checkpoint}"]
+    d = x.tensors
+    if d is None:
+        return out
+    out.append(
+        f"  {d.n_equal} equal / {d.n_close} close / {d.n_differ} differ /"
+        f" {d.n_mismatch} shape or dtype mismatch / {len(d.only_a)} only in A /"
+        f" {len(d.only_b)} only in B"
+    )
+    shown = [t for t in d.tensors if t.status in ("shape_mismatch",)] + list(d.worst)
+    if shown:
+        rows = [
+            [
+                t.name,
+                t.status.replace("_", " "),
+                (t.dtype_a or "-") if t.dtype_a == t.dtype_b else f"{t.dtype_a}/{t.dtype_b}",
+                _shape(t.shape_a)
+                if t.shape_a == t.shape_b
+                else f"{_shape(t.shape_a)} vs {_shape(t.shape_b)}",
+                num(t.max_abs_diff),
+                num(t.rel_l2),
+                "-" if t.n_unequal is None else f"{t.n_unequal}/{t.numel}",
+                "yes" if t.within_tolerance else "NO",
+            ]
+            for t in shown[:_TENSORS_SHOWN]
+        ]
+        out.append("  worst tensors:")
+        out.append(
+            table(
+                ["TENSOR", "STATUS", "DTYPE", "SHAPE", "MAX ABS", "REL L2", "UNEQUAL", "IN TOL"],
+                rows,
+                indent="    ",
+            )
+        )
+    if d.only_a:
+        out.append(f"  only in A: {', '.join(d.only_a[:_TENSORS_SHOWN])}")
+    if d.only_b:
+        out.append(f"  only in B: {', '.join(d.only_b[:_TENSORS_SHOWN])}")
+    return out
+
+
+def _shape(s: tuple[int, ...] | None) -> str:
+    return "-" if s is None else "[" + ",".join(map(str, s)) + "]"
+
+
+def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
+    if not metrics:
+        return ["── metrics: none recorded in either run"]
+    rows = [
+        [
+            METRIC_MARKS[m.status],
+            m.name,
+            exact(m.a),
+            exact(m.b),
+            num(m.abs_diff),
+            num(m.rel_diff),
+            "timing" if m.timing else ("yes" if m.within_tol else "NO"),
+            num(m.first_step_differs),
+            num(m.first_step_out_of_tol),
+            _steps(m),
+        ]
+        for m in metrics
+    ]
+    out = ["── metrics (final values; history aligned by step)"]
+    out.append(
+        table(
+            [
+                "",
+                "METRIC",
+                "A",
+                "B",
+                "ABS DIFF",
+                "REL DIFF",
+                "IN TOL",
+                "1ST DIFF",
+                "LEAVES TOL",
+                "STEPS",
+            ],
+            rows,
+        )
+    )
+    for m in metrics:
+        for what in m.missing:
+            out.append(f"  {m.name}: {what}")
+    return out
+
+
+def _steps(m: MetricDiff) -> str:
+    if not m.has_history:
+        return "-"
+    text = str(m.steps_compared)
+    if m.steps_only_a or m.steps_only_b:
+        text += f" (+{m.steps_only_a} A only, +{m.steps_only_b} B only)"
+    return text
+
+
+def environment_text(env: EnvironmentDiff) -> list[str]:
+    counts = env.counts()
+    out = ["── environment (" + ", ".join(f"{counts[c]} {c}" for c in CLASS_ORDER) + " fields)"]
+    for cls in CLASS_ORDER:
+        if cls == "same":
+            continue
+        rows = env.of_class(cls)
+        if not rows:
+            continue
+        out.append(f"  {CLASS_TITLES[cls]}:")
+        shown: Sequence[EnvRow] = rows[:_EXPECTED_SHOWN] if cls == "expected" else rows
+        out.append(
+            table(
+                ["FIELD", "A", "B"],
+                [[r.path, value(r.a, r.present_a), value(r.b, r.present_b)] for r in shown],
+                indent="    ",
+            )
+        )
+        if len(shown) < len(rows):
+            out.append(f"    ... and {len(rows) - len(shown)} more")
+    if env.packages is not None and not env.packages.same:
+        out.append(f"  packages: {env.packages.summary()}")
+    if not env.differing():
+        out.append("  every field the same")
+    return out
+
+
+def gaps_text(c: Comparison) -> list[str]:
+    counts = c.gap_counts
+    head = (
+        f"── pair gaps ({len(c.gaps)}); own gaps A {_counts(counts.get('a', {}))},"
+        f" B {_counts(counts.get('b', {}))}"
+    )
+    out = [head]
+    if not c.gaps:
+        out.append("  none: nothing recorded explains a difference between these two runs")
+    for g in c.gaps:
+        out.append(f"  [{g.severity.upper():8}] {g.code}  ({g.field})")
+        out.append(f"             {g.message}")
+    return out
+
+
+def _counts(d: dict[str, int]) -> str:
+    return f"{d.get('critical', 0)}c/{d.get('warning', 0)}w/{d.get('info', 0)}i"
+
+
+def comparison_text(c: Comparison) -> str:
+    """The whole report."""
+    lines = [banner(c), ""]
+    if c.reasons:
+        lines.append("why:")
+        lines.extend(f"  - {r}" for r in c.reasons)
+    if c.missing:
+        lines.append("missing:")
+        lines.extend(f"  - {m}" for m in c.missing)
+    lines.append("")
+    lines += artifacts_text(c.artifacts)
+    lines.append("")
+    lines += metrics_text(c.metrics)
+    lines.append("")
+    lines += environment_text(c.environment)
+    lines.append("")
+    lines += gaps_text(c)
+    return "\n".join(lines)

@@ -1,0 +1,333 @@
+"""Compare any two runs and give the verdict (DESIGN.md, "Comparison and verdict").
+
+- ``IDENTICAL``: every artifact's sha256 equal (or neither run has artifacts but both
+  have metrics) and every metric bitwise equal, finals and histories.
+- ``EQUIVALENT``: not identical, but every metric within tolerance and every differing
+  checkpoint holds the same tensors or tensors within tolerance.  Other files whose
+  bytes differ (logs, for instance) are reported but have no tolerance to judge by.
+- ``DIVERGED``: a metric or a tensor is outside tolerance, or checkpoints differ in
+  keys, shapes or dtypes beyond tolerance.
+- ``INCOMPLETE``: either run did not succeed, or something needed to compare is
+  missing (an artifact or metric on one side only, an unhashed artifact, a checkpoint
+  that cannot be found or opened, nothing to compare at all).
+
+Precedence: a run that did not succeed makes the pair INCOMPLETE; otherwise a
+divergence found in what could be compared wins over what is missing (it is a fact
+whatever the rest shows); ``missing`` and ``reasons`` always list both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
+from replay_tui.compare.environment import EnvironmentDiff, compare_environment
+from replay_tui.compare.metrics import MetricDiff, compare_metrics
+from replay_tui.gaps import Gap, evaluate, evaluate_pair
+from storage.manifest import RunManifest
+from storage.objects import ObjectStore
+
+if TYPE_CHECKING:
+    from replay_tui.compare.tensors import TensorDiff
+
+Verdict = Literal["IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE"]
+VERDICTS: tuple[Verdict, ...] = ("IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE")
+
+DEFAULT_RTOL = 1e-5
+DEFAULT_ATOL = 1e-8
+TOLERANCE_RULE = "|a - b| <= atol + rtol * |reference|"
+"""Metrics take A as the reference (numpy.isclose); tensors take B (torch.allclose)."""
+COMPARISON_VERSION = 1
+
+_MAX_TENSOR_REASONS = 5
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of comparing run A with run B.  ``to_dict()`` is strict JSON."""
+
+    a_run: str
+    b_run: str
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    missing: tuple[str, ...]
+    artifacts: tuple[ArtifactDiff, ...]
+    metrics: tuple[MetricDiff, ...]
+    environment: EnvironmentDiff
+    gaps: tuple[Gap, ...]
+    gap_counts: dict[str, dict[str, int]]
+    rtol: float
+    atol: float
+    a_status: str = "succeeded"
+    b_status: str = "succeeded"
+    b_replays_a: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        """0 when reproduced (IDENTICAL or EQUIVALENT), 1 otherwise (DESIGN.md)."""
+        return 0 if self.verdict in ("IDENTICAL", "EQUIVALENT") else 1
+
+    @property
+    def reproduced(self) -> bool:
+        return self.exit_code == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        body = {
+            "version": COMPARISON_VERSION,
+            "a_run": self.a_run,
+            "b_run": self.b_run,
+            "a_status": self.a_status,
+            "b_status": self.b_status,
+            "b_replays_a": self.b_replays_a,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "tolerance_rule": TOLERANCE_RULE,
+            "reasons": list(self.reasons),
+            "missing": list(self.missing),
+            "artifacts": [x.to_dict() for x in self.artifacts],
+            "metrics": [m.to_dict() for m in self.metrics],
+            "environment": self.environment.to_dict(),
+            "gaps": [g.to_dict() for g in self.gaps],
+            "gap_counts": self.gap_counts,
+        }
+        cleaned: dict[str, Any] = json_safe(body)
+        return cleaned
+
+
+def json_safe(value: Any) -> Any:
+    """A copy with NaN and infinities as strings (strict JSON, RFC 8785) and tuples as lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def _severity_counts(gaps: list[Gap]) -> dict[str, int]:
+    return {s: sum(1 for g in gaps if g.severity == s) for s in ("critical", "warning", "info")}
+
+
+# --------------------------------------------------------------------------- findings
+
+
+@dataclass
+class _Findings:
+    divergent: list[str]
+    missing: list[str]
+    notes: list[str]
+
+
+def _artifact_findings(arts: tuple[ArtifactDiff, ...], f: _Findings) -> None:
+    for x in arts:
+        if x.status == "only_a":
+            f.missing.append(f"artifact {x.path} is in A but not in B")
+        elif x.status == "only_b":
+            f.missing.append(f"artifact {x.path} is in B but not in A")
+        elif x.status == "unhashed":
+            f.missing.append(f"artifact {x.error or x.path + ' is unhashed'}")
+        elif x.status == "differs" and x.checkpoint is None:
+            f.notes.append(
+                f"file {x.path} differs ({(x.sha256_a or '')[:12]} vs {(x.sha256_b or '')[:12]});"
+                " only checkpoints and metrics are judged by tolerance"
+            )
+        elif x.checkpoint == "unavailable":
+            f.missing.append(f"checkpoint {x.path} could not be compared: {x.error}")
+        elif x.checkpoint == "same_tensors":
+            f.notes.append(f"checkpoint {x.path}: {x.note}")
+        elif x.checkpoint == "close":
+            worst = x.tensors.worst[0] if x.tensors and x.tensors.worst else None
+            detail = (
+                f"; largest: {worst.name} max abs {_g(worst.max_abs_diff)},"
+                f" rel L2 {_g(worst.rel_l2)}"
+                if worst
+                else ""
+            )
+            f.notes.append(f"checkpoint {x.path}: {x.note}{detail}")
+        elif x.checkpoint == "out_of_tolerance" and x.tensors is not None:
+            f.divergent.extend(_tensor_reasons(x))
+
+
+def _badness(t: TensorDiff) -> tuple[int, float]:
+    """Sort key: type and shape mismatches first, then by max abs diff (NaN as worst)."""
+    if t.max_abs_diff is None:
+        return (1, 0.0)
+    return (0, math.inf if math.isnan(t.max_abs_diff) else t.max_abs_diff)
+
+
+def _tensor_reasons(x: ArtifactDiff) -> list[str]:
+    d = x.tensors
+    assert d is not None
+    out = [f"checkpoint {x.path}: {x.note}"]
+    bad = [t for t in d.tensors if not t.within_tolerance and t.status not in ("only_a", "only_b")]
+    bad.sort(key=_badness, reverse=True)
+    for t in bad[:_MAX_TENSOR_REASONS]:
+        if t.status == "shape_mismatch":
+            out.append(
+                f"tensor {t.name} shape differs: {list(t.shape_a or ())} vs {list(t.shape_b or ())}"
+            )
+        elif t.status == "dtype_mismatch" and t.max_abs_diff is None:
+            out.append(f"tensor {t.name} type differs: {t.dtype_a} vs {t.dtype_b}")
+        else:
+            kind = f" ({t.dtype_a} vs {t.dtype_b})" if t.dtype_a != t.dtype_b else ""
+            out.append(
+                f"tensor {t.name} differs{kind}: max abs {_g(t.max_abs_diff)},"
+                f" rel L2 {_g(t.rel_l2)}, {t.n_unequal} of {t.numel} elements unequal"
+            )
+    if len(bad) > _MAX_TENSOR_REASONS:
+        out.append(f"... and {len(bad) - _MAX_TENSOR_REASONS} more tensor(s) outside tolerance")
+    if d.only_a:
+        out.append(f"keys only in A: {', '.join(d.only_a[:_MAX_TENSOR_REASONS])}")
+    if d.only_b:
+        out.append(f"keys only in B: {', '.join(d.only_b[:_MAX_TENSOR_REASONS])}")
+    return out
+
+
+def _metric_findings(metrics: tuple[MetricDiff, ...], f: _Findings) -> None:
+    for m in metrics:
+        if m.timing:
+            if not m.bitwise_equal:
+                f.notes.append(f"timing metric {m.name} differs (not judged: it measures speed)")
+            continue
+        f.missing.extend(f"metric {m.name}: {what}" for what in m.missing)
+        if m.within_tol and m.bitwise_equal:
+            continue
+        if m.first_step_out_of_tol is not None:
+            first = (
+                f"first differs at step {m.first_step_differs}, "
+                if m.first_step_differs != m.first_step_out_of_tol
+                else ""
+            )
+            f.divergent.append(
+                f"metric {m.name} {first}leaves tolerance at step {m.first_step_out_of_tol}"
+                f" ({_g(m.a_at_out_of_tol)} vs {_g(m.b_at_out_of_tol)})"
+            )
+        if m.final_within_tol is False:
+            f.divergent.append(
+                f"metric {m.name} final value {_g(m.a)} vs {_g(m.b)}: abs diff {_g(m.abs_diff)},"
+                f" rel diff {_g(m.rel_diff)}"
+            )
+        if m.within_tol:
+            where = f" from step {m.first_step_differs}" if m.first_step_differs is not None else ""
+            if m.first_step_differs is not None or m.final_bitwise_equal is False:
+                f.notes.append(
+                    f"metric {m.name} differs{where} but stays within tolerance"
+                    + (f" (final abs diff {_g(m.abs_diff)})" if m.abs_diff else "")
+                )
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def compare_runs(
+    a: RunManifest,
+    b: RunManifest,
+    *,
+    objects: ObjectStore | None = None,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    files_a: Mapping[str, str | Path] | None = None,
+    files_b: Mapping[str, str | Path] | None = None,
+) -> Comparison:
+    """Compare run A (the reference, e.g. the original) with run B; see the module doc.
+
+    Checkpoint files are looked up in ``objects`` by sha256, or in ``files_a`` /
+    ``files_b`` (artifact path -> local file), which win.
+    """
+    if not (math.isfinite(rtol) and math.isfinite(atol)) or rtol < 0 or atol < 0:
+        raise ValueError(f"rtol and atol must be finite and >= 0 (got {rtol}, {atol})")
+    arts = compare_artifacts(
+        a.outputs.artifacts,
+        b.outputs.artifacts,
+        objects=objects,
+        files_a=files_a,
+        files_b=files_b,
+        rtol=rtol,
+        atol=atol,
+    )
+    mets = compare_metrics(
+        a.outputs.metrics,
+        b.outputs.metrics,
+        a.outputs.metric_history,
+        b.outputs.metric_history,
+        rtol=rtol,
+        atol=atol,
+    )
+    f = _Findings([], [], [])
+    failed: list[str] = []
+    for side, m in (("A", a), ("B", b)):
+        if m.status != "succeeded":
+            failed.append(
+                f"run {side} ({m.run_id}) {m.status.replace('_', ' ')}"
+                f" (exit code {m.exit_code}): its outputs are not final"
+            )
+    f.missing.extend(failed)
+    _artifact_findings(arts, f)
+    _metric_findings(mets, f)
+    judged = [m for m in mets if not m.timing]
+    if not arts and not judged:
+        f.missing.append("nothing to compare: neither run recorded artifacts or metrics")
+
+    identical = (
+        not f.missing
+        and all(x.status == "match" for x in arts)
+        and all(m.bitwise_equal for m in judged)
+    )
+    verdict: Verdict
+    if failed:
+        verdict, reasons = "INCOMPLETE", f.missing + f.divergent + f.notes
+    elif f.divergent:
+        verdict, reasons = "DIVERGED", f.divergent + f.missing + f.notes
+    elif f.missing:
+        verdict, reasons = "INCOMPLETE", f.missing + f.notes
+    elif identical:
+        verdict, reasons = "IDENTICAL", _identical_reasons(arts, judged) + f.notes
+    else:
+        verdict, reasons = "EQUIVALENT", f.notes
+    own_a, own_b = evaluate(a), evaluate(b)
+    pair = evaluate_pair(a, b)
+    return Comparison(
+        a_run=a.run_id,
+        b_run=b.run_id,
+        verdict=verdict,
+        reasons=tuple(reasons),
+        missing=tuple(f.missing),
+        artifacts=arts,
+        metrics=mets,
+        environment=compare_environment(a, b),
+        gaps=tuple(pair),
+        gap_counts={
+            "a": _severity_counts(own_a),
+            "b": _severity_counts(own_b),
+            "pair": _severity_counts(pair),
+        },
+        rtol=rtol,
+        atol=atol,
+        a_status=a.status,
+        b_status=b.status,
+        b_replays_a=b.replay_of == a.run_id,
+    )
+
+
+def _identical_reasons(arts: tuple[ArtifactDiff, ...], judged: list[MetricDiff]) -> list[str]:
+    out = []
+    if arts:
+        out.append(f"all {len(arts)} artifact(s) have the same sha256")
+    if judged:
+        steps = sum(m.steps_compared for m in judged)
+        out.append(
+            f"all {len(judged)} metric(s) bitwise equal"
+            + (f" ({steps} history point(s))" if steps else "")
+        )
+    return out

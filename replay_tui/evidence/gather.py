@@ -1,0 +1,118 @@
+"""Everything the store knows about one run that goes into its evidence bundle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from replay_tui.gaps import Gap, evaluate, evaluate_pair
+from storage.manifest import RunManifest, sha256_hex
+from storage.records import RunRecord
+from storage.store import RunQuery, RunStore
+
+REPRODUCED = ("IDENTICAL", "EQUIVALENT")
+MAX_REPLAYS = 10_000
+
+
+@dataclass(frozen=True)
+class ReplayEntry:
+    """One replay of the run: its fact (when the replay ran here) and its manifest."""
+
+    run_id: str | None
+    fact: dict[str, Any] | None
+    manifest: RunManifest | None
+    comparison: dict[str, Any] | None
+    gaps: list[Gap] = field(default_factory=list)
+    pair_gaps: list[Gap] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str | None:
+        if self.fact is not None and self.fact.get("verdict"):
+            return str(self.fact["verdict"])
+        v = (self.comparison or {}).get("verdict")
+        return v if isinstance(v, str) else None
+
+    @property
+    def determinism_off(self) -> bool:
+        m = self.manifest
+        return bool(m and m.replay and m.replay.determinism == "off")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    record: RunRecord
+    original: RunManifest
+    gaps: list[Gap]
+    replays: list[ReplayEntry]
+
+    @property
+    def latest(self) -> ReplayEntry | None:
+        """The newest replay that reached a verdict with the recorded determinism."""
+        judged = [r for r in self.replays if r.verdict and not r.determinism_off]
+        return judged[-1] if judged else None
+
+    @property
+    def verdict(self) -> str | None:
+        latest = self.latest
+        return latest.verdict if latest else None
+
+
+def gather(store: RunStore, run_ref: str) -> Evidence:
+    from replay_tui.errors import BadInput
+
+    rec = store.get_run(run_ref)
+    if rec.kind != "original":
+        raise BadInput(
+            f"run {rec.id} is a replay; evidence is exported for the run it replays",
+            f"export {rec.replay_of}",
+        )
+    original = store.manifest(rec.id)
+    entries: list[ReplayEntry] = []
+    seen: set[str] = set()
+
+    def entry(replay_id: str | None, fact: dict[str, Any] | None) -> ReplayEntry:
+        if replay_id is None:
+            return ReplayEntry(None, fact, None, None)
+        m = store.manifest(replay_id)
+        return ReplayEntry(
+            replay_id,
+            fact,
+            m,
+            store.latest_comparison(original.run_id, replay_id),
+            evaluate(m),
+            evaluate_pair(original, m),
+        )
+
+    for fact in store.replays_of(rec.id):
+        rid = fact["replay_run"]
+        if rid is not None:
+            seen.add(rid)
+        entries.append(entry(rid, fact))
+    # replays recorded elsewhere and ingested (no replay fact in this store)
+    others = store.list_runs(
+        RunQuery(
+            kind="replay",
+            replay_of=rec.id,
+            order="started_at",
+            descending=False,
+            limit=MAX_REPLAYS,
+        )
+    )
+    ingested = [entry(r.id, None) for r in others if r.id not in seen]
+    return Evidence(rec, original, evaluate(original), ingested + entries)
+
+
+def log_bytes(store: RunStore, m: RunManifest) -> bytes | None:
+    """The run's captured output: the stored blob, else the copy kept beside the store."""
+    if m.outputs.log_sha256:
+        data = store.get_blob(m.outputs.log_sha256)
+        if data is not None:
+            return data
+    kept = store.path.parent / "logs" / f"{m.run_id}.log"
+    try:
+        data = kept.read_bytes()
+    except OSError:
+        return None
+    if m.outputs.log_sha256 and sha256_hex(data) != m.outputs.log_sha256:
+        return None  # a copy that no longer matches the recorded hash is not evidence
+    return data

@@ -1,0 +1,678 @@
+"""The run store on real SQLite files: lookup, idempotence, queries, tamper evidence,
+concurrent writers and a writer killed with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage.manifest import RunManifest, manifest_from_data
+from storage.store import (
+    AmbiguousRun,
+    ConflictError,
+    RunNotFound,
+    RunQuery,
+    RunStore,
+    StoreError,
+)
+from tests.conftest import REPO_ROOT, MakeManifest, RunCli, subprocess_env
+from tests.factories import realistic_manifest
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[RunStore]:
+    with RunStore(store_path) as s:
+        yield s
+
+
+def ingest(store: RunStore, data: dict[str, Any]) -> str:
+    return store.ingest(manifest_from_data(data)).run_id
+
+
+def table_counts(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'runs_fts%'"
+            )
+        ]
+        return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+    finally:
+        conn.close()
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 connection that goes around RunStore entirely."""
+    return sqlite3.connect(path, isolation_level=None)
+
+
+# -- lookup -----------------------------------------------------------------------------
+
+IDS = (
+    "01JRUNAAAA00000000000000A1",
+    "01JRUNAAAA00000000000000B2",
+    "01JRUNBBBB00000000000000C3",
+)
+
+
+def test_lookup_by_full_id_and_unique_prefix(store: RunStore, make_manifest: MakeManifest) -> None:
+    for rid in IDS:
+        ingest(store, make_manifest(run_id=rid))
+    assert store.resolve(IDS[2]) == IDS[2]
+    assert store.resolve("01JRUNB") == IDS[2]
+    assert store.resolve("01JRUNAAAA00000000000000A") == IDS[0]
+    assert store.get_run("01JRUNAAAA00000000000000B").id == IDS[1]
+    assert store.manifest("01JRUNB").run_id == IDS[2]
+
+
+def test_ambiguous_prefix_lists_the_candidates(
+    store: RunStore, make_manifest: MakeManifest
+) -> None:
+    for rid in IDS:
+        ingest(store, make_manifest(run_id=rid))
+    with pytest.raises(AmbiguousRun) as err:
+        store.resolve("01JRUNA")
+    assert err.value.candidates == [IDS[0], IDS[1]]
+    assert IDS[0] in str(err.value) and IDS[1] in str(err.value)
+    assert IDS[2] not in str(err.value)
+    with pytest.raises(AmbiguousRun):
+        store.resolve("01JRUN")
+
+
+def test_unknown_and_malformed_references(store: RunStore, make_manifest: MakeManifest) -> None:
+    ingest(store, make_manifest(run_id=IDS[0]))
+    for ref in ("01JRUNZ", "", "  ", "01JRUN%", "01JRUN_' OR 1=1 --", "x" * 65):
+        with pytest.raises(RunNotFound):
+            store.resolve(ref)
+
+
+def test_cli_show_by_prefix_and_ambiguous_prefix(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli
+) -> None:
+    with RunStore(store_path) as s:
+        for rid in IDS:
+            ingest(s, make_manifest(run_id=rid))
+    proc = cli("show", "--json", "01JRUNB")
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["run"]["id"] == IDS[2]
+    assert shown["manifest"]["run_id"] == IDS[2]
+
+    proc = cli("show", "01JRUNA")
+    assert proc.returncode == 2
+    assert "ambiguous" in proc.stderr
+    assert IDS[0] in proc.stderr and IDS[1] in proc.stderr
+
+    proc = cli("show", "01JRUNQ")
+    assert proc.returncode == 2
+    assert "no run matches" in proc.stderr
+
+
+# -- idempotence and conflicts ------------------------------------------------------------
+
+
+def test_same_manifest_twice_is_a_no_op(
+    store: RunStore, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    data = make_manifest()
+    m = manifest_from_data(data)
+    first = store.ingest(m)
+    counts = table_counts(store_path)
+    events = store.events()
+    again = store.ingest(m)
+    sealed_again = store.ingest(m.sealed())  # sealed or not, the content is the same
+    assert first.created and not again.created and not sealed_again.created
+    assert first.manifest_sha256 == again.manifest_sha256 == sealed_again.manifest_sha256
+    assert table_counts(store_path) == counts
+    assert store.events() == events
+    # in one batch too
+    results = store.ingest_many([(m, None, (), {}), (m, None, (), {})])
+    assert [r.created for r in results] == [False, False]
+    assert store.events() == events
+
+
+def test_cli_ingesting_the_same_file_twice(
+    store_path: Path, tmp_path: Path, make_manifest: MakeManifest, cli: RunCli
+) -> None:
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(make_manifest()))
+    assert cli("ingest", f).returncode == 0
+    counts = table_counts(store_path)
+    proc = cli("ingest", f)
+    assert proc.returncode == 0, proc.stderr
+    assert "already stored (unchanged)" in proc.stdout
+    assert table_counts(store_path) == counts
+
+
+def test_different_manifest_under_existing_run_id_is_refused(
+    store: RunStore, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    data = make_manifest()
+    ingest(store, data)
+    counts = table_counts(store_path)
+    events = store.events()
+    changed = dict(data, status="failed")
+    with pytest.raises(ConflictError) as err:
+        ingest(store, changed)
+    assert data["run_id"] in str(err.value)
+    # a batch that holds a new run and a conflicting one stores neither
+    new = make_manifest()
+    with pytest.raises(ConflictError):
+        store.ingest_many(
+            [(manifest_from_data(new), None, (), {}), (manifest_from_data(changed), None, (), {})]
+        )
+    assert table_counts(store_path) == counts
+    assert store.events() == events
+    assert store.manifest(data["run_id"]).status == data["status"]
+    with pytest.raises(RunNotFound):
+        store.resolve(new["run_id"])
+
+
+def test_cli_conflict_exits_2_and_leaves_the_file_unchanged(
+    store_path: Path, tmp_path: Path, make_manifest: MakeManifest, cli: RunCli
+) -> None:
+    data = make_manifest()
+    with RunStore(store_path) as s:
+        ingest(s, data)
+    before = store_path.read_bytes()
+    f = tmp_path / "conflict.json"
+    f.write_text(json.dumps(dict(data, name="renamed afterwards")))
+    proc = cli("ingest", f)
+    assert proc.returncode == 2
+    assert data["run_id"] in proc.stderr and "different manifest" in proc.stderr
+    assert store_path.read_bytes() == before
+
+
+# -- listing, search, counting, paging -----------------------------------------------------
+
+
+@pytest.fixture
+def thirty(store: RunStore) -> list[dict[str, Any]]:
+    runs = [realistic_manifest(i, seed=3) for i in range(30)]
+    store.ingest_many([(manifest_from_data(d), None, (), {}) for d in runs])
+    return runs
+
+
+def newest_first(runs: list[dict[str, Any]]) -> list[str]:
+    return [d["run_id"] for d in sorted(runs, key=lambda d: (d["started_at"], d["run_id"]))][::-1]
+
+
+def test_list_is_newest_first_and_pages_cleanly(
+    store: RunStore, thirty: list[dict[str, Any]]
+) -> None:
+    expected = newest_first(thirty)
+    assert [r.id for r in store.list_runs(RunQuery(limit=100))] == expected
+    pages: list[str] = []
+    for offset in range(0, 35, 7):
+        pages += [r.id for r in store.list_runs(RunQuery(limit=7, offset=offset))]
+    assert pages == expected
+    assert store.count_runs() == 30
+    oldest = store.list_runs(RunQuery(limit=3, descending=False))
+    assert [r.id for r in oldest] == expected[::-1][:3]
+    with pytest.raises(StoreError):
+        store.list_runs(RunQuery(order="id; DROP TABLE runs"))  # type: ignore[arg-type]
+
+
+def test_search_by_name_word(store: RunStore, thirty: list[dict[str, Any]]) -> None:
+    model = thirty[4]["config"]["model"]["arch"]
+    word = model.split("-")[0]  # "gpt2-small" -> "gpt2": a name word
+    expected = {d["run_id"] for d in thirty if word in d["name"].split("-")}
+    assert expected
+    found = {r.id for r in store.list_runs(RunQuery(search=word, limit=100))}
+    assert found == expected
+    assert store.count_runs(RunQuery(search=word)) == len(expected)
+    # words are prefixes and all must match
+    both = {
+        d["run_id"]
+        for d in thirty
+        if word in d["name"].split("-") and d["config"]["data"]["name"] in d["name"]
+    }
+    dataset = thirty[4]["config"]["data"]["name"]
+    two_words = {r.id for r in store.list_runs(RunQuery(search=f"{word} {dataset[:4]}"))}
+    assert thirty[4]["run_id"] in two_words
+    assert two_words <= both
+
+
+def test_search_by_commit_prefix(store: RunStore, thirty: list[dict[str, Any]]) -> None:
+    target = thirty[17]
+    hits = store.list_runs(RunQuery(search=target["code"]["commit"][:10]))
+    assert [r.id for r in hits] == [target["run_id"]]
+    hits = store.list_runs(RunQuery(search=target["code"]["commit"]))
+    assert [r.id for r in hits] == [target["run_id"]]
+    assert hits[0].commit == target["code"]["commit"]
+
+
+def test_search_by_tag(store: RunStore, thirty: list[dict[str, Any]]) -> None:
+    owner = thirty[9]["tags"]["owner"]
+    expected = {d["run_id"] for d in thirty if d["tags"]["owner"] == owner}
+    assert {r.id for r in store.list_runs(RunQuery(search=owner))} == expected
+    team = thirty[9]["tags"]["team"]
+    expected_team = {d["run_id"] for d in thirty if d["tags"]["team"] == team}
+    assert {r.id for r in store.list_runs(RunQuery(search=f"team {team}"))} == expected_team
+
+
+def test_search_text_is_never_fts_syntax(store: RunStore, thirty: list[dict[str, Any]]) -> None:
+    for text in ('"', "*", "a OR b", "NEAR(x y)", "col:val", "-x", "^", "'; DROP TABLE runs;--"):
+        store.list_runs(RunQuery(search=text))
+        store.count_runs(RunQuery(search=text))
+    assert store.count_runs() == 30
+    assert store.count_runs(RunQuery(search="!!!")) == 30  # no words: no filter
+
+
+def test_cli_runs_json(store_path: Path, cli: RunCli) -> None:
+    runs = [realistic_manifest(i, seed=5) for i in range(12)]
+    with RunStore(store_path) as s:
+        s.ingest_many([(manifest_from_data(d), None, (), {}) for d in runs])
+    proc = cli("runs", "--json", "--limit", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert [r["id"] for r in json.loads(proc.stdout)] == newest_first(runs)[:5]
+    commit = runs[3]["code"]["commit"]
+    proc = cli("runs", "--json", "--search", commit[:8])
+    assert [r["id"] for r in json.loads(proc.stdout)] == [runs[3]["run_id"]]
+    assert cli("runs", "--limit", "0").returncode == 2
+
+
+# -- verify-store and the append-only triggers -----------------------------------------------
+
+
+@pytest.fixture
+def filled(store_path: Path, make_manifest: MakeManifest) -> list[str]:
+    """A closed store with five runs and one fact of every kind."""
+    ids = []
+    with RunStore(store_path) as s:
+        for _ in range(5):
+            ids.append(ingest(s, make_manifest()))
+        s.put_blob(b"diff --git a/x b/x\n", "diff", ids[0])
+        cid = s.add_comparison(ids[0], ids[1], "IDENTICAL", {"artifacts": []}, set_verdict_on=ids[0])
+        s.add_replay(
+            ids[0],
+            replay_run=ids[1],
+            backend="local",
+            status="succeeded",
+            verdict="IDENTICAL",
+            reason=None,
+            duration_s=1.0,
+            comparison_id=cid,
+            body={"ok": True},
+        )
+        s.add_noise_floor(ids[0], 3, {"max_metric_gap": 0.0})
+        s.add_drill(True, {"runs": ids[:2]})
+        s.add_bundle(ids[0], "bundles/x", False, None, {"files": 3})
+    return ids
+
+
+def test_verify_store_accepts_an_intact_store(store_path: Path, filled: list[str], cli: RunCli) -> None:
+    with RunStore(store_path) as s:
+        rep = s.verify()
+        assert rep.ok, rep.problems
+        assert rep.manifests == 5 and rep.blobs == 1 and rep.facts == 5
+        assert rep.events == 5 + 1 + 5
+    proc = cli("verify-store")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "store intact" in proc.stdout
+    proc = cli("verify-store", "--json")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+APPEND_ONLY_PROBES = {
+    "manifests": ("UPDATE manifests SET body = body || ' '", "DELETE FROM manifests"),
+    "events": ("UPDATE events SET ts = 'x'", "DELETE FROM events"),
+    "blobs": ("UPDATE blobs SET data = x'00'", "DELETE FROM blobs"),
+    "comparisons": ("UPDATE comparisons SET verdict = 'DIVERGED'", "DELETE FROM comparisons"),
+    "replays": ("UPDATE replays SET verdict = 'DIVERGED'", "DELETE FROM replays"),
+    "noise_floors": ("UPDATE noise_floors SET times = 9", "DELETE FROM noise_floors"),
+    "drills": ("UPDATE drills SET passed = 0", "DELETE FROM drills"),
+    "bundles": ("UPDATE bundles SET signed = 1", "DELETE FROM bundles"),
+}
+
+
+@pytest.mark.parametrize("table", sorted(APPEND_ONLY_PROBES))
+def test_triggers_refuse_update_and_delete(store_path: Path, filled: list[str], table: str) -> None:
+    before = store_path.read_bytes()
+    conn = raw(store_path)
+    try:
+        for sql in APPEND_ONLY_PROBES[table]:
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                conn.execute(sql)
+    finally:
+        conn.close()
+    assert store_path.read_bytes() == before
+
+
+def verify_cli(cli: RunCli) -> tuple[int, str]:
+    proc = cli("verify-store")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_manifest_edited_with_triggers_dropped_is_caught(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    victim = filled[2]
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER manifests_no_update")
+    conn.execute(
+        "UPDATE manifests SET body = replace(body, '\"status\":\"succeeded\"',"
+        " '\"status\":\"failed\"') WHERE run_id = ?",
+        (victim,),
+    )
+    assert conn.total_changes == 1
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "STORE ALTERED" in out
+    assert f"manifest of run {victim} was altered" in out
+    assert "append-only triggers were removed" in out
+    for other in filled[:2] + filled[3:]:
+        assert other not in out
+
+
+def test_edit_is_caught_even_when_the_trigger_is_put_back(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    victim = filled[0]
+    conn = raw(store_path)
+    (trigger_sql,) = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'manifests_no_update'"
+    ).fetchone()
+    conn.execute("BEGIN")
+    conn.execute("DROP TRIGGER manifests_no_update")
+    conn.execute(
+        "UPDATE manifests SET body = replace(body, '\"dirty\":false', '\"dirty\":true')"
+        " WHERE run_id = ?",
+        (victim,),
+    )
+    assert conn.total_changes == 1
+    conn.execute(trigger_sql)
+    conn.execute("COMMIT")
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert victim in out and "append-only triggers" not in out
+
+
+def test_event_edited_with_triggers_dropped_is_caught(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute("UPDATE events SET ts = '2020-01-01T00:00:00.000Z' WHERE seq = 3")
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "event 3 (ingest) was altered" in out
+
+
+def test_event_rehashed_after_editing_breaks_the_next_link(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    from storage.ledger import event_hash
+
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER events_no_update")
+    seq, ts, kind, run_id, subject, prev = conn.execute(
+        "SELECT seq, ts, kind, run_id, subject_sha256, prev_hash FROM events WHERE seq = 2"
+    ).fetchone()
+    ts = "2020-01-01T00:00:00.000Z"
+    conn.execute(
+        "UPDATE events SET ts = ?, hash = ? WHERE seq = 2",
+        (ts, event_hash(seq, ts, kind, run_id, subject, prev)),
+    )
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "event 3 (ingest) does not link to the hash of event 2" in out
+
+
+def test_deleted_manifest_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
+    victim = filled[4]
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER manifests_no_delete")
+    conn.execute("DELETE FROM manifests WHERE run_id = ?", (victim,))
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert f"the manifest of run {victim}" in out and "missing" in out
+
+
+def test_deleted_last_event_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)")
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "bundles #1 has no ledger event" in out
+
+
+def test_deleted_middle_event_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE seq = 2")
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "event 2 is missing" in out
+
+
+def test_altered_blob_and_fact_are_caught(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER blobs_no_update")
+    conn.execute("DROP TRIGGER comparisons_no_update")
+    conn.execute("UPDATE blobs SET data = CAST('rm -rf /' AS BLOB)")
+    conn.execute("UPDATE comparisons SET body = replace(body, '[]', '[1]')")
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "blob" in out and "was altered" in out
+    assert "comparisons #1 was altered" in out
+
+
+def test_dropping_a_trigger_alone_is_reported(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    conn = raw(store_path)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.close()
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert "append-only triggers were removed" in out
+
+
+def test_verify_store_without_a_store(tmp_path: Path, cli: RunCli) -> None:
+    proc = cli("verify-store", store=tmp_path / "absent.db")
+    assert proc.returncode == 2
+    assert "no store" in proc.stderr
+    assert not (tmp_path / "absent.db").exists()
+
+
+# -- two writers at once -------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    from storage.manifest import manifest_from_data
+    from storage.store import RunStore
+    from tests.factories import realistic_manifest
+
+    path, first, count, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    models = [manifest_from_data(realistic_manifest(i, history_steps=10))
+              for i in range(first, first + count)]
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    store = RunStore(path)
+    for m in models:
+        store.ingest(m)  # one transaction per manifest: the most interleaving
+    store.close()
+    print("done", flush=True)
+    """
+)
+
+
+def test_two_processes_ingesting_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"  # does not exist yet: both processes also race to create it
+    go = tmp_path / "go"
+    n = 1000
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(k * n), str(n), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            cwd=REPO_ROOT,
+        )
+        for k in range(2)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
+    go.touch()
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert "done" in out
+
+    expected = {realistic_manifest(i)["run_id"] for i in range(2 * n)}
+    with RunStore(path) as s:
+        assert s.count_runs() == 2 * n
+        stored = {r.id for r in s.list_runs(RunQuery(limit=10 * n))}
+        assert stored == expected
+        events = s.events()
+        assert [e.seq for e in events] == list(range(1, 2 * n + 1))
+        assert {e.run_id for e in events if e.kind == "ingest"} == expected
+        rep = s.verify()
+        assert rep.ok, rep.problems[:5]
+        assert rep.manifests == 2 * n
+    # the two writers really overlapped: their events interleave in the ledger
+    first_half = {realistic_manifest(i)["run_id"] for i in range(n)}
+    switches = sum(
+        1
+        for a, b in zip(events, events[1:], strict=False)
+        if (a.run_id in first_half) != (b.run_id in first_half)
+    )
+    assert switches >= 1
+
+
+# -- SIGKILL in the middle of ingesting -----------------------------------------------------
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from storage import ledger
+    from storage.manifest import manifest_from_data
+    from storage.store import RunStore
+    from tests.factories import realistic_manifest
+
+    path, first, count, die_inside = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    def models():
+        for i in range(first, first + count):
+            yield manifest_from_data(realistic_manifest(i, history_steps=20)).sealed()
+    if die_inside != "-":
+        # Die inside the transaction of this run: after its manifest, run, artifact and
+        # metric rows are written, while appending its ledger event, before COMMIT.
+        real_append = ledger.append
+        def append(conn, kind, run_id, subject):
+            if run_id == die_inside:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real_append(conn, kind, run_id, subject)
+        ledger.append = append
+    store = RunStore(path)
+    print("ready", flush=True)
+    for m in models():
+        store.ingest(m)
+        print(m.run_id, flush=True)
+    """
+)
+
+
+def check_after_kill(path: Path) -> set[str]:
+    """The store a killed writer left: intact, consistent, every manifest readable."""
+    with RunStore(path) as s:
+        rep = s.verify()
+        assert rep.ok, rep.problems[:5]
+        ingest_events = [e for e in s.events() if e.kind == "ingest"]
+        assert s.count_runs() == len(ingest_events) == rep.manifests
+        ids = {r.id for r in s.list_runs(RunQuery(limit=100_000))}
+        assert ids == {e.run_id for e in ingest_events}
+        for rid in ids:
+            m = s.manifest(rid)
+            assert isinstance(m, RunManifest) and m.run_id == rid
+            assert m.integrity.manifest_sha256 == m.compute_sha256()
+        return ids
+
+
+def test_sigkill_at_a_random_moment_leaves_an_intact_store(
+    store_path: Path, cli: RunCli
+) -> None:
+    landed: set[str] = set()
+    for attempt, delay in enumerate((0.05, 0.17, 0.31)):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED_WRITER, str(store_path), str(attempt * 5000), "5000", "-"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            cwd=REPO_ROOT,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        reported = [proc.stdout.readline().strip() for _ in range(20)]  # 20 have landed
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
+        reported += rest.split()
+        ids = check_after_kill(store_path)
+        assert set(reported) | landed <= ids  # everything reported as stored is there
+        assert len(ids - landed - set(reported)) <= 1  # at most the one being committed
+        landed = ids
+    proc_cli = cli("verify-store")
+    assert proc_cli.returncode == 0, proc_cli.stdout
+
+
+def test_sigkill_inside_the_transaction_leaves_no_trace_of_that_run(
+    store_path: Path, cli: RunCli
+) -> None:
+    victim = realistic_manifest(25)["run_id"]
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(store_path), "0", "100", victim],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert store_path.with_name("store.db-wal").exists()  # killed, so never checkpointed
+    ids = check_after_kill(store_path)
+    assert ids == {realistic_manifest(i)["run_id"] for i in range(25)}
+    conn = raw(store_path)
+    for table, column in (("manifests", "run_id"), ("artifacts", "run_id"), ("metrics", "run_id")):
+        assert conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (victim,)).fetchone()[
+            0
+        ] == 0
+    conn.close()
+    proc_cli = cli("verify-store")
+    assert proc_cli.returncode == 0, proc_cli.stdout
+    # and the store takes new writes afterwards, the victim included
+    with RunStore(store_path) as s:
+        s.ingest(manifest_from_data(realistic_manifest(25, history_steps=20)))
+        assert s.verify().ok
