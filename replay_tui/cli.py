@@ -227,7 +227,12 @@ def verify_store(obj: Ctx, as_json: bool) -> None:
     """Walk the ledger and re-hash every stored fact; exit 1 if anything was altered."""
     if not obj.store_path.exists():
         raise BadInput(f"no store at {obj.store_path}")
-    rep = obj.store.verify()
+    import sqlite3
+
+    try:
+        rep = obj.store.verify()
+    except sqlite3.DatabaseError as e:  # not a database, or pages corrupted
+        fail(f"STORE UNREADABLE: {obj.store_path}: {e}", 1, as_json=as_json)
     if as_json:
         echo_json(
             {
@@ -534,6 +539,10 @@ def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
     else:
         click.echo(render.gaps_text(found))
 
+
+from replay_tui import cli_audit  # noqa: E402
+
+cli_audit.register(main)
 
 if __name__ == "__main__":
     main()

@@ -45,9 +45,7 @@ def make_manifest() -> MakeManifest:
 def subprocess_env() -> dict[str, str]:
     """Environment for child processes: the repo root importable (tests.factories)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("REPLAY_TUI_STORE", None)
     return env
 

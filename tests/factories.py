@@ -26,7 +26,13 @@ TEAMS = ("vision", "speech", "nlp", "research", "platform")
 OWNERS = ("alice", "bob", "carol", "dmitri", "esther", "farid", "grace", "hiro")
 PURPOSES = ("baseline", "ablation", "sweep", "finetune", "pretrain", "repro", "drill")
 OPTIMIZERS = ("adamw", "sgd", "lion", "adafactor")
-_PKG_NAMES = (
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_PKG_NAMES = _words(
     "absl-py aiohttp aiosignal annotated-types antlr4-python3-runtime anyio appdirs "
     "attrs av black blinker boto3 botocore cachetools certifi cffi charset-normalizer "
     "click cloudpickle cmake colorama contourpy cryptography cycler datasets decorator "
@@ -48,7 +54,7 @@ _PKG_NAMES = (
     "tiktoken timm tokenizers tomli torch torchaudio torchmetrics torchvision tqdm "
     "transformers triton typing-extensions tzdata urllib3 wandb werkzeug wheel xxhash "
     "yarl zipp"
-).split()
+)
 
 _ENV_CACHE: dict[int, tuple[list[str], str]] = {}
 

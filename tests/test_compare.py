@@ -187,7 +187,7 @@ def test_final_metric_out_of_tolerance() -> None:
     assert not by["loss"].within_tol
     assert by["acc"].rel_diff == math.inf
     assert strict_json(c)["metrics"][0]["rel_diff"] == "inf"  # acc sorts first
-    assert any("metric loss final value 2 vs 2.5" in r for r in c.reasons)
+    assert any("metric loss final value 2.0 vs 2.5" in r for r in c.reasons)
 
 
 def test_float64_vs_float32_checkpoint(
@@ -499,7 +499,8 @@ def test_environment_classes() -> None:
 
 
 def a_version(d: dict[str, Any], name: str) -> str:
-    return next(p.split("==")[1] for p in d["environment"]["packages"] if p.startswith(name + "=="))
+    pkgs: list[str] = d["environment"]["packages"]
+    return next(p.split("==")[1] for p in pkgs if p.startswith(name + "=="))
 
 
 def test_classify_rules() -> None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -48,6 +49,11 @@ TREE = {
     "labels.csv": b"id,label\n1,cat\n",
     ".hidden": b"counted too",
 }
+
+
+def _next_tick() -> None:
+    """Let file timestamps (a coarse clock, one tick is 1-10 ms) move on before a change."""
+    time.sleep(0.03)
 
 
 def _count_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -331,12 +337,14 @@ def test_cache_is_used_only_while_files_are_unchanged(
         assert hash_path(root, cache=cache) == first
         assert calls == []  # every digest came from the cache
 
+        _next_tick()
         _flip_byte(root)  # same size; mtime and ctime move
         changed = hash_path(root, cache=cache)
         assert calls == [str(root.resolve() / "train/b.bin")]
         assert changed.sha256 != first.sha256
 
         calls.clear()
+        _next_tick()
         os.utime(root / "val/c.txt")  # touched, content unchanged
         assert hash_path(root, cache=cache) == changed
         assert calls == [str(root.resolve() / "val/c.txt")]

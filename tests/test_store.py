@@ -3,6 +3,7 @@ concurrent writers and a writer killed with SIGKILL."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -296,7 +297,9 @@ def filled(store_path: Path, make_manifest: MakeManifest) -> list[str]:
         for _ in range(5):
             ids.append(ingest(s, make_manifest()))
         s.put_blob(b"diff --git a/x b/x\n", "diff", ids[0])
-        cid = s.add_comparison(ids[0], ids[1], "IDENTICAL", {"artifacts": []}, set_verdict_on=ids[0])
+        cid = s.add_comparison(
+            ids[0], ids[1], "IDENTICAL", {"artifacts": []}, set_verdict_on=ids[0]
+        )
         s.add_replay(
             ids[0],
             replay_run=ids[1],
@@ -314,7 +317,9 @@ def filled(store_path: Path, make_manifest: MakeManifest) -> list[str]:
     return ids
 
 
-def test_verify_store_accepts_an_intact_store(store_path: Path, filled: list[str], cli: RunCli) -> None:
+def test_verify_store_accepts_an_intact_store(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
     with RunStore(store_path) as s:
         rep = s.verify()
         assert rep.ok, rep.problems
@@ -366,8 +371,8 @@ def test_manifest_edited_with_triggers_dropped_is_caught(
     conn = raw(store_path)
     conn.execute("DROP TRIGGER manifests_no_update")
     conn.execute(
-        "UPDATE manifests SET body = replace(body, '\"status\":\"succeeded\"',"
-        " '\"status\":\"failed\"') WHERE run_id = ?",
+        'UPDATE manifests SET body = replace(body, \'"status":"succeeded"\','
+        ' \'"status":"failed"\') WHERE run_id = ?',
         (victim,),
     )
     assert conn.total_changes == 1
@@ -469,9 +474,7 @@ def test_deleted_middle_event_is_caught(store_path: Path, filled: list[str], cli
     assert "event 2 is missing" in out
 
 
-def test_altered_blob_and_fact_are_caught(
-    store_path: Path, filled: list[str], cli: RunCli
-) -> None:
+def test_altered_blob_and_fact_are_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
     conn = raw(store_path)
     conn.execute("DROP TRIGGER blobs_no_update")
     conn.execute("DROP TRIGGER comparisons_no_update")
@@ -493,6 +496,37 @@ def test_dropping_a_trigger_alone_is_reported(
     code, out = verify_cli(cli)
     assert code == 1
     assert "append-only triggers were removed" in out
+
+
+def test_bytes_edited_in_the_file_itself_are_caught(
+    store_path: Path, filled: list[str], cli: RunCli
+) -> None:
+    """No SQL at all: one hex digit of a manifest flipped in the database file."""
+    victim = filled[1]
+    with RunStore(store_path) as s:
+        log_sha = s.manifest(victim).outputs.log_sha256
+    assert log_sha is not None
+    data = store_path.read_bytes()
+    assert data.count(log_sha.encode()) == 1  # only the manifest body holds it
+    flipped = log_sha[:-1] + ("0" if log_sha[-1] != "0" else "1")
+    store_path.write_bytes(data.replace(log_sha.encode(), flipped.encode()))
+    code, out = verify_cli(cli)
+    assert code == 1
+    assert f"manifest of run {victim} was altered" in out
+
+
+def test_a_file_that_is_not_a_store_fails_verification(tmp_path: Path, cli: RunCli) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(os.urandom(8192))
+    code, out = verify_cli_at(cli, junk)
+    assert code == 1
+    assert "STORE UNREADABLE" in out
+
+
+def verify_cli_at(cli: RunCli, path: Path) -> tuple[int, str]:
+    proc = cli("verify-store", store=path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def test_verify_store_without_a_store(tmp_path: Path, cli: RunCli) -> None:
@@ -565,7 +599,7 @@ def test_two_processes_ingesting_at_once_lose_nothing(tmp_path: Path) -> None:
     first_half = {realistic_manifest(i)["run_id"] for i in range(n)}
     switches = sum(
         1
-        for a, b in zip(events, events[1:], strict=False)
+        for a, b in itertools.pairwise(events)
         if (a.run_id in first_half) != (b.run_id in first_half)
     )
     assert switches >= 1
@@ -619,13 +653,12 @@ def check_after_kill(path: Path) -> set[str]:
         return ids
 
 
-def test_sigkill_at_a_random_moment_leaves_an_intact_store(
-    store_path: Path, cli: RunCli
-) -> None:
+def test_sigkill_at_a_random_moment_leaves_an_intact_store(store_path: Path, cli: RunCli) -> None:
     landed: set[str] = set()
     for attempt, delay in enumerate((0.05, 0.17, 0.31)):
+        first = str(attempt * 5000)
         proc = subprocess.Popen(
-            [sys.executable, "-c", KILLED_WRITER, str(store_path), str(attempt * 5000), "5000", "-"],
+            [sys.executable, "-c", KILLED_WRITER, str(store_path), first, "5000", "-"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -665,10 +698,13 @@ def test_sigkill_inside_the_transaction_leaves_no_trace_of_that_run(
     ids = check_after_kill(store_path)
     assert ids == {realistic_manifest(i)["run_id"] for i in range(25)}
     conn = raw(store_path)
-    for table, column in (("manifests", "run_id"), ("artifacts", "run_id"), ("metrics", "run_id")):
-        assert conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (victim,)).fetchone()[
-            0
-        ] == 0
+    for table in ("manifests", "artifacts", "metrics", "runs_fts"):
+        column = "run_id" if table != "runs_fts" else "name"
+        value = victim if table != "runs_fts" else realistic_manifest(25)["name"]
+        sql = f"SELECT count(*) FROM {table} WHERE {column} = ?"
+        assert conn.execute(sql, (value,)).fetchone()[0] == (table == "runs_fts") * sum(
+            realistic_manifest(i)["name"] == value for i in range(25)
+        )
     conn.close()
     proc_cli = cli("verify-store")
     assert proc_cli.returncode == 0, proc_cli.stdout

@@ -182,12 +182,12 @@ def _unpickling_reason(e: pickle.UnpicklingError) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
     if "Weights only load failed" not in text:
         return f"not a loadable torch checkpoint: {_first_line(e)}"
-    match = re.search(r"WeightsUnpickler error: ([^\n]*)", text)
+    match = re.search(r"WeightsUnpickler error:\s*([^\n]+)", text)
     detail = match.group(1) if match else "it holds objects other than tensors and containers"
-    return (
-        "refused by safe loading (torch.load weights_only=True); nothing was unpickled: "
-        + detail.split(" Please use ")[0]
-    )
+    detail = detail.split(" Please use ")[0]
+    if detail.startswith("Unsupported operand"):
+        detail += " (corrupt, or not a torch checkpoint)"
+    return f"refused by safe loading (torch.load weights_only=True), nothing unpickled: {detail}"
 
 
 def _first_line(e: BaseException) -> str:
@@ -300,9 +300,12 @@ def _value_type(v: object) -> str:
 class TensorDiff:
     """How one leaf compares. Diff numbers are None where they cannot be computed.
 
-    ``max_abs_diff`` and ``rel_l2`` (||a-b|| / ||a||; 0 when both norms are 0, inf when
-    only ||a|| is) are computed in float64; ``n_unequal`` counts elements whose values
-    differ (NaN against NaN counts as equal). Non-finite mismatches give ``inf``.
+    ``rel_l2`` is ||a-b|| / ||a|| (0 when both are 0, inf when only ||a|| is);
+    ``n_unequal`` counts elements whose values differ (NaN against NaN counts as equal);
+    a non-finite mismatch (NaN or inf against anything else) makes the diffs ``inf``.
+    Two float32 tensors are subtracted in float32 (exact for values within 2x of each
+    other), anything else in float64; integers beyond 2**53 make ``max_abs_diff``
+    approximate, never ``n_unequal``. Equal tensors report zeros.
     """
 
     name: str
@@ -428,7 +431,7 @@ def compare_checkpoints(
 
     Tolerance as ``torch.allclose``: |a-b| <= atol + rtol*|b|; integer and bool tensors
     compare exactly. Each pair is first tested for bitwise equality on the memory-mapped
-    tensors; the float64 difference pass runs only for pairs that are not equal, chunk by
+    tensors (memcmp); the difference pass runs only for pairs that are not equal, chunk by
     chunk into buffers reused across tensors. Neither checkpoint is held whole in memory.
     """
     import torch
@@ -770,7 +773,7 @@ def _fast_chunk(
     atol: float,
     s: _Stats,
 ) -> bool:
-    """Chunk whose values are all finite: eight passes, ``d``/``t`` may alias ``xa``/``xb``.
+    """Chunk whose values are all finite: nine cache-resident passes; ``d``/``t`` may alias.
 
     Returns False, having added nothing, when a NaN, an inf or an overflow shows up.
     """

@@ -211,11 +211,11 @@ def _metric_findings(metrics: tuple[MetricDiff, ...], f: _Findings) -> None:
             )
             f.divergent.append(
                 f"metric {m.name} {first}leaves tolerance at step {m.first_step_out_of_tol}"
-                f" ({_g(m.a_at_out_of_tol)} vs {_g(m.b_at_out_of_tol)})"
+                f" ({m.a_at_out_of_tol!r} vs {m.b_at_out_of_tol!r})"
             )
         if m.final_within_tol is False:
             f.divergent.append(
-                f"metric {m.name} final value {_g(m.a)} vs {_g(m.b)}: abs diff {_g(m.abs_diff)},"
+                f"metric {m.name} final value {m.a!r} vs {m.b!r}: abs diff {_g(m.abs_diff)},"
                 f" rel diff {_g(m.rel_diff)}"
             )
         if m.within_tol:

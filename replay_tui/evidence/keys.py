@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from replay_tui.errors import BadInput
 
 MAX_KEY_FILE_BYTES = 64 * 1024
+BUNDLE_KEY_NAME = "signer.pub"  # the signer's public key, inside a signed bundle
 
 
 @dataclass(frozen=True)

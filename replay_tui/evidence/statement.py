@@ -16,7 +16,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from securesystemslib import exceptions as ssl_exceptions
 from securesystemslib.dsse import Envelope
-from securesystemslib.signer import CryptoSigner, SSlibKey
+
+# The package's public API re-exports these without ``__all__``, which strict mypy flags.
+from securesystemslib.signer import CryptoSigner, SSlibKey  # type: ignore[attr-defined]
 
 from replay_tui.evidence.keys import key_id
 from storage.manifest import canonical_json

@@ -1,0 +1,171 @@
+"""The terminal app: owns the dependencies, opens screens, turns worker failures into an error.
+
+Screens do the work (in thread workers that post messages); they ask the app to open
+other screens with the navigation messages of ``replay_tui.messages``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import ClassVar, Protocol, runtime_checkable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from replay_tui.messages import OpenComparison, OpenReplay, OpenRun, PickAndCompare
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.comparison import ComparisonScreen
+from replay_tui.screens.dashboard import DashboardScreen
+from replay_tui.screens.modals import ErrorModal, HelpScreen
+from replay_tui.screens.picker import PickRunScreen
+from replay_tui.screens.replay import ReplayScreen
+from replay_tui.screens.run_detail import RunDetailScreen
+from replay_tui.screens.runs import RunsScreen
+
+
+@runtime_checkable
+class HasRun(Protocol):
+    """A screen about one run (the palette offers actions on it)."""
+
+    def current_run(self) -> str | None: ...
+
+
+class ReplayApp(App[None]):
+    """Browse the run store, replay runs and read comparisons."""
+
+    TITLE = "replay-tui"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark", "help", "Help"),
+        Binding("d", "dashboard", "Dashboard"),
+    ]
+
+    def __init__(
+        self,
+        store_path: Path,
+        *,
+        replay_options_factory: Callable[[], ReplayOptions] | None = None,
+        notice: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.store_path = Path(store_path)
+        self.replay_options_factory = replay_options_factory or ReplayOptions
+        self.notice = notice
+        self.sub_title = str(self.store_path)
+
+    def get_default_screen(self) -> Screen[None]:
+        return RunsScreen(self.store_path, notice=self.notice)
+
+    # -- failures --------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state == WorkerState.ERROR and worker.error is not None:
+            self.push_screen(ErrorModal(worker.error, context=_what_failed(worker)))
+
+    # -- navigation ------------------------------------------------------------------
+
+    def on_open_run(self, message: OpenRun) -> None:
+        self.push_screen(RunDetailScreen(self.store_path, message.run_id))
+
+    def on_open_replay(self, message: OpenReplay) -> None:
+        self.push_screen(
+            ReplayScreen(self.store_path, message.run_id, self.replay_options_factory())
+        )
+
+    def on_open_comparison(self, message: OpenComparison) -> None:
+        self.push_screen(
+            ComparisonScreen(
+                self.store_path,
+                comparison_id=message.comparison_id,
+                a_run=message.a_run,
+                b_run=message.b_run,
+            )
+        )
+
+    def on_pick_and_compare(self, message: PickAndCompare) -> None:
+        run_id = message.run_id
+
+        def picked(other: str | None) -> None:
+            if other:
+                self.push_screen(ComparisonScreen(self.store_path, a_run=run_id, b_run=other))
+
+        self.push_screen(PickRunScreen(self.store_path, exclude=run_id), picked)
+
+    def action_dashboard(self) -> None:
+        if not isinstance(self.screen, DashboardScreen):
+            self.push_screen(DashboardScreen(self.store_path))
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_home(self) -> None:
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+        if isinstance(self.screen, RunsScreen):
+            return
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_search(self) -> None:
+        self.action_home()
+        home = self.screen
+        if isinstance(home, RunsScreen):
+            home.action_focus_search()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Runs", "The runs browser (home)", self.action_home)
+        yield SystemCommand("Search runs", "Full-text search over the runs", self.action_search)
+        yield SystemCommand(
+            "Dashboard",
+            "Reproducible run rate, hash match rate, drills, critical gaps",
+            self.action_dashboard,
+        )
+        yield SystemCommand("Keys", "The key map", self.action_help)
+        run = _run_of(screen)
+        if run:
+            yield SystemCommand(
+                "Open run", f"Manifest, gaps, outputs and replays of {run[:13]}",
+                lambda: self.post_message(OpenRun(run)),
+            )
+            yield SystemCommand(
+                "Replay run", f"Replay {run[:13]} from its image and commit",
+                lambda: self.post_message(OpenReplay(run)),
+            )
+            yield SystemCommand(
+                "Compare run with another", f"Pick a run to compare with {run[:13]}",
+                lambda: self.post_message(PickAndCompare(run)),
+            )
+
+
+def _run_of(screen: Screen[object]) -> str | None:
+    if isinstance(screen, RunsScreen):
+        return screen.table.selected_run
+    if isinstance(screen, HasRun):
+        return screen.current_run()
+    return None
+
+
+def _what_failed(worker: Worker[object]) -> str:
+    groups = {
+        "runs-query": "Reading the runs failed",
+        "runs-more": "Reading more runs failed",
+        "detail": "Opening the run failed",
+        "replay": "The replay failed",
+        "comparison": "The comparison failed",
+        "dashboard": "Reading the dashboard failed",
+        "picker": "Reading the runs failed",
+    }
+    return groups.get(worker.group, f"{worker.name or 'A task'} failed")
+
+
+def run_app(store_path: Path, *, notice: str | None = None) -> None:
+    """Open the TUI on ``store_path`` (``notice``: a line shown above the runs)."""
+    ReplayApp(store_path, notice=notice).run()

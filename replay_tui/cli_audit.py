@@ -1,0 +1,276 @@
+"""Audit commands: ``export``, ``keygen``, ``verify``, ``drill``, ``stats``.
+
+``register(main)`` adds them to the CLI group.  The shared helpers of ``replay_tui.cli``
+are looked up when a command runs, not at import, because ``cli`` imports this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from replay_tui.cli import Ctx
+    from replay_tui.replay.runner import ReplayEvent
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def handled(fn: F) -> F:
+    """``replay_tui.cli.handled``, resolved when the command runs."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from replay_tui.cli import handled as cli_handled
+
+        return cli_handled(fn)(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def echo_json(obj: Any) -> None:
+    from replay_tui.cli import echo_json as cli_echo_json
+
+    cli_echo_json(obj)
+
+
+# -- evidence -----------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("run")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A new (or empty) folder for the bundle.",
+)
+@click.option(
+    "--sign",
+    "key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Ed25519 private key (from `replay-tui keygen`) to sign the statement with.",
+)
+@json_option
+@click.pass_obj
+@handled
+def export(obj: Ctx, run: str, out: Path, key: Path | None, as_json: bool) -> None:
+    """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signature."""
+    from replay_tui.evidence.export import export_bundle
+
+    res = export_bundle(obj.store, run, out, key_path=key)
+    if as_json:
+        echo_json(res.to_dict())
+        return
+    click.echo(f"exported run {res.run_id} to {res.path} ({res.files} files)")
+    click.echo(f"  verdict: {res.verdict or 'not replayed'}")
+    if res.signed:
+        click.echo(f"  signed with key {res.key_id}")
+    else:
+        click.echo("  not signed (pass --sign KEY to sign it)")
+    click.echo(
+        f"  check it with: replay-tui verify {res.path}" + (" --key KEY.pub" if res.signed else "")
+    )
+
+
+@click.command()
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("replay-tui.key"),
+    show_default=True,
+    help="Private key file (written 0600); the public key goes beside it as .pub.",
+)
+@click.option("--force", is_flag=True, help="Replace existing key files.")
+@json_option
+@handled
+def keygen(out: Path, force: bool, as_json: bool) -> None:
+    """Make an Ed25519 key pair for signing evidence bundles."""
+    from replay_tui.evidence.keys import generate
+
+    public = out.with_suffix(".pub") if out.suffix == ".key" else out.with_name(out.name + ".pub")
+    pair = generate(out, public, force=force)
+    if as_json:
+        echo_json(
+            {
+                "private_key": str(pair.private_path),
+                "public_key": str(pair.public_path),
+                "key_id": pair.key_id,
+            }
+        )
+        return
+    click.echo(f"private key {pair.private_path} (mode 0600: keep it secret)")
+    click.echo(f"public key  {pair.public_path} (hand it to whoever verifies)")
+    click.echo(f"key id      {pair.key_id}")
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option(
+    "--key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The public key the bundle must be signed with.",
+)
+@json_option
+@handled
+def verify(bundle: Path, key: Path | None, as_json: bool) -> None:
+    """Re-hash every file of BUNDLE and check its signature; exit 1 on any difference."""
+    from replay_tui.evidence.keys import load_public_key
+    from replay_tui.evidence.verify import verify_bundle
+
+    public_key = load_public_key(key) if key is not None else None
+    chk = verify_bundle(bundle, public_key=public_key)
+    if as_json:
+        echo_json(chk.to_dict())
+    else:
+        if chk.ok:
+            who = f", signed by key {chk.key_id}" if chk.signed and chk.key_id else ""
+            click.echo(
+                f"bundle intact: {chk.files_checked} files match{who}"
+                + (
+                    f"; run {chk.run_id}, verdict {chk.verdict or 'not replayed'}"
+                    if chk.run_id
+                    else ""
+                )
+            )
+        else:
+            click.echo(f"BUNDLE FAILED VERIFICATION: {chk.problems[0].text()}")
+            for p in chk.problems[1:20]:
+                click.echo(f"  also: {p.text()}")
+        for note in chk.notes:
+            click.echo(f"  note: {note}")
+    if not chk.ok:
+        sys.exit(1)
+
+
+# -- drills -------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--count", type=click.IntRange(1, 1000), default=3, show_default=True)
+@click.option(
+    "--pick",
+    type=click.Choice(["random", "oldest", "unverified"]),
+    default="random",
+    show_default=True,
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**63 - 1),
+    default=None,
+    help="Seed of a random pick (default: drawn, and recorded so it can be repeated).",
+)
+@click.option("--since", default=None, help="Only runs started on or after this date.")
+@click.option(
+    "--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True
+)
+@click.option("--allow-cpu", is_flag=True, help="Replay GPU-recorded runs on CPU (a gap).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@click.option("--quiet", is_flag=True, help="Only the summary.")
+@json_option
+@click.pass_obj
+@handled
+def drill(
+    obj: Ctx,
+    count: int,
+    pick: str,
+    seed: int | None,
+    since: str | None,
+    backend: str,
+    allow_cpu: bool,
+    timeout: float | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce."""
+    from replay_tui import render
+    from replay_tui.drill import run_drill
+    from replay_tui.replay.plan import ReplayOptions
+
+    opts = ReplayOptions(
+        backend=backend,  # type: ignore[arg-type]
+        allow_cpu=allow_cpu,
+        timeout_s=timeout,
+    )
+
+    def on_event(ev: ReplayEvent) -> None:
+        if as_json or quiet or ev.state == "log":
+            return
+        click.echo(f"[{ev.stage:>8}] {ev.state:<6} {ev.message}".rstrip(), err=True)
+
+    rep = run_drill(
+        obj.store,
+        count=count,
+        pick=pick,  # type: ignore[arg-type]
+        seed=seed,
+        since=since,
+        options=opts,
+        on_event=on_event,
+    )
+    if as_json:
+        echo_json(rep.to_dict())
+    else:
+        rows = [
+            [
+                i.run_id[:13],
+                (i.name or "-")[:24],
+                i.status.replace("_", " "),
+                i.verdict or "-",
+                (i.replay_run or "-")[:13],
+                render.duration(i.duration_s),
+                (i.reason or "")[:60],
+            ]
+            for i in rep.items
+        ]
+        click.echo(
+            render.table(["RUN", "NAME", "RESULT", "VERDICT", "REPLAY", "TIME", "REASON"], rows)
+        )
+        seed_note = f", seed {rep.seed}" if rep.seed is not None else ""
+        click.echo(
+            f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
+            f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
+            f" candidate run(s)) => {'PASSED' if rep.passed else 'FAILED'}"
+        )
+    sys.exit(rep.exit_code)
+
+
+# -- SLIs ---------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--prometheus",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the figures for node_exporter's textfile collector (e.g. replay_tui.prom).",
+)
+@json_option
+@click.pass_obj
+@handled
+def stats(obj: Ctx, prometheus: Path | None, as_json: bool) -> None:
+    """Reproducibility SLIs of the store: rates, variances, attestation, drills."""
+    from replay_tui.stats import compute_stats, write_prometheus
+
+    s = compute_stats(obj.store)
+    if prometheus is not None:
+        write_prometheus(s, prometheus)
+    if as_json:
+        echo_json(s.to_dict())
+    else:
+        click.echo(s.text())
+        if prometheus is not None:
+            click.echo(f"wrote {prometheus}")
+
+
+def register(main: click.Group) -> None:
+    for cmd in (export, keygen, verify, drill, stats):
+        main.add_command(cmd)

@@ -1,0 +1,268 @@
+"""Reproduction drills: pick historical runs, replay each, compare, and keep the result.
+
+Meant for cron or CI.  The pick is reproducible: ``oldest`` and ``unverified`` are plain
+orderings, and ``random`` ranks every candidate by ``sha256("<seed>:<run id>")`` and takes
+the lowest, so the same seed over the same runs picks the same runs, in any Python, and
+a run added later never reshuffles the others (it only enters where its own rank puts it).
+A drill with no ``--seed`` draws one and records it, so it can be repeated.
+
+Each picked run ends as ``reproduced`` (verdict IDENTICAL or EQUIVALENT),
+``not_reproduced`` (DIVERGED or INCOMPLETE, or the manifest cannot be replayed at all),
+or ``error`` (the machine could not run it: no Docker engine, data missing...).  The drill
+passes only when every picked run reproduced; its exit code is 1 when any did not,
+else 3 when any hit an infrastructure error, else 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any, Literal
+
+from replay_tui.errors import BadInput, InfraError, ReplayTuiError
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.runner import OnEvent, ReplayEvent
+from replay_tui.replay.series import replay_many
+from storage import ledger
+from storage.store import RunStore
+
+Pick = Literal["random", "oldest", "unverified"]
+ItemStatus = Literal["reproduced", "not_reproduced", "error"]
+REPRODUCED = ("IDENTICAL", "EQUIVALENT")
+MAX_COUNT = 1000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    run_id: str
+    name: str
+    started_at: str
+    last_verdict: str | None
+    last_verdict_at: str | None
+
+
+@dataclass(frozen=True)
+class DrillItem:
+    run_id: str
+    name: str
+    status: ItemStatus
+    verdict: str | None
+    replay_run: str | None
+    replay_fact_id: int | None
+    reason: str | None
+    duration_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "status": self.status,
+            "verdict": self.verdict,
+            "replay_run": self.replay_run,
+            "replay_fact_id": self.replay_fact_id,
+            "reason": self.reason,
+            "duration_s": self.duration_s,
+        }
+
+
+@dataclass
+class DrillReport:
+    pick: Pick
+    seed: int | None
+    since: str | None
+    count: int
+    backend: str
+    candidates: int
+    started_at: str
+    items: list[DrillItem] = field(default_factory=list)
+    ended_at: str | None = None
+    cancelled: bool = False
+    drill_id: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.items) and all(i.status == "reproduced" for i in self.items)
+
+    @property
+    def exit_code(self) -> int:
+        if any(i.status == "not_reproduced" for i in self.items):
+            return 1
+        if any(i.status == "error" for i in self.items) or self.cancelled:
+            return 3
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = {s: sum(1 for i in self.items if i.status == s) for s in _STATUSES}
+        return {
+            "drill_id": self.drill_id,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "pick": self.pick,
+            "seed": self.seed,
+            "since": self.since,
+            "count": self.count,
+            "backend": self.backend,
+            "candidates": self.candidates,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "cancelled": self.cancelled,
+            "counts": counts,
+            "runs": [i.to_dict() for i in self.items],
+        }
+
+
+_STATUSES: tuple[ItemStatus, ...] = ("reproduced", "not_reproduced", "error")
+
+
+def parse_since(text: str) -> str:
+    """A date (``2026-01-31``) or RFC 3339 UTC time, as the manifests' timestamp form."""
+    t = text.strip()
+    try:
+        if len(t) == 10:
+            d = date.fromisoformat(t)
+            return f"{d.isoformat()}T00:00:00.000Z"
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"--since {text!r} is not a date (YYYY-MM-DD) or an ISO time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    dt = dt.astimezone(UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def candidates(store: RunStore, since: str | None = None) -> list[Candidate]:
+    """Original runs that succeeded (a failed run trained no model), oldest first."""
+    sql = (
+        "SELECT id, name, started_at, last_verdict, last_verdict_at FROM runs"
+        " WHERE kind = 'original' AND status = 'succeeded'"
+    )
+    params: list[Any] = []
+    if since is not None:
+        sql += " AND started_at >= ?"
+        params.append(since)
+    rows = store.conn.execute(sql + " ORDER BY started_at, id", params).fetchall()
+    return [Candidate(*r) for r in rows]
+
+
+def _rank(seed: int, run_id: str) -> str:
+    return hashlib.sha256(f"{seed}:{run_id}".encode()).hexdigest()
+
+
+def pick_runs(cands: Sequence[Candidate], count: int, pick: Pick, seed: int | None) -> list[str]:
+    """The run ids a drill replays, in the order it replays them."""
+    if pick == "oldest":
+        chosen = list(cands[:count])
+    elif pick == "unverified":
+        # never judged first (oldest first), then those judged longest ago
+        order = sorted(
+            cands,
+            key=lambda c: (c.last_verdict is not None, c.last_verdict_at or "", c.started_at),
+        )
+        chosen = order[:count]
+    else:
+        if seed is None:
+            raise ValueError("a random pick needs a seed")
+        chosen = sorted(cands, key=lambda c: (_rank(seed, c.run_id), c.run_id))[:count]
+    return [c.run_id for c in chosen]
+
+
+def run_drill(
+    store: RunStore,
+    *,
+    count: int = 3,
+    pick: Pick = "random",
+    seed: int | None = None,
+    since: str | None = None,
+    options: ReplayOptions | None = None,
+    on_event: OnEvent | None = None,
+    should_cancel: Callable[[], bool] = lambda: False,
+) -> DrillReport:
+    """Pick ``count`` runs, replay and compare each, and store the drill in the ledger."""
+    if not 1 <= count <= MAX_COUNT:
+        raise BadInput(f"--count must be between 1 and {MAX_COUNT}")
+    opts = options or ReplayOptions()
+    emit = on_event or (lambda e: None)
+    since_ts = parse_since(since) if since else None
+    if pick == "random" and seed is None:
+        seed = secrets.randbits(32)
+    cands = candidates(store, since_ts)
+    if not cands:
+        where = f" since {since_ts}" if since_ts else ""
+        raise BadInput(
+            f"no succeeded original runs{where} to drill",
+            "record runs first (`replay-tui record`), or widen --since",
+        )
+    report = DrillReport(
+        pick=pick,
+        seed=seed if pick == "random" else None,
+        since=since_ts,
+        count=count,
+        backend=opts.backend,
+        candidates=len(cands),
+        started_at=ledger.utc_now(),
+    )
+    names = {c.run_id: c.name for c in cands}
+    chosen = pick_runs(cands, count, pick, seed)
+    for n, run_id in enumerate(chosen, 1):
+        if should_cancel():
+            report.cancelled = True
+            break
+        emit(ReplayEvent("drill", "note", f"run {n} of {len(chosen)}: {run_id}"))
+        report.items.append(_drill_one(store, run_id, names[run_id], opts, emit, should_cancel))
+    report.ended_at = ledger.utc_now()
+    report.drill_id = store.add_drill(report.passed, report.to_dict())
+    return report
+
+
+def _drill_one(
+    store: RunStore,
+    run_id: str,
+    name: str,
+    opts: ReplayOptions,
+    emit: OnEvent,
+    should_cancel: Callable[[], bool],
+) -> DrillItem:
+    t0 = time.monotonic()
+    try:
+        rep = replay_many(store, run_id, opts, on_event=emit, should_cancel=should_cancel)
+    except ReplayTuiError as e:
+        status: ItemStatus = "error" if isinstance(e, InfraError) else "not_reproduced"
+        fid = getattr(e, "fact_id", None)
+        return DrillItem(
+            run_id,
+            name,
+            status,
+            None,
+            None,
+            fid if isinstance(fid, int) else None,
+            e.message,
+            time.monotonic() - t0,
+        )
+    except Exception as e:  # one broken run must not stop the drill or go unrecorded
+        why = f"{type(e).__name__}: {e}"
+        return DrillItem(run_id, name, "error", None, None, None, why, time.monotonic() - t0)
+    out = rep.outcomes[0] if rep.outcomes else None
+    if out is None:
+        return DrillItem(
+            run_id, name, "error", None, None, None, "cancelled", time.monotonic() - t0
+        )
+    verdict = out.verdict
+    reason = out.reason
+    if verdict not in REPRODUCED and reason is None and out.comparison:
+        reasons = out.comparison.get("reasons")
+        if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+            reason = reasons[0]
+    return DrillItem(
+        run_id,
+        name,
+        "reproduced" if verdict in REPRODUCED else "not_reproduced",
+        verdict,
+        out.replay.run_id if out.replay else None,
+        out.replay_fact_id,
+        reason,
+        time.monotonic() - t0,
+    )

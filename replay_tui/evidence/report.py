@@ -1,0 +1,356 @@
+"""The human report of a bundle: Markdown, and a standalone HTML page.
+
+Both show the verdict, why, the original and the latest replay side by side, every replay,
+and every provenance gap.  The HTML page has its CSS inline and a Content-Security-Policy
+that forbids any fetch, so it opens the same offline, in a mail client or in an archive
+years later.  Every value comes from a manifest, which is untrusted input: it is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from replay_tui.evidence.gather import Evidence, ReplayEntry
+from replay_tui.gaps import Gap
+from storage.manifest import RunManifest
+
+State = Literal["same", "differs", "info"]
+
+VERDICT_TEXT = {
+    "IDENTICAL": "every artifact's sha256 and every metric are bit-for-bit equal",
+    "EQUIVALENT": "not bit-identical, but every metric and tensor is within tolerance",
+    "DIVERGED": "the replay left tolerance: the run did not reproduce",
+    "INCOMPLETE": "the replay failed, or something needed to compare it is missing",
+}
+NOT_REPLAYED = "never replayed: nothing here shows that this run can be reproduced"
+
+
+@dataclass(frozen=True)
+class Row:
+    section: str
+    label: str
+    original: str
+    replay: str
+    state: State
+
+
+def _s(v: object) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _short(v: str | None, n: int = 16) -> str:
+    if not v:
+        return "—"
+    return v[7 : 7 + n] if v.startswith("sha256:") else v[:n]
+
+
+def side_by_side(a: RunManifest, b: RunManifest | None) -> list[Row]:
+    """Original and replay, field by field; ``info`` rows describe and are not judged."""
+    rows: list[Row] = []
+
+    def add(section: str, label: str, va: object, vb: object, judged: bool = True) -> None:
+        sa = _s(va)
+        sb = _s(vb) if b is not None else "—"
+        if not judged or b is None:
+            state: State = "info"
+        else:
+            state = "same" if va == vb else "differs"
+        rows.append(Row(section, label, sa, sb, state))
+
+    add("run", "run id", a.run_id, b.run_id if b else None, judged=False)
+    add("run", "status", a.status, b.status if b else None)
+    add("run", "exit code", a.exit_code, b.exit_code if b else None)
+    add("run", "started", a.started_at, b.started_at if b else None, judged=False)
+    dur_b = f"{b.duration_s:.1f}s" if b and b.duration_s is not None else None
+    dur_a = f"{a.duration_s:.1f}s" if a.duration_s is not None else None
+    add("run", "duration", dur_a, dur_b, judged=False)
+    add("run", "backend", "(original)", b.replay.backend if b and b.replay else None, False)
+    add("code", "commit", a.code.commit, b.code.commit if b else None)
+    add("code", "uncommitted diff", a.code.diff_sha256, b.code.diff_sha256 if b else None)
+    ia, ib = a.image, b.image if b else None
+    add("image", "digest", ia.digest if ia else None, ib.digest if ib else None)
+    add("image", "image id", ia.image_id if ia else None, ib.image_id if ib else None)
+    ea, eb = a.environment, b.environment if b else None
+    for label, attr in (
+        ("python", "python_version"),
+        ("torch", "torch_version"),
+        ("CUDA", "cuda_version"),
+        ("cuDNN", "cudnn_version"),
+        ("OS", "os"),
+        ("packages sha256", "packages_sha256"),
+    ):
+        add("environment", label, getattr(ea, attr), getattr(eb, attr) if eb else None)
+    ha, hb = a.hardware, b.hardware if b else None
+
+    def gpus(m: RunManifest | None) -> str | None:
+        if m is None or not m.hardware.gpus:
+            return None
+        return ", ".join(g.name for g in m.hardware.gpus)
+
+    add("hardware", "GPUs", gpus(a), gpus(b))
+    add("hardware", "driver", ha.driver_version, hb.driver_version if hb else None)
+    add("hardware", "CPU", ha.cpu_model, hb.cpu_model if hb else None, judged=False)
+    add("inputs", "config hash", a.config_hash, b.config_hash if b else None)
+    add("inputs", "seed", a.randomness.seed, b.randomness.seed if b else None)
+    data_b = {d.name: d.sha256 for d in b.data} if b else {}
+    for d in a.data:
+        add("data", d.name, d.sha256, data_b.get(d.name))
+    arts_b = {x.path: x.sha256 for x in b.outputs.artifacts} if b else {}
+    for x in a.outputs.artifacts:
+        add("artifacts", x.path, x.sha256, arts_b.get(x.path))
+    for x in b.outputs.artifacts if b else []:
+        if x.path not in {y.path for y in a.outputs.artifacts}:
+            add("artifacts", x.path, None, x.sha256)
+    met_b = b.outputs.metrics if b else {}
+    for name in sorted(set(a.outputs.metrics) | set(met_b)):
+        add("metrics", name, a.outputs.metrics.get(name), met_b.get(name))
+    return rows
+
+
+def _reasons(latest: ReplayEntry | None) -> list[str]:
+    if latest is None or latest.comparison is None:
+        return []
+    raw = latest.comparison.get("reasons")
+    return [r for r in raw if isinstance(r, str)] if isinstance(raw, list) else []
+
+
+def _verdict_line(ev: Evidence) -> tuple[str, str]:
+    v = ev.verdict
+    return (v or "NOT REPLAYED", VERDICT_TEXT.get(v, "") if v else NOT_REPLAYED)
+
+
+def _all_gaps(ev: Evidence) -> list[tuple[str, Gap]]:
+    out = [("original", g) for g in ev.gaps]
+    latest = ev.latest
+    if latest is not None:
+        out += [("replay", g) for g in latest.gaps]
+        out += [("original vs replay", g) for g in latest.pair_gaps]
+    return out
+
+
+# -- Markdown ---------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+
+
+def _md(v: object) -> str:
+    text = " ".join(_s(v).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _replay_rows(ev: Evidence) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for r in ev.replays:
+        f = r.fact or {}
+        m = r.manifest
+        rows.append(
+            [
+                r.run_id or "—",
+                f.get("created_at") or (m.started_at if m else None),
+                f.get("backend") or (m.replay.backend if m and m.replay else None),
+                f.get("status") or (m.status if m else None),
+                r.verdict,
+                "off" if r.determinism_off else "recorded",
+                f.get("reason") or (m.replay.reason if m and m.replay else None),
+            ]
+        )
+    return rows
+
+
+REPLAY_HEADERS = ("replay run", "when", "backend", "status", "verdict", "determinism", "reason")
+
+
+def markdown(ev: Evidence, exported_at: str) -> str:
+    m = ev.original
+    verdict, why = _verdict_line(ev)
+    latest = ev.latest
+    lines = [
+        f"# Evidence: run {_md(m.run_id)}" + (f" ({_md(m.name)})" if m.name else ""),
+        "",
+        f"**Verdict: {verdict}** — {_md(why)}",
+        "",
+    ]
+    if latest is not None:
+        lines.append(f"Latest replay: `{latest.run_id}`.")
+    lines += [f"- {_md(r)}" for r in _reasons(latest)]
+    lines += [
+        "",
+        f"Exported {exported_at}. Manifest sha256 `{m.integrity.manifest_sha256}`.",
+        f"Command: `{' '.join(m.argv).replace('`', chr(39))}` (workdir `{m.workdir}`).",
+        "",
+        "## Original and latest replay, side by side",
+        "",
+    ]
+    rows = side_by_side(m, latest.manifest if latest else None)
+    lines += _md_table(
+        ["section", "field", "original", "replay", ""],
+        [[r.section, r.label, r.original, r.replay, _mark(r.state)] for r in rows],
+    )
+    lines += ["", f"## Replays ({len(ev.replays)})", ""]
+    if ev.replays:
+        lines += _md_table(REPLAY_HEADERS, _replay_rows(ev))
+    else:
+        lines.append("None: `replay-tui replay RUN` or `replay-tui drill`.")
+    gaps = _all_gaps(ev)
+    lines += ["", f"## Provenance gaps ({len(gaps)})", ""]
+    if gaps:
+        lines += _md_table(
+            ["of", "severity", "code", "field", "what", "fix"],
+            [[w, g.severity, g.code, g.field, g.message, g.remediation] for w, g in gaps],
+        )
+    else:
+        lines.append("None.")
+    lines += [
+        "",
+        "## Checking this bundle",
+        "",
+        "`replay-tui verify DIR --key KEY.pub` re-hashes every file and checks the signature"
+        " offline; `sha256sum -c SHA256SUMS` checks the files alone.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _mark(state: State) -> str:
+    return {"same": "same", "differs": "DIFFERS", "info": ""}[state]
+
+
+# -- HTML -------------------------------------------------------------------------------
+
+_CSS = """
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto;
+  max-width: 1150px; color: #1b1f24; padding: 0 16px; }
+h1 { font-size: 22px; margin: 0 0 12px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; }
+code, td.v { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
+  font-size: 12.5px; }
+.verdict { font-size: 20px; font-weight: 700; padding: 12px 16px; border-radius: 6px;
+  margin: 8px 0; border: 2px solid; }
+.verdict small { display: block; font-size: 14px; font-weight: 400; }
+.verdict-identical, .verdict-equivalent { background: #dafbe1; border-color: #1a7f37; }
+.verdict-diverged { background: #ffebe9; border-color: #cf222e; }
+.verdict-incomplete, .verdict-none { background: #fff8c5; border-color: #9a6700; }
+table { border-collapse: collapse; width: 100%; margin: 6px 0; }
+th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }
+td.v { word-break: break-all; }
+td.section, td.state { white-space: nowrap; }
+th { background: #f6f8fa; }
+tr.differs td { background: #ffebe9; }
+tr.same td.state { color: #1a7f37; }
+tr.differs td.state { color: #cf222e; font-weight: 700; }
+td.section { color: #57606a; }
+.sev-critical { color: #cf222e; font-weight: 700; }
+.sev-warning { color: #9a6700; font-weight: 700; }
+.meta { color: #57606a; }
+"""
+
+
+def _h(v: object) -> str:
+    return html.escape(_s(v), quote=True)
+
+
+def _html_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    cls: str = "",
+    row_classes: Sequence[str] | None = None,
+    cell_classes: Sequence[str] | None = None,
+) -> str:
+    out = [f'<table class="{_h(cls)}">' if cls else "<table>", "<thead><tr>"]
+    out += [f"<th>{_h(x)}</th>" for x in headers]
+    out.append("</tr></thead><tbody>")
+    for i, r in enumerate(rows):
+        rc = row_classes[i] if row_classes else ""
+        out.append(f'<tr class="{_h(rc)}">' if rc else "<tr>")
+        for j, c in enumerate(r):
+            cc = cell_classes[j] if cell_classes else ""
+            out.append(f'<td class="{_h(cc)}">{_h(c)}</td>' if cc else f"<td>{_h(c)}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def html_page(ev: Evidence, exported_at: str) -> str:
+    m = ev.original
+    verdict, why = _verdict_line(ev)
+    latest = ev.latest
+    vclass = "verdict-" + (ev.verdict or "none").lower()
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';'
+        " style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Evidence: run {_h(m.run_id)} — {_h(verdict)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Evidence: run <code>{_h(m.run_id)}</code>"
+        + (f" ({_h(m.name)})" if m.name else "")
+        + "</h1>",
+        f'<div id="verdict" class="verdict {vclass}">Verdict: {_h(verdict)}'
+        f"<small>{_h(why)}</small></div>",
+    ]
+    if latest is not None:
+        parts.append(f'<p class="meta">Latest replay: <code>{_h(latest.run_id)}</code></p>')
+    reasons = _reasons(latest)
+    if reasons:
+        parts.append("<ul>" + "".join(f"<li>{_h(r)}</li>" for r in reasons) + "</ul>")
+    parts.append(
+        f'<p class="meta">Exported {_h(exported_at)}. Manifest sha256'
+        f" <code>{_h(m.integrity.manifest_sha256)}</code>.<br>Command:"
+        f" <code>{_h(' '.join(m.argv))}</code> (workdir <code>{_h(m.workdir)}</code>)</p>"
+    )
+    rows = side_by_side(m, latest.manifest if latest else None)
+    parts.append("<h2>Original and latest replay, side by side</h2>")
+    parts.append(
+        _html_table(
+            ["section", "field", "original", "replay", ""],
+            [[r.section, r.label, r.original, r.replay, _mark(r.state)] for r in rows],
+            cls="side-by-side",
+            row_classes=[r.state for r in rows],
+            cell_classes=["section", "", "v", "v", "state"],
+        )
+    )
+    parts.append(f"<h2>Replays ({len(ev.replays)})</h2>")
+    if ev.replays:
+        parts.append(_html_table(REPLAY_HEADERS, _replay_rows(ev), cls="replays"))
+    else:
+        parts.append(
+            "<p>None: <code>replay-tui replay RUN</code> or <code>replay-tui drill</code>.</p>"
+        )
+    gaps = _all_gaps(ev)
+    parts.append(f"<h2>Provenance gaps ({len(gaps)})</h2>")
+    if gaps:
+        parts.append(
+            _html_table(
+                ["of", "severity", "code", "field", "what", "fix"],
+                [[w, g.severity, g.code, g.field, g.message, g.remediation] for w, g in gaps],
+                cls="gaps",
+                row_classes=[f"sev-{g.severity}" for _, g in gaps],
+            )
+        )
+    else:
+        parts.append("<p>None.</p>")
+    parts.append(
+        "<h2>Checking this bundle</h2><p><code>replay-tui verify DIR --key KEY.pub</code>"
+        " re-hashes every file and checks the signature offline;"
+        " <code>sha256sum -c SHA256SUMS</code> checks the files alone.</p>"
+    )
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

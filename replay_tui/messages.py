@@ -1,0 +1,133 @@
+"""Messages that workers post to their screens (and the one the runs screen posts itself).
+
+Workers never touch widgets: they read the store, run the replay or the comparison,
+and post one of these.  Each carries plain data from ``replay_tui.screens.queries``
+or the domain layers, never a live connection.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from replay_tui.replay.runner import ReplayEvent
+    from replay_tui.screens.queries import (
+        ComparisonView,
+        DashboardStats,
+        ReplaySummary,
+        RunDetail,
+    )
+    from storage.records import RunRecord
+
+
+class RunsPage(Message):
+    """A page of the runs table; ``generation`` names the query it answers."""
+
+    def __init__(self, generation: int, offset: int, records: list[RunRecord]) -> None:
+        super().__init__()
+        self.generation = generation
+        self.offset = offset
+        self.records = records
+
+
+class RunsCounted(Message):
+    """How many runs the current query matches."""
+
+    def __init__(self, generation: int, total: int) -> None:
+        super().__init__()
+        self.generation = generation
+        self.total = total
+
+
+class RunsPageShown(Message):
+    """Posted by the runs screen once a query's first page has been painted."""
+
+    def __init__(self, generation: int, rows: int, total: int | None) -> None:
+        super().__init__()
+        self.generation = generation
+        self.rows = rows
+        self.total = total
+        self.painted_at = time.perf_counter()
+
+
+class PickerRuns(Message):
+    """Runs for the run picker (compare with another run)."""
+
+    def __init__(self, generation: int, records: list[RunRecord]) -> None:
+        super().__init__()
+        self.generation = generation
+        self.records = records
+
+
+class RunDetailLoaded(Message):
+    def __init__(self, detail: RunDetail) -> None:
+        super().__init__()
+        self.detail = detail
+
+
+class ComparisonLoaded(Message):
+    def __init__(self, view: ComparisonView) -> None:
+        super().__init__()
+        self.view = view
+
+
+class DashboardLoaded(Message):
+    def __init__(self, stats: DashboardStats) -> None:
+        super().__init__()
+        self.stats = stats
+
+
+class ReplayProgress(Message):
+    """One event of a replay in progress (a stage change or a line of the run's output)."""
+
+    def __init__(self, event: ReplayEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ReplayFinished(Message):
+    def __init__(self, summary: ReplaySummary) -> None:
+        super().__init__()
+        self.summary = summary
+
+
+# -- navigation: screens ask the app, which owns the dependencies, to open a screen ---
+
+
+class OpenRun(Message):
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
+class OpenReplay(Message):
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
+class OpenComparison(Message):
+    """A stored comparison by id, or runs A and B (latest stored, else computed)."""
+
+    def __init__(
+        self,
+        *,
+        comparison_id: int | None = None,
+        a_run: str | None = None,
+        b_run: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.comparison_id = comparison_id
+        self.a_run = a_run
+        self.b_run = b_run
+
+
+class PickAndCompare(Message):
+    """Choose another run and compare it with ``run_id``."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id

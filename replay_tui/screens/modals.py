@@ -1,0 +1,138 @@
+"""Small modal screens: the error shown for any failed worker, and the key map."""
+
+from __future__ import annotations
+
+import traceback
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Collapsible, Static
+
+from replay_tui.errors import ReplayTuiError
+from storage.manifest import ManifestError
+from storage.store import StoreError
+
+KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "everywhere",
+        (
+            ("?", "this key map"),
+            ("d", "dashboard"),
+            ("ctrl+p", "command palette"),
+            ("escape", "back"),
+            ("q / ctrl+c", "quit"),
+        ),
+    ),
+    (
+        "runs",
+        (
+            ("/", "search (name, command, commit, image, tags)"),
+            ("enter", "open the run"),
+            ("r", "replay the run"),
+            ("c", "compare with another run"),
+            ("s / S", "sort by the next column / reverse"),
+            ("click a header", "sort by that column"),
+        ),
+    ),
+    (
+        "run",
+        (
+            ("r", "replay"),
+            ("c", "compare with another run"),
+            ("o", "a replay: compare with its original"),
+            ("enter", "on a replay: open its comparison"),
+        ),
+    ),
+    (
+        "replay",
+        (
+            ("enter", "start"),
+            ("x / escape", "cancel a running replay"),
+            ("enter", "when done: open the comparison"),
+        ),
+    ),
+    (
+        "comparison",
+        (
+            ("f", "fields: only differences / all"),
+            ("up / down", "metrics: pick the history to plot"),
+        ),
+    ),
+)
+
+
+def describe(error: BaseException) -> tuple[str, str | None]:
+    """A one-line message and a hint for an exception from a worker."""
+    if isinstance(error, ReplayTuiError):
+        return error.message, error.hint
+    if isinstance(error, ManifestError | StoreError):
+        return str(error), None
+    return f"{type(error).__name__}: {error}", None
+
+
+class ErrorModal(ModalScreen[None]):
+    """A failure in a worker: what happened, what to do, and the traceback folded away."""
+
+    CSS_PATH = "modals.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss_error", "Close"),
+        Binding("enter", "dismiss_error", "Close", show=False),
+    ]
+
+    def __init__(self, error: BaseException, *, context: str = "") -> None:
+        super().__init__()
+        self.error = error
+        self.context = context
+
+    def compose(self) -> ComposeResult:
+        message, hint = describe(self.error)
+        with Vertical(id="dialog"):
+            yield Static(Text(self.context or "Something failed"), id="title")
+            yield Static(Text(message), id="message")
+            if hint:
+                yield Static(Text(f"hint: {hint}"), id="hint")
+            with Collapsible(title="details", collapsed=True):
+                with VerticalScroll(id="trace"):
+                    yield Static(Text("".join(traceback.format_exception(self.error)).rstrip()))
+            yield Button("Close", id="close", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#close", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss()
+
+    def action_dismiss_error(self) -> None:
+        self.dismiss()
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key map."""
+
+    CSS_PATH = "modals.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close"),
+        Binding("question_mark", "close", "Close", show=False),
+        Binding("q", "close", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog"):
+            yield Static("Keys", id="title")
+            for section, keys in KEYMAP:
+                table = Table.grid(padding=(0, 2))
+                table.add_column(style="bold", min_width=14)
+                table.add_column()
+                for key, what in keys:
+                    table.add_row(key, what)
+                yield Static(section, classes="section-title")
+                yield Static(table, classes="keys")
+
+    def action_close(self) -> None:
+        self.dismiss()

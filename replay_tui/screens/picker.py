@@ -1,0 +1,96 @@
+"""Pick a run (to compare with another): a search box over the newest runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, Static
+from textual.worker import get_current_worker
+
+from replay_tui.messages import PickerRuns
+from replay_tui.screens.queries import open_store
+from replay_tui.widgets.runs_table import RunsTable
+from storage.store import RunQuery
+
+PICKER_ROWS = 200
+
+
+class PickRunScreen(ModalScreen[str | None]):
+    """Returns the chosen run id, or None."""
+
+    CSS_PATH = "picker.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("down", "focus_table", "Runs", show=False),
+    ]
+
+    def __init__(self, store_path: Path, *, exclude: str | None = None) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.exclude = exclude
+        self._generation = 0
+
+    @property
+    def table(self) -> RunsTable:
+        return self.query_one("#pick-runs", RunsTable)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            title = "Compare with which run?"
+            if self.exclude:
+                title += f"  (A: {self.exclude[:13]})"
+            yield Static(title, id="title")
+            yield Input(placeholder="search runs", id="pick-search", compact=True)
+            yield RunsTable(id="pick-runs")
+            yield Static("enter: compare · escape: cancel", id="pick-help")
+
+    def on_mount(self) -> None:
+        self.table.set_columns("started_at", True)
+        self._search("")
+        self.query_one("#pick-search", Input).focus()
+
+    def _search(self, text: str) -> None:
+        self._generation += 1
+        self._load(RunQuery(search=text.strip() or None, limit=PICKER_ROWS), self._generation)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="picker")
+    def _load(self, query: RunQuery, generation: int) -> None:
+        worker = get_current_worker()
+        with open_store(self.store_path) as store:
+            records = store.list_runs(query)
+        if not worker.is_cancelled:
+            self.post_message(PickerRuns(generation, records))
+
+    def on_picker_runs(self, message: PickerRuns) -> None:
+        message.stop()
+        if message.generation == self._generation:
+            records = [r for r in message.records if r.id != self.exclude]
+            self.table.show_page(records, replace=True)
+
+    @on(Input.Changed, "#pick-search")
+    def _changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._search(event.value)
+
+    @on(Input.Submitted, "#pick-search")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.table.focus()
+
+    @on(DataTable.RowSelected, "#pick-runs")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.dismiss(str(event.row_key.value))
+
+    def action_focus_table(self) -> None:
+        self.table.focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

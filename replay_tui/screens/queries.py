@@ -1,0 +1,289 @@
+"""What the screens read from the store, as plain data.  No Textual here.
+
+Every function takes an open ``RunStore`` and runs inside a worker thread, which opens
+its own store (sqlite3 connections belong to the thread that made them).  The few
+aggregate reads the dashboard needs and ``RunStore`` does not offer are plain
+read-only SQL over the store's tables, kept here in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replay_tui.gaps import Gap, evaluate
+from storage.manifest import RunManifest
+from storage.records import RunRecord
+from storage.store import Location, RunQuery, RunStore, StoreError
+
+if TYPE_CHECKING:
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.replay.runner import ReplayEvent
+
+REPRODUCED = ("IDENTICAL", "EQUIVALENT")
+VERDICTS = ("IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE")
+
+
+def open_store(path: Path) -> RunStore:
+    """A store for the calling thread."""
+    return RunStore(path)
+
+
+# -- run detail -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    record: RunRecord
+    manifest: RunManifest
+    gaps: list[Gap]
+    replays: list[dict[str, Any]]
+    locations: list[Location]
+    original: RunRecord | None = None
+    """For a replay: the run it replays (None if that run is not in this store)."""
+
+
+def load_run_detail(store: RunStore, ref: str) -> RunDetail:
+    record = store.get_run(ref)
+    manifest = store.manifest(record.id)
+    original = None
+    if record.replay_of:
+        try:
+            original = store.get_run(record.replay_of)
+        except StoreError:
+            original = None
+    return RunDetail(
+        record=record,
+        manifest=manifest,
+        gaps=evaluate(manifest),
+        replays=store.replays_of(record.id),
+        locations=store.locations(record.id),
+        original=original,
+    )
+
+
+# -- comparison -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """A comparison body (``Comparison.to_dict()``) and the two manifests it compares."""
+
+    a: RunManifest
+    b: RunManifest
+    body: dict[str, Any]
+    comparison_id: int | None
+    computed: bool
+    """True when computed for this view rather than read from the store."""
+
+
+def _comparison_runs(store: RunStore, cid: int) -> tuple[str, str]:
+    row = store.conn.execute("SELECT a_run, b_run FROM comparisons WHERE id = ?", (cid,)).fetchone()
+    if row is None:
+        raise StoreError(f"no comparison {cid}")
+    return str(row[0]), str(row[1])
+
+
+def load_comparison(
+    store: RunStore,
+    *,
+    comparison_id: int | None = None,
+    a_run: str | None = None,
+    b_run: str | None = None,
+    recompute: bool = False,
+) -> ComparisonView:
+    """A stored comparison by id, else the latest of A vs B, else one computed now."""
+    body: dict[str, Any] | None = None
+    if comparison_id is not None:
+        a_run, b_run = _comparison_runs(store, comparison_id)
+        body = store.comparison(comparison_id)
+    if a_run is None or b_run is None:
+        raise StoreError("a comparison needs two runs")
+    a_id, b_id = store.resolve(a_run), store.resolve(b_run)
+    a, b = store.manifest(a_id), store.manifest(b_id)
+    if body is None and not recompute:
+        body = store.latest_comparison(a_id, b_id)
+        if body is None and (other := store.latest_comparison(b_id, a_id)) is not None:
+            a, b, body = b, a, other
+    if body is None and (a.started_at, a.run_id) > (b.started_at, b.run_id):
+        a, b = b, a  # computed now: the earlier run is the reference
+    if body is not None:
+        return ComparisonView(a, b, body, comparison_id, computed=False)
+    return ComparisonView(a, b, compute_comparison(store, a, b), None, computed=True)
+
+
+def compute_comparison(store: RunStore, a: RunManifest, b: RunManifest) -> dict[str, Any]:
+    """Compare two runs now (checkpoints from the object store beside it)."""
+    from replay_tui.compare.verdict import compare_runs
+    from storage.objects import ObjectStore
+
+    result: dict[str, Any] = compare_runs(a, b, objects=ObjectStore.beside(store.path)).to_dict()
+    return result
+
+
+# -- replay ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    replay_run: str | None
+    verdict: str | None
+    reason: str | None
+    comparison_id: int | None
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    original_id: str
+    results: list[ReplayResult]
+    exit_code: int
+    cancelled: bool
+    text: str
+
+    @property
+    def last_comparison(self) -> int | None:
+        for r in reversed(self.results):
+            if r.comparison_id is not None:
+                return r.comparison_id
+        return None
+
+
+def replay(
+    store: RunStore,
+    run_id: str,
+    options: ReplayOptions,
+    *,
+    times: int,
+    on_event: Callable[[ReplayEvent], None],
+    should_cancel: Callable[[], bool],
+) -> ReplaySummary:
+    """Replay ``run_id`` (``times`` replicas) and sum up what happened."""
+    from replay_tui.replay.series import replay_many
+
+    report = replay_many(
+        store, run_id, options, times=times, on_event=on_event, should_cancel=should_cancel
+    )
+    by_run = {r["replay_run"]: r for r in store.replays_of(report.original_id)}
+    results = []
+    for o in report.outcomes:
+        rid = o.replay.run_id if o.replay else None
+        fact = by_run.get(rid) if rid else None
+        results.append(
+            ReplayResult(
+                replay_run=rid,
+                verdict=o.verdict,
+                reason=o.reason,
+                comparison_id=fact.get("comparison_id") if fact else None,
+            )
+        )
+    return ReplaySummary(
+        original_id=report.original_id,
+        results=results,
+        exit_code=report.exit_code,
+        cancelled=should_cancel(),
+        text=report.text(),
+    )
+
+
+# -- dashboard ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DashboardStats:
+    total_runs: int
+    originals: int
+    replays: int
+    verdict_counts: dict[str, int]
+    artifact_status: dict[str, int]
+    critical_total: int
+    critical_runs: list[RunRecord]
+    recent_replays: list[dict[str, Any]]
+    recent_drills: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def judged(self) -> int:
+        return sum(self.verdict_counts.get(v, 0) for v in VERDICTS)
+
+    @property
+    def reproducible_rate(self) -> float | None:
+        """Share of replayed original runs whose last verdict is IDENTICAL or EQUIVALENT."""
+        if not self.judged:
+            return None
+        return sum(self.verdict_counts.get(v, 0) for v in REPRODUCED) / self.judged
+
+    @property
+    def artifacts_compared(self) -> int:
+        return sum(self.artifact_status.values())
+
+    @property
+    def artifact_match_rate(self) -> float | None:
+        """Share of replayed artifacts whose sha256 equals the original's."""
+        n = self.artifacts_compared
+        return self.artifact_status.get("match", 0) / n if n else None
+
+
+def load_dashboard(store: RunStore, *, critical_limit: int = 50, recent: int = 10) -> DashboardStats:
+    verdicts = {
+        v: store.count_runs(RunQuery(kind="original", verdict=v)) for v in (*VERDICTS, "none")
+    }
+    conn = store.conn
+    artifact_status: dict[str, int] = {}
+    rows = conn.execute(
+        "SELECT json_extract(a.value, '$.status'), count(*)"
+        " FROM comparisons AS c, json_each(c.body, '$.artifacts') AS a"
+        " WHERE c.id IN (SELECT comparison_id FROM replays WHERE comparison_id IS NOT NULL)"
+        " GROUP BY 1"
+    ).fetchall()
+    for status, n in rows:
+        artifact_status[str(status)] = int(n)
+    cur = conn.execute(
+        "SELECT id, created_at, original_run, replay_run, backend, status, verdict, reason,"
+        " duration_s, comparison_id FROM replays ORDER BY id DESC LIMIT ?",
+        (recent,),
+    )
+    names = [d[0] for d in cur.description]
+    recent_replays = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    cur = conn.execute(
+        "SELECT id, created_at, passed, body FROM drills ORDER BY id DESC LIMIT ?", (recent,)
+    )
+    drills = []
+    for did, created, passed, body in cur.fetchall():
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            decoded = {}
+        drills.append({"id": did, "created_at": created, "passed": bool(passed), "body": decoded})
+    return DashboardStats(
+        total_runs=store.count_runs(),
+        originals=store.count_runs(RunQuery(kind="original")),
+        replays=store.count_runs(RunQuery(kind="replay")),
+        verdict_counts=verdicts,
+        artifact_status=artifact_status,
+        critical_total=store.count_runs(RunQuery(has_critical=True)),
+        critical_runs=store.list_runs(RunQuery(has_critical=True, limit=critical_limit)),
+        recent_replays=recent_replays,
+        recent_drills=drills,
+    )
+
+
+def drill_summary(body: dict[str, Any]) -> tuple[str, list[str]]:
+    """A drill body as one line and the verdicts it holds (read defensively: any shape)."""
+    items: list[Any] = []
+    for key in ("runs", "results", "replays", "drilled"):
+        value = body.get(key)
+        if isinstance(value, list):
+            items = value
+            break
+    verdicts = [
+        str(x.get("verdict") or "ERROR") for x in items if isinstance(x, dict)
+    ]
+    if verdicts:
+        ok = sum(v in REPRODUCED for v in verdicts)
+        return f"{ok}/{len(verdicts)} reproduced", verdicts
+    for key in ("summary", "message", "note"):
+        if isinstance(body.get(key), str):
+            return str(body[key]), []
+    return f"{len(body)} field(s)", []

@@ -1,0 +1,268 @@
+"""Replay a run: choose the backend and options, watch the stages and the live log, cancel.
+
+The replay runs in a thread worker that calls ``replay_many`` with an ``on_event``
+callback posting each event as a message, and a ``should_cancel`` that reads a
+``threading.Event`` set by the cancel key (or by leaving the screen).  When the replay
+ends the comparison opens on top of this screen.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Log, Select, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.queries import ReplaySummary, open_store, replay
+from replay_tui.widgets.stages import StageBoard
+from replay_tui.widgets.style import Palette, short
+
+BACKENDS = [("docker (image by digest)", "docker"), ("local (this host)", "local")]
+GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
+MAX_LOG_LINES = 10_000
+
+
+class ReplayScreen(Screen[None]):
+    CSS_PATH = "replay.tcss"
+    AUTO_FOCUS = "#start"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back_or_cancel", "Back / cancel"),
+        Binding("x", "cancel", "Cancel replay"),
+        Binding("ctrl+s", "start", "Start", show=False),
+    ]
+
+    def __init__(self, store_path: Path, run_id: str, options: ReplayOptions) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.run_id = run_id
+        self.options = options
+        self.board = StageBoard()
+        self.phase = "options"  # options -> running -> cancelling -> done / failed / cancelled
+        self.summary: ReplaySummary | None = None
+        self._cancel = threading.Event()
+        self._replica = ""
+
+    def current_run(self) -> str | None:
+        return self.run_id
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(Text(f"Replay of run {self.run_id}"), id="title")
+        with Vertical(id="form"):
+            with Horizontal(classes="field"):
+                yield Label("backend", classes="label")
+                yield Select(
+                    BACKENDS,
+                    id="backend",
+                    value=self.options.backend,
+                    allow_blank=False,
+                    compact=True,
+                )
+            with Horizontal(classes="field"):
+                yield Label("GPUs", classes="label")
+                yield Select(
+                    GPU_MODES, id="gpus", value=self.options.gpus, allow_blank=False, compact=True
+                )
+            with Horizontal(classes="field"):
+                yield Label("replays (noise floor)", classes="label")
+                yield Input("1", id="times", type="integer", compact=True, max_length=3)
+            with Horizontal(classes="field"):
+                yield Label("timeout (s)", classes="label")
+                yield Input(
+                    "" if self.options.timeout_s is None else f"{self.options.timeout_s:g}",
+                    id="timeout",
+                    type="number",
+                    placeholder="none",
+                    compact=True,
+                )
+            yield Checkbox(
+                "allow a CPU run of a GPU-recorded run (a gap)",
+                self.options.allow_cpu,
+                id="allow-cpu",
+                compact=True,
+            )
+            yield Checkbox(
+                "go on if data hashes differ (a gap)",
+                self.options.force_data,
+                id="force-data",
+                compact=True,
+            )
+            yield Checkbox(
+                "keep the checkout for inspection",
+                self.options.keep_workdir,
+                id="keep-workdir",
+                compact=True,
+            )
+            yield Static(
+                "the docker backend pulls the recorded image by digest, with no network;"
+                " local replays in this host's environment (recorded as a gap)",
+                id="form-help",
+            )
+            yield Button("Start replay", id="start", variant="primary")
+        with Horizontal(id="progress"):
+            with Vertical(id="stages-box"):
+                yield Static("", id="replica")
+                yield Static("", id="stages")
+                yield Static("", id="outcome")
+            yield Log(id="log", max_lines=MAX_LOG_LINES, highlight=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#progress").display = False
+        self.query_one("#log", Log).border_title = "output"
+
+    # -- starting --------------------------------------------------------------------
+
+    def chosen_options(self) -> tuple[ReplayOptions, int]:
+        backend = self.query_one("#backend", Select).value
+        gpus = self.query_one("#gpus", Select).value
+        times_text = self.query_one("#times", Input).value.strip()
+        timeout_text = self.query_one("#timeout", Input).value.strip()
+        times = max(1, min(100, int(times_text))) if times_text.isdigit() else 1
+        try:
+            timeout = float(timeout_text) if timeout_text else None
+        except ValueError:
+            timeout = None
+        options = replace(
+            self.options,
+            backend=backend if backend in ("docker", "local") else self.options.backend,  # type: ignore[arg-type]
+            gpus=gpus if gpus in ("auto", "all", "none") else self.options.gpus,  # type: ignore[arg-type]
+            allow_cpu=self.query_one("#allow-cpu", Checkbox).value,
+            force_data=self.query_one("#force-data", Checkbox).value,
+            keep_workdir=self.query_one("#keep-workdir", Checkbox).value,
+            timeout_s=timeout if timeout and timeout > 0 else None,
+        )
+        return options, times
+
+    @on(Button.Pressed, "#start")
+    def _start_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_start()
+
+    def action_start(self) -> None:
+        if self.phase != "options":
+            return
+        options, times = self.chosen_options()
+        self.phase = "running"
+        self.query_one("#form").display = False
+        self.query_one("#progress").display = True
+        self.query_one("#title", Static).update(
+            Text(f"Replay of run {self.run_id} · {options.backend} backend")
+        )
+        self._render_board()
+        self._outcome(Text("running… x or escape cancels"))
+        self._run(options, times)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="replay")
+    def _run(self, options: ReplayOptions, times: int) -> None:
+        worker = get_current_worker()
+        cancel = self._cancel
+
+        def should_cancel() -> bool:
+            return cancel.is_set() or worker.is_cancelled
+
+        with open_store(self.store_path) as store:
+            summary = replay(
+                store,
+                self.run_id,
+                options,
+                times=times,
+                on_event=lambda ev: self.post_message(ReplayProgress(ev)),
+                should_cancel=should_cancel,
+            )
+        self.post_message(ReplayFinished(summary))
+
+    # -- progress --------------------------------------------------------------------
+
+    def on_replay_progress(self, message: ReplayProgress) -> None:
+        message.stop()
+        ev = message.event
+        log = self.query_one("#log", Log)
+        if ev.state == "log":
+            log.write_line(ev.message)
+            return
+        if ev.stage == "replay" and ev.state == "note" and ev.message.startswith("replica"):
+            self.board.reset()
+            self._replica = ev.message
+            self.query_one("#replica", Static).update(ev.message)
+            log.write_line(f"── {ev.message}")
+        elif ev.stage == "replay" and ev.state == "failed":
+            self.board.fail(ev.message)
+        else:
+            self.board.apply(ev.stage, ev.state, ev.message)
+        if ev.state in ("note", "failed") and ev.message:
+            log.write_line(f"[{ev.stage}] {ev.message}")
+        self._render_board()
+
+    def _render_board(self) -> None:
+        self.query_one("#stages", Static).update(self.board.render(Palette.of(self.app)))
+
+    def _outcome(self, text: Text) -> None:
+        self.query_one("#outcome", Static).update(text)
+
+    def on_replay_finished(self, message: ReplayFinished) -> None:
+        message.stop()
+        s = self.summary = message.summary
+        palette = Palette.of(self.app)
+        if s.cancelled:
+            self.phase = "cancelled"
+            self.board.fail("cancelled", state="cancelled")
+        else:
+            self.phase = "done"
+        t = Text()
+        t.append("cancelled · " if s.cancelled else "done · ", style="bold")
+        for i, r in enumerate(s.results):
+            if i:
+                t.append(" ")
+            t.append_text(palette.verdict(r.verdict or "ERROR"))
+        if s.results and s.results[-1].replay_run:
+            t.append(f"  replay run {short(s.results[-1].replay_run, 13)}", style=palette.muted)
+        if s.last_comparison is not None:
+            t.append("\nenter: open the comparison · escape: back", style=palette.muted)
+        self._outcome(t)
+        self._render_board()
+        if not s.cancelled and s.last_comparison is not None:
+            self.post_message(OpenComparison(comparison_id=s.last_comparison))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # Not stopped: the app turns the failure into the error modal.
+        if event.worker.group != "replay" or event.state != WorkerState.ERROR:
+            return
+        self.phase = "failed"
+        error = event.worker.error
+        reason = getattr(error, "message", None) or str(error)
+        self.board.fail(reason)
+        self._render_board()
+        self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
+
+    # -- keys ------------------------------------------------------------------------
+
+    def action_cancel(self) -> None:
+        if self.phase == "running":
+            self.phase = "cancelling"
+            self._cancel.set()
+            self._outcome(Text("cancelling… (stopping the run)"))
+
+    def action_back_or_cancel(self) -> None:
+        if self.phase in ("running", "cancelling"):
+            self.action_cancel()
+        else:
+            self.dismiss()
+
+    def key_enter(self) -> None:
+        if self.summary is not None and self.summary.last_comparison is not None:
+            self.post_message(OpenComparison(comparison_id=self.summary.last_comparison))
+
+    def on_unmount(self) -> None:
+        self._cancel.set()

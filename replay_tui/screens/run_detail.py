@@ -1,0 +1,250 @@
+"""One run: its manifest in sections, its gaps, its outputs and its replays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+
+from replay_tui.messages import (
+    OpenComparison,
+    OpenReplay,
+    PickAndCompare,
+    RunDetailLoaded,
+)
+from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
+from replay_tui.widgets.plot import LinePlot, Series
+from replay_tui.widgets.sections import SECTIONS, gaps_renderable, section_rows, section_table
+from replay_tui.widgets.style import Palette, duration, number, short, when
+
+
+class RunDetailScreen(Screen[None]):
+    CSS_PATH = "run_detail.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("r", "replay", "Replay"),
+        Binding("c", "compare", "Compare"),
+        Binding("o", "original", "Vs original", show=False),
+    ]
+
+    def __init__(self, store_path: Path, run_id: str) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.run_id = run_id
+        self.detail: RunDetail | None = None
+
+    def current_run(self) -> str | None:
+        return self.run_id
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"loading run {self.run_id}…", id="summary")
+        with TabbedContent(id="tabs"):
+            with TabPane("Manifest", id="tab-manifest"):
+                yield VerticalScroll(id="sections")
+            with TabPane("Gaps", id="tab-gaps"), VerticalScroll():
+                yield Static(id="gaps-body")
+            with TabPane("Outputs", id="tab-outputs"), VerticalScroll(id="outputs"):
+                yield Static("artifacts", classes="heading")
+                yield DataTable(id="artifacts", cursor_type="row", zebra_stripes=True)
+                yield Static("metrics", classes="heading")
+                yield Vertical(id="metrics")
+            with TabPane("Replays", id="tab-replays"), Vertical():
+                yield DataTable(id="replays", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="replays-help")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="detail")
+    def _load(self) -> None:
+        with open_store(self.store_path) as store:
+            detail = load_run_detail(store, self.run_id)
+        self.post_message(RunDetailLoaded(detail))
+
+    def reload(self) -> None:
+        self._load()
+
+    def on_screen_resume(self) -> None:
+        if self.detail is not None:
+            self._load()  # a replay or comparison may have added facts
+
+    def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
+        message.stop()
+        d = self.detail = message.detail
+        self.run_id = d.record.id
+        palette = Palette.of(self.app)
+        self.query_one("#summary", Static).update(self._summary(d, palette))
+        self._fill_sections(d, palette)
+        self.query_one("#gaps-body", Static).update(gaps_renderable(d.gaps, palette))
+        self._fill_outputs(d, palette)
+        self._fill_replays(d, palette)
+        tabs = self.query_one(TabbedContent)
+        counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}
+        tabs.get_tab("tab-gaps").label = f"Gaps ({len(d.gaps)}, {counts['critical']} critical)"
+        tabs.get_tab("tab-outputs").label = (
+            f"Outputs ({len(d.manifest.outputs.artifacts)} / {len(d.manifest.outputs.metrics)})"
+        )
+        tabs.get_tab("tab-replays").label = f"Replays ({len(d.replays)})"
+
+    # -- rendering -------------------------------------------------------------------
+
+    def _summary(self, d: RunDetail, palette: Palette) -> Text:
+        r, m = d.record, d.manifest
+        t = Text()
+        t.append(r.id, style="bold")
+        if r.name:
+            t.append(f"  {r.name}", style=palette.fg("accent", bold=True))
+        t.append("\n")
+        t.append(f"{r.kind} · ")
+        t.append_text(palette.status(r.status))
+        t.append(f" (exit {r.exit_code}) · started {when(r.started_at)} · {duration(r.duration_s)}")
+        if r.replay_of:
+            t.append(f" · replay of {short(r.replay_of, 13)}", style=palette.fg("primary"))
+            if m.replay:
+                t.append(f" ({m.replay.backend})", style=palette.muted)
+        t.append("\nverdict ")
+        t.append_text(palette.verdict(r.last_verdict))
+        t.append(" · gaps ")
+        counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning", "info")}
+        t.append_text(palette.gap_counts(counts["critical"], counts["warning"], counts["info"]))
+        t.append(f" · manifest {short(r.manifest_sha256, 16)}", style=palette.muted)
+        if r.signed:
+            t.append(" · signed", style=palette.fg("success"))
+        return t
+
+    def _fill_sections(self, d: RunDetail, palette: Palette) -> None:
+        box = self.query_one("#sections", VerticalScroll)
+        box.remove_children()
+        wide = self.app.size.width >= 160
+        widgets = []
+        for name in SECTIONS:
+            rows = section_rows(d.manifest, name)
+            section_gaps = [
+                g
+                for g in d.gaps
+                if g.field.split(".")[0].split("[")[0] == name
+                or any(g.field == path or g.field.startswith(path) for _, path, _ in rows)
+            ]
+            w = Static(section_table(rows, d.gaps, palette, wide=wide), classes="section")
+            w.border_title = name
+            if any(g.severity == "critical" for g in section_gaps):
+                w.add_class("-critical")
+            elif section_gaps:
+                w.add_class("-warning")
+            widgets.append(w)
+        box.mount_all(widgets)
+
+    def _fill_outputs(self, d: RunDetail, palette: Palette) -> None:
+        arts = self.query_one("#artifacts", DataTable)
+        arts.clear(columns=True)
+        arts.add_columns("path", "kind", "sha256", "size", "tensor sha256")
+        wide = self.app.size.width >= 160
+        for a in d.manifest.outputs.artifacts:
+            sha = (
+                Text(a.sha256 if wide else short(a.sha256, 16))
+                if a.sha256
+                else Text("not hashed", style=palette.severity("critical"))
+            )
+            arts.add_row(
+                Text(a.path),
+                Text(a.kind, style=palette.muted),
+                sha,
+                Text(str(a.size_bytes) if a.size_bytes is not None else "-"),
+                Text(short(a.tensor_sha256, 16), style=palette.muted),
+            )
+        if not d.manifest.outputs.artifacts:
+            arts.add_row(Text("no artifacts recorded", style=palette.muted), "", "", "", "")
+        box = self.query_one("#metrics", Vertical)
+        box.remove_children()
+        outputs = d.manifest.outputs
+        names = sorted(set(outputs.metrics) | set(outputs.metric_history))
+        rows = []
+        for name in names:
+            final = outputs.metrics.get(name)
+            hist = outputs.metric_history.get(name, [])
+            label = Text(name, style="bold")
+            label.append(f"\n{number(final)}")
+            if hist:
+                label.append(f"\n{len(hist)} steps", style=palette.muted)
+            row = Horizontal(
+                Static(label, classes="metric-label"),
+                LinePlot([Series(name, [(float(s), float(v)) for s, v in hist])], classes="spark"),
+                classes="metric",
+            )
+            rows.append(row)
+        if not rows:
+            rows.append(Static(Text("no metrics recorded", style=palette.muted)))
+        box.mount_all(rows)
+
+    def _fill_replays(self, d: RunDetail, palette: Palette) -> None:
+        table = self.query_one("#replays", DataTable)
+        table.clear(columns=True)
+        table.add_columns("#", "when", "backend", "status", "verdict", "replay run", "took", "reason")
+        for r in d.replays:
+            table.add_row(
+                Text(str(r.get("id", ""))),
+                Text(when(r.get("created_at"))),
+                Text(str(r.get("backend") or "-")),
+                palette.status(r.get("status")),
+                palette.verdict(r.get("verdict")),
+                Text(short(r.get("replay_run"), 13)),
+                Text(duration(r.get("duration_s"))),
+                Text(str(r.get("reason") or ""), style=palette.muted),
+                key=str(r.get("id")),
+            )
+        help_text = "enter: open the comparison · r: replay again"
+        if not d.replays:
+            help_text = "not replayed yet · r: replay this run"
+            if d.record.kind == "replay":
+                help_text = "this run is a replay · o: compare with its original"
+        self.query_one("#replays-help", Static).update(help_text)
+
+    # -- actions ---------------------------------------------------------------------
+
+    @on(DataTable.RowSelected, "#replays")
+    def _replay_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if self.detail is None:
+            return
+        fact = next(
+            (r for r in self.detail.replays if str(r.get("id")) == event.row_key.value), None
+        )
+        if fact is None:
+            return
+        if fact.get("comparison_id") is not None:
+            self.post_message(OpenComparison(comparison_id=int(fact["comparison_id"])))
+        else:
+            self.notify(
+                f"replay #{fact.get('id')} has no comparison: {fact.get('reason') or 'it failed'}",
+                severity="warning",
+            )
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+    def action_replay(self) -> None:
+        if self.detail is not None and self.detail.record.kind == "replay":
+            original = self.detail.record.replay_of
+            self.notify(f"this run is a replay; replaying its original {short(original, 13)}")
+            if original:
+                self.post_message(OpenReplay(original))
+            return
+        self.post_message(OpenReplay(self.run_id))
+
+    def action_compare(self) -> None:
+        self.post_message(PickAndCompare(self.run_id))
+
+    def action_original(self) -> None:
+        if self.detail is not None and self.detail.record.replay_of:
+            self.post_message(
+                OpenComparison(a_run=self.detail.record.replay_of, b_run=self.detail.record.id)
+            )

@@ -1,0 +1,325 @@
+"""The runs browser (home screen): every run in the store, newest first, paged from SQL.
+
+The first page of a query comes with the count of runs it matches; further pages are
+fetched when the cursor nears the last row held.  The search box queries the FTS index
+as the user types: the first key after a pause searches at once, keys that follow
+within the throttle window are coalesced into one search at its end, and a newer query
+cancels the worker of the older one (``exclusive=True``); pages of a stale query that
+still arrive are dropped by generation number.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Select, Static
+from textual.worker import get_current_worker
+
+from replay_tui.messages import (
+    OpenReplay,
+    OpenRun,
+    PickAndCompare,
+    RunsCounted,
+    RunsPage,
+    RunsPageShown,
+)
+from replay_tui.screens.queries import VERDICTS, open_store
+from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
+from storage.store import Order, RunQuery
+
+FIRST_PAGE = 100
+PAGE = 300
+LOOKAHEAD = 40
+SEARCH_THROTTLE_S = 0.12
+DESCENDING_FIRST: frozenset[str] = frozenset({"started_at", "duration_s"})
+
+KIND_OPTIONS = [("kind: all", ""), ("original", "original"), ("replay", "replay")]
+VERDICT_OPTIONS = [
+    ("verdict: all", ""),
+    *((v.lower(), v) for v in VERDICTS),
+    ("not replayed", "none"),
+]
+
+
+class RunsScreen(Screen[None]):
+    """Browse, search, sort and filter the runs of the store."""
+
+    CSS_PATH = "runs.tcss"
+    AUTO_FOCUS = "#runs"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "focus_search", "Search"),
+        Binding("r", "replay", "Replay"),
+        Binding("c", "compare", "Compare"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("S", "reverse_sort", "Reverse", show=False),
+        Binding("escape", "clear_search", "Clear search", show=False),
+    ]
+
+    def __init__(self, store_path: Path, *, notice: str | None = None) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.notice = notice
+        self._query = RunQuery()
+        self._generation = 0
+        self._total: int | None = None
+        self._next_offset = 0
+        self._exhausted = False
+        self._loading_more = False
+        self._pending_search = ""
+        self._last_search_at = 0.0
+        self._search_timer: Timer | None = None
+        self._shown_generation = -1
+
+    # -- widgets ---------------------------------------------------------------------
+
+    @property
+    def table(self) -> RunsTable:
+        return self.query_one("#runs", RunsTable)
+
+    @property
+    def search_box(self) -> Input:
+        return self.query_one("#search", Input)
+
+    @property
+    def query_state(self) -> RunQuery:
+        """The query the table shows (filters, search and order; no paging)."""
+        return self._query
+
+    @property
+    def total(self) -> int | None:
+        return self._total
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        if self.notice:
+            yield Static(self.notice, id="notice")
+        with Horizontal(id="toolbar"):
+            yield Input(
+                placeholder="/ search: name, command, commit, image, tags",
+                id="search",
+                compact=True,
+            )
+            yield Select(KIND_OPTIONS, id="kind", value="", allow_blank=False, compact=True)
+            yield Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True)
+            yield Checkbox("critical gaps", id="critical", compact=True)
+        yield RunsTable(id="runs")
+        yield Static("opening the store…", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table.set_columns(self._query.order, self._query.descending)
+        self._reload()
+
+    # -- querying --------------------------------------------------------------------
+
+    def _reload(self, **changes: object) -> None:
+        """Apply ``changes`` to the query and show its first page."""
+        if changes:
+            self._query = replace(self._query, **changes)  # type: ignore[arg-type]
+        self._generation += 1
+        self._total = None
+        self._next_offset = 0
+        self._exhausted = False
+        self._loading_more = False
+        self.workers.cancel_group(self, "runs-more")
+        self._load_first(self._query, self._generation)
+        self._update_status(loading=True)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="runs-query")
+    def _load_first(self, query: RunQuery, generation: int) -> None:
+        worker = get_current_worker()
+        with open_store(self.store_path) as store:
+            records = store.list_runs(replace(query, limit=FIRST_PAGE, offset=0))
+            if worker.is_cancelled:
+                return
+            self.post_message(RunsPage(generation, 0, records))
+            total = store.count_runs(query)
+        if not worker.is_cancelled:
+            self.post_message(RunsCounted(generation, total))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="runs-more")
+    def _load_more(self, query: RunQuery, generation: int, offset: int) -> None:
+        worker = get_current_worker()
+        with open_store(self.store_path) as store:
+            records = store.list_runs(replace(query, limit=PAGE, offset=offset))
+        if not worker.is_cancelled:
+            self.post_message(RunsPage(generation, offset, records))
+
+    def on_runs_page(self, message: RunsPage) -> None:
+        message.stop()
+        if message.generation != self._generation:
+            return
+        first = message.offset == 0
+        self.table.show_page(message.records, replace=first)
+        asked = FIRST_PAGE if first else PAGE
+        self._next_offset = message.offset + len(message.records)
+        self._exhausted = len(message.records) < asked
+        self._loading_more = False
+        if self._exhausted and self._total is None:
+            self._total = self._next_offset
+        self._update_status()
+        if first:
+            generation = message.generation
+            self.call_after_refresh(self._page_shown, generation)
+        elif self.table.cursor_row >= self.table.row_count - LOOKAHEAD:
+            self._maybe_load_more()
+
+    def _page_shown(self, generation: int) -> None:
+        if generation == self._generation and generation != self._shown_generation:
+            self._shown_generation = generation
+            self.post_message(RunsPageShown(generation, self.table.row_count, self._total))
+
+    def on_runs_counted(self, message: RunsCounted) -> None:
+        message.stop()
+        if message.generation == self._generation:
+            self._total = message.total
+            self._update_status()
+
+    def _maybe_load_more(self) -> None:
+        if self._loading_more or self._exhausted:
+            return
+        self._loading_more = True
+        self._load_more(self._query, self._generation, self._next_offset)
+
+    def _update_status(self, *, loading: bool = False) -> None:
+        q = self._query
+        shown = self.table.row_count
+        if loading:
+            text = "searching…" if q.search else "loading…"
+        elif self._total is None:
+            text = f"{shown:,} runs (counting…)"
+        else:
+            text = f"{shown:,} of {self._total:,} runs"
+        label = next(c.label for c in COLUMNS if c.order == q.order)
+        parts = [text, f"sorted by {label.lower()} {'▼' if q.descending else '▲'}"]
+        if q.search:
+            parts.append(f"search “{q.search}”")
+        if q.kind:
+            parts.append(q.kind)
+        if q.verdict:
+            parts.append("not replayed" if q.verdict == "none" else q.verdict)
+        if q.has_critical:
+            parts.append("critical gaps only")
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    # -- events ----------------------------------------------------------------------
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self._pending_search = event.value
+        if self._search_timer is not None:
+            return  # a search is already due at the end of the window: it takes this text
+        wait = self._last_search_at + SEARCH_THROTTLE_S - time.monotonic()
+        if wait <= 0:
+            self._fire_search()
+        else:
+            self._search_timer = self.set_timer(wait, self._fire_search)
+
+    def _fire_search(self) -> None:
+        self._search_timer = None
+        self._last_search_at = time.monotonic()
+        text = self._pending_search.strip() or None
+        if text != self._query.search:
+            self._reload(search=text)
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self._search_timer is not None:
+            self._search_timer.stop()
+            self._fire_search()
+        self.table.focus()
+
+    @on(Select.Changed, "#kind")
+    def _kind_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        value = event.value if isinstance(event.value, str) and event.value else None
+        if value != self._query.kind:
+            self._reload(kind=value)
+
+    @on(Select.Changed, "#verdict")
+    def _verdict_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        value = event.value if isinstance(event.value, str) and event.value else None
+        if value != self._query.verdict:
+            self._reload(verdict=value)
+
+    @on(Checkbox.Changed, "#critical")
+    def _critical_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        if event.value != self._query.has_critical:
+            self._reload(has_critical=event.value)
+
+    @on(DataTable.RowHighlighted, "#runs")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= event.data_table.row_count - LOOKAHEAD:
+            self._maybe_load_more()
+
+    @on(DataTable.RowSelected, "#runs")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.post_message(OpenRun(str(event.row_key.value)))
+
+    @on(DataTable.HeaderSelected, "#runs")
+    def _header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        order = next((c.order for c in COLUMNS if c.key == event.column_key.value), None)
+        if order is not None:
+            self.sort_by(order)
+
+    # -- actions ---------------------------------------------------------------------
+
+    def sort_by(self, order: Order, descending: bool | None = None) -> None:
+        """Sort by a column; the same column again flips the direction."""
+        if descending is None:
+            if order == self._query.order:
+                descending = not self._query.descending
+            else:
+                descending = order in DESCENDING_FIRST
+        self.table.set_columns(order, descending)
+        self._reload(order=order, descending=descending)
+
+    def action_cycle_sort(self) -> None:
+        i = SORTABLE.index(self._query.order) if self._query.order in SORTABLE else -1
+        self.sort_by(SORTABLE[(i + 1) % len(SORTABLE)], None)
+
+    def action_reverse_sort(self) -> None:
+        self.sort_by(self._query.order, not self._query.descending)
+
+    def action_focus_search(self) -> None:
+        self.search_box.focus()
+
+    def action_clear_search(self) -> None:
+        if self.search_box.value:
+            self.search_box.value = ""
+        self.table.focus()
+
+    def action_open_run(self) -> None:
+        run = self.table.selected_run
+        if run:
+            self.post_message(OpenRun(run))
+
+    def action_replay(self) -> None:
+        run = self.table.selected_run
+        if run:
+            self.post_message(OpenReplay(run))
+
+    def action_compare(self) -> None:
+        run = self.table.selected_run
+        if run:
+            self.post_message(PickAndCompare(run))
+
+    def refresh_runs(self) -> None:
+        """Show the current query again (after a replay changed verdicts, say)."""
+        self._reload()

@@ -1,0 +1,406 @@
+"""Service-level indicators of reproducibility, computed from the store.
+
+Definitions (every figure is over *original* runs and the replays run from this store;
+replays with determinism switched off are experiments and never count):
+
+- reproducible run rate: of original runs with a judged replay, the share whose latest
+  judged replay's verdict is IDENTICAL or EQUIVALENT.
+- checkpoint hash match rate: over (replay, checkpoint of its original with a sha256)
+  pairs, the share where the replay wrote a file of the same path and sha256.
+- metric variance: population variance of a metric's final value over an original run
+  and its succeeded replays (timing metrics excluded), one figure per (run, metric) that
+  has at least two values; reported as the largest and the mean.
+- data verification rate: of replays that ran, of runs with data inputs, the share whose
+  every input matched its recorded hash (not ``--force-data``).  Beside it, the data hashed
+  rate: the share of original runs' data inputs recorded with a content hash.
+- nondeterministic ops: ops seen at run time in original runs (total, runs, distinct).
+- training time variance: population variance of the duration (s^2) over an original run
+  and its succeeded replays; largest and mean, and the largest coefficient of variation.
+- attested run rate: share of original runs with a signed evidence bundle.
+- drill pass rate: share of drills that passed.
+
+A rate with nothing to count is ``None`` (JSON ``null``, Prometheus ``NaN``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from replay_tui.compare.metrics import is_timing_metric
+from storage.store import RunStore
+
+REPRODUCED = ("IDENTICAL", "EQUIVALENT")
+# replays that count: determinism as recorded (error facts have no replay info at all)
+_COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    numerator: int
+    denominator: int
+
+    @property
+    def value(self) -> float | None:
+        return self.numerator / self.denominator if self.denominator else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "numerator": self.numerator, "denominator": self.denominator}
+
+    def text(self, of: str) -> str:
+        if not self.denominator:
+            return f"-  (no {of})"
+        share = 100 * self.numerator / self.denominator
+        return f"{share:.1f}%  ({self.numerator} of {self.denominator} {of})"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Per-group variances summarised: how many groups, the largest, the mean."""
+
+    groups: int
+    max: float | None
+    mean: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        if not values:
+            return cls(0, None, None)
+        return cls(len(values), max(values), statistics.fmean(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"groups": self.groups, "max": self.max, "mean": self.mean}
+
+
+@dataclass(frozen=True)
+class Stats:
+    original_runs: int
+    replays: int
+    reproducible: Ratio
+    checkpoint_match: Ratio
+    metric_variance: Spread
+    worst_metrics: list[dict[str, Any]]
+    data_verified: Ratio
+    data_hashed: Ratio
+    nondeterministic_ops: int
+    runs_with_nondeterministic_ops: int
+    distinct_nondeterministic_ops: list[str]
+    training_time_variance: Spread
+    training_time_cv_max: float | None
+    attested: Ratio
+    drills: Ratio
+    last_drill_at: str | None
+    generated_at: str = field(default="")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "original_runs": self.original_runs,
+            "replays": self.replays,
+            "reproducible_run_rate": self.reproducible.to_dict(),
+            "checkpoint_hash_match_rate": self.checkpoint_match.to_dict(),
+            "metric_variance": {**self.metric_variance.to_dict(), "worst": self.worst_metrics},
+            "data_verification_rate": self.data_verified.to_dict(),
+            "data_hashed_rate": self.data_hashed.to_dict(),
+            "nondeterministic_ops": {
+                "total": self.nondeterministic_ops,
+                "runs": self.runs_with_nondeterministic_ops,
+                "distinct": self.distinct_nondeterministic_ops,
+            },
+            "training_time_variance_s2": self.training_time_variance.to_dict(),
+            "training_time_cv_max": self.training_time_cv_max,
+            "attested_run_rate": self.attested.to_dict(),
+            "drill_pass_rate": self.drills.to_dict(),
+            "last_drill_at": self.last_drill_at,
+            "generated_at": self.generated_at,
+        }
+
+    def text(self) -> str:
+        def g(x: float | None) -> str:
+            return "-" if x is None else f"{x:.4g}"
+
+        mv, tv = self.metric_variance, self.training_time_variance
+        rows = [
+            ("original runs", str(self.original_runs)),
+            ("replays", str(self.replays)),
+            ("reproducible run rate", self.reproducible.text("replayed runs")),
+            ("checkpoint hash match rate", self.checkpoint_match.text("checkpoints compared")),
+            ("metric variance", f"max {g(mv.max)}, mean {g(mv.mean)}  ({mv.groups} run-metrics)"),
+            ("data verification rate", self.data_verified.text("replays with data")),
+            ("data hashed rate", self.data_hashed.text("data inputs")),
+            (
+                "nondeterministic ops",
+                f"{self.nondeterministic_ops} in {self.runs_with_nondeterministic_ops} run(s)"
+                + (
+                    f": {', '.join(self.distinct_nondeterministic_ops[:5])}"
+                    if self.distinct_nondeterministic_ops
+                    else ""
+                ),
+            ),
+            (
+                "training time variance",
+                f"max {g(tv.max)} s², mean {g(tv.mean)} s², max CV {g(self.training_time_cv_max)}"
+                f"  ({tv.groups} runs)",
+            ),
+            ("attested (signed) run rate", self.attested.text("original runs")),
+            (
+                "drill pass rate",
+                self.drills.text("drills")
+                + (f", last {self.last_drill_at}" if self.last_drill_at else ""),
+            ),
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+@contextmanager
+def _snapshot(store: RunStore) -> Iterator[None]:
+    """One consistent read of every table (WAL: writers go on meanwhile)."""
+    conn = store.conn
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def _pvariance(values: list[float]) -> float:
+    return statistics.pvariance(values) if len(values) > 1 else 0.0
+
+
+def compute_stats(store: RunStore) -> Stats:
+    from storage.ledger import utc_now
+
+    with _snapshot(store):
+        return _compute(store, utc_now())
+
+
+def _compute(store: RunStore, now: str) -> Stats:
+    q = store.conn.execute
+    originals = int(q("SELECT count(*) FROM runs WHERE kind = 'original'").fetchone()[0])
+    replays = int(
+        q(
+            "SELECT count(*) FROM replays r JOIN runs o ON o.id = r.original_run"
+            f" AND o.kind = 'original' WHERE {_COUNTED}"
+        ).fetchone()[0]
+    )
+    # latest judged verdict per original run
+    latest: dict[str, str] = {}
+    for run, verdict in q(
+        "SELECT r.original_run, r.verdict FROM replays r JOIN runs o ON o.id = r.original_run"
+        f" AND o.kind = 'original' WHERE r.verdict IS NOT NULL AND {_COUNTED} ORDER BY r.id"
+    ):
+        latest[run] = verdict
+    reproducible = Ratio(sum(v in REPRODUCED for v in latest.values()), len(latest))
+
+    compared, matched = q(
+        "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
+        " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
+        " JOIN artifacts oa ON oa.run_id = r.original_run AND oa.kind = 'checkpoint'"
+        " AND oa.sha256 IS NOT NULL"
+        " LEFT JOIN artifacts rb ON rb.run_id = r.replay_run AND rb.path = oa.path"
+        f" WHERE r.replay_run IS NOT NULL AND {_COUNTED}"
+    ).fetchone()
+    checkpoint_match = Ratio(int(matched), int(compared))
+
+    # the original and its succeeded replays, per original
+    members: dict[str, list[str]] = defaultdict(list)
+    for orig, rep in q(
+        "SELECT r.original_run, r.replay_run FROM replays r"
+        " JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
+        " JOIN runs p ON p.id = r.replay_run"
+        f" WHERE r.status = 'succeeded' AND {_COUNTED} ORDER BY r.id"
+    ):
+        if not members[orig]:
+            members[orig].append(orig)
+        if rep not in members[orig]:
+            members[orig].append(rep)
+    metric_values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    durations: dict[str, list[float]] = defaultdict(list)
+    for orig, ids in members.items():
+        marks = ",".join("?" * len(ids))
+        for name, final in q(
+            f"SELECT name, final FROM metrics WHERE run_id IN ({marks}) AND final IS NOT NULL",
+            ids,
+        ):
+            if not is_timing_metric(name):
+                metric_values[(orig, name)].append(float(final))
+        for (d,) in q(
+            f"SELECT duration_s FROM runs WHERE id IN ({marks}) AND duration_s IS NOT NULL", ids
+        ):
+            durations[orig].append(float(d))
+    metric_var = {k: _pvariance(v) for k, v in metric_values.items() if len(v) > 1}
+    worst = sorted(metric_var.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+    time_groups = {k: v for k, v in durations.items() if len(v) > 1}
+    time_var = [_pvariance(v) for v in time_groups.values()]
+    cvs = [
+        statistics.pstdev(v) / statistics.fmean(v)
+        for v in time_groups.values()
+        if statistics.fmean(v) > 0
+    ]
+
+    with_data, verified = q(
+        "SELECT count(*), coalesce(sum(coalesce(json_extract(pm.body,"
+        " '$.replay.forced_data'), 0) = 0), 0)"
+        " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
+        " JOIN manifests om ON om.run_id = r.original_run"
+        " JOIN manifests pm ON pm.run_id = r.replay_run"
+        f" WHERE {_COUNTED} AND json_array_length(om.body, '$.data') > 0"
+    ).fetchone()
+    inputs, hashed = q(
+        "SELECT count(*), coalesce(sum(json_extract(d.value, '$.sha256') IS NOT NULL), 0)"
+        " FROM manifests m JOIN runs o ON o.id = m.run_id AND o.kind = 'original',"
+        " json_each(m.body, '$.data') d"
+    ).fetchone()
+
+    total_ops, runs_ops = q(
+        "SELECT coalesce(sum(n), 0), coalesce(sum(n > 0), 0) FROM (SELECT"
+        " coalesce(json_array_length(m.body, '$.determinism.nondeterministic_ops'), 0) AS n"
+        " FROM manifests m JOIN runs o ON o.id = m.run_id AND o.kind = 'original')"
+    ).fetchone()
+    distinct_ops = [
+        str(v)
+        for (v,) in q(
+            "SELECT DISTINCT op.value FROM manifests m"
+            " JOIN runs o ON o.id = m.run_id AND o.kind = 'original',"
+            " json_each(m.body, '$.determinism.nondeterministic_ops') op ORDER BY op.value"
+        )
+    ]
+
+    (signed,) = q(
+        "SELECT count(DISTINCT b.run_id) FROM bundles b"
+        " JOIN runs o ON o.id = b.run_id AND o.kind = 'original' WHERE b.signed = 1"
+    ).fetchone()
+    drills, passed, last = q(
+        "SELECT count(*), coalesce(sum(passed), 0), max(created_at) FROM drills"
+    ).fetchone()
+    return Stats(
+        original_runs=originals,
+        replays=replays,
+        reproducible=reproducible,
+        checkpoint_match=checkpoint_match,
+        metric_variance=Spread.of(list(metric_var.values())),
+        worst_metrics=[{"run_id": r, "metric": m, "variance": v} for (r, m), v in worst],
+        data_verified=Ratio(int(verified), int(with_data)),
+        data_hashed=Ratio(int(hashed), int(inputs)),
+        nondeterministic_ops=int(total_ops),
+        runs_with_nondeterministic_ops=int(runs_ops),
+        distinct_nondeterministic_ops=distinct_ops,
+        training_time_variance=Spread.of(time_var),
+        training_time_cv_max=max(cvs) if cvs else None,
+        attested=Ratio(int(signed), originals),
+        drills=Ratio(int(passed), int(drills)),
+        last_drill_at=last,
+        generated_at=now,
+    )
+
+
+# -- Prometheus ---------------------------------------------------------------------------
+
+PREFIX = "replay_tui_"
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else x
+
+
+def prometheus_samples(s: Stats) -> list[tuple[str, str, float]]:
+    """``(name, help, value)`` of every gauge written for the textfile collector."""
+    last = (
+        datetime.fromisoformat(s.last_drill_at.replace("Z", "+00:00")).timestamp()
+        if s.last_drill_at
+        else None
+    )
+    return [
+        ("original_runs", "Original (non-replay) runs in the store.", s.original_runs),
+        ("replays", "Replays run from this store (determinism as recorded).", s.replays),
+        (
+            "reproducible_run_ratio",
+            "Share of replayed runs whose latest verdict is IDENTICAL or EQUIVALENT.",
+            _nan(s.reproducible.value),
+        ),
+        ("replayed_runs", "Original runs with a judged replay.", s.reproducible.denominator),
+        (
+            "checkpoint_hash_match_ratio",
+            "Share of replayed checkpoints whose sha256 equals the original's.",
+            _nan(s.checkpoint_match.value),
+        ),
+        (
+            "checkpoints_compared",
+            "Replay/checkpoint pairs behind the match ratio.",
+            s.checkpoint_match.denominator,
+        ),
+        (
+            "metric_variance_max",
+            "Largest variance of a final metric over a run and its replays.",
+            _nan(s.metric_variance.max),
+        ),
+        (
+            "metric_variance_mean",
+            "Mean variance of final metrics over runs and their replays.",
+            _nan(s.metric_variance.mean),
+        ),
+        (
+            "data_verification_ratio",
+            "Share of replays whose data inputs all matched their recorded hashes.",
+            _nan(s.data_verified.value),
+        ),
+        (
+            "data_hashed_ratio",
+            "Share of original runs' data inputs recorded with a content hash.",
+            _nan(s.data_hashed.value),
+        ),
+        (
+            "nondeterministic_ops",
+            "Nondeterministic ops seen at run time, summed over original runs.",
+            s.nondeterministic_ops,
+        ),
+        (
+            "runs_with_nondeterministic_ops",
+            "Original runs that ran at least one nondeterministic op.",
+            s.runs_with_nondeterministic_ops,
+        ),
+        (
+            "training_time_variance_max_seconds2",
+            "Largest variance of training time (s^2) over a run and its replays.",
+            _nan(s.training_time_variance.max),
+        ),
+        (
+            "training_time_variance_mean_seconds2",
+            "Mean variance of training time (s^2) over runs and their replays.",
+            _nan(s.training_time_variance.mean),
+        ),
+        (
+            "training_time_cv_max",
+            "Largest coefficient of variation of training time over a run and its replays.",
+            _nan(s.training_time_cv_max),
+        ),
+        (
+            "attested_run_ratio",
+            "Share of original runs with a signed evidence bundle.",
+            _nan(s.attested.value),
+        ),
+        ("drill_pass_ratio", "Share of reproduction drills that passed.", _nan(s.drills.value)),
+        ("drills", "Reproduction drills recorded.", s.drills.denominator),
+        (
+            "last_drill_timestamp_seconds",
+            "Unix time of the latest reproduction drill.",
+            _nan(last),
+        ),
+    ]
+
+
+def write_prometheus(s: Stats, path: Path) -> None:
+    """Write the text exposition format atomically (temporary file, then rename)."""
+    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+    registry = CollectorRegistry()
+    for name, doc, value in prometheus_samples(s):
+        Gauge(PREFIX + name, doc, registry=registry).set(value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(path), registry)

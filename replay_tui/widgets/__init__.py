@@ -1,0 +1,1 @@
+"""Widgets of the terminal app: plots, badges and the paged runs table."""

@@ -1,0 +1,159 @@
+"""Theme-derived Rich styles and the small formatters every screen shares.
+
+Cells of a DataTable are Rich ``Text``, which cannot name a CSS variable, so the
+colours are read from the running theme here, in one place, and follow it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import App
+from textual.color import Color
+
+VERDICT_COLOUR = {
+    "IDENTICAL": "success",
+    "EQUIVALENT": "primary",
+    "DIVERGED": "error",
+    "INCOMPLETE": "warning",
+}
+SEVERITY_COLOUR = {"critical": "error", "warning": "warning", "info": "primary"}
+STATUS_COLOUR = {
+    "succeeded": "success",
+    "failed": "error",
+    "interrupted": "warning",
+    "timed_out": "warning",
+    "error": "error",
+}
+
+
+@dataclass(frozen=True)
+class Palette:
+    """Rich styles taken from the app's current theme."""
+
+    variables: dict[str, str]
+
+    @classmethod
+    def of(cls, app: App[Any]) -> Palette:
+        variables = app.theme_variables or app.get_css_variables()
+        return cls(dict(variables))
+
+    def _colour(self, name: str, fallback: str = "#808080") -> Color:
+        try:
+            return Color.parse(self.variables.get(name, fallback))
+        except Exception:
+            return Color.parse(fallback)
+
+    def fg(self, name: str, *, bold: bool = False) -> Style:
+        """Text in a theme colour (``success``, ``error``, ``warning``, ``primary`` ...)."""
+        key = f"text-{name}" if f"text-{name}" in self.variables else name
+        return Style(color=self._colour(key).rich_color, bold=bold)
+
+    def badge(self, name: str) -> Style:
+        """Bold text on a theme colour."""
+        back = self._colour(name)
+        return Style(color=back.get_contrast_text().rich_color, bgcolor=back.rich_color, bold=True)
+
+    @property
+    def muted(self) -> Style:
+        fore = self._colour("foreground", "#e0e0e0")
+        back = self._colour("background", "#121212")
+        return Style(color=fore.blend(back, 0.45).rich_color)
+
+    def verdict(self, verdict: str | None, *, width: int = 0) -> Text:
+        """A verdict as a coloured badge; ``-`` when there is none."""
+        if not verdict:
+            return Text("-".ljust(width), style=self.muted)
+        colour = VERDICT_COLOUR.get(verdict.upper(), "warning")
+        return Text(f" {verdict} ".ljust(width), style=self.badge(colour))
+
+    def status(self, status: str | None) -> Text:
+        if not status:
+            return Text("-", style=self.muted)
+        return Text(status, style=self.fg(STATUS_COLOUR.get(status, "warning")))
+
+    def severity(self, severity: str) -> Style:
+        return self.fg(SEVERITY_COLOUR.get(severity, "primary"), bold=severity == "critical")
+
+    def gap_counts(self, critical: int | None, warning: int | None, info: int | None) -> Text:
+        """``2c 3w 1i``, each part in its severity colour; ``-`` if never evaluated."""
+        if critical is None:
+            return Text("-", style=self.muted)
+        out = Text()
+        for n, sev, letter in ((critical, "critical", "c"), (warning, "warning", "w")):
+            style = self.severity(sev) if n else self.muted
+            out.append(f"{n}{letter}", style=style)
+            out.append(" ")
+        out.append(f"{info or 0}i", style=self.fg("primary") if info else self.muted)
+        return out
+
+    def mark(self, ok: bool | None, *, yes: str = "✓", no: str = "✗", unknown: str = "?") -> Text:
+        if ok is None:
+            return Text(unknown, style=self.fg("warning", bold=True))
+        return Text(yes, style=self.fg("success", bold=True)) if ok else Text(no, style=self.fg("error", bold=True))
+
+
+def short(value: str | None, n: int = 12) -> str:
+    """The first ``n`` characters of a hash or id (``sha256:`` dropped); ``-`` if none."""
+    if not value:
+        return "-"
+    if value.startswith("sha256:"):
+        value = value[7:]
+    return value[:n]
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def when(timestamp: str | None) -> str:
+    """``2025-03-01 08:00:12`` from an RFC 3339 timestamp (absolute: snapshots stay stable)."""
+    if not timestamp:
+        return "-"
+    return timestamp[:19].replace("T", " ")
+
+
+def number(value: Any) -> str:
+    """A metric value, compactly; strings (``inf``, ``nan``) as they are."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def plain(value: Any, limit: int = 120) -> str:
+    """Any manifest value as one short line."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        text = ", ".join(plain(v, limit) for v in value)
+        if len(text) > limit:
+            return f"{len(value)} items"
+        return text
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        text = ", ".join(f"{k}={plain(v, limit)}" for k, v in value.items())
+        return text if len(text) <= limit else f"{len(value)} entries"
+    text = str(value).replace("\n", " ⏎ ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
