@@ -93,10 +93,7 @@ def ensure_store(path: Path, runs: int) -> tuple[float | None, int]:
 
 
 def import_time() -> float:
-    code = (
-        "import time; t=time.perf_counter(); import replay_tui.app;"
-        " print(time.perf_counter()-t)"
-    )
+    code = "import time; t=time.perf_counter(); import replay_tui.app; print(time.perf_counter()-t)"
     best = float("inf")
     for _ in range(3):
         out = subprocess.run(

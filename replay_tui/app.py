@@ -37,7 +37,7 @@ class ReplayApp(App[None]):
     """Browse the run store, replay runs and read comparisons."""
 
     TITLE = "replay-tui"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -58,8 +58,9 @@ class ReplayApp(App[None]):
         self.notice = notice
         self.sub_title = str(self.store_path)
 
-    def get_default_screen(self) -> Screen[None]:
-        return RunsScreen(self.store_path, notice=self.notice)
+    def on_mount(self) -> None:
+        # Pushed rather than returned by get_default_screen, which skips the screen's CSS.
+        self.push_screen(RunsScreen(self.store_path, notice=self.notice))
 
     # -- failures --------------------------------------------------------------------
 
@@ -106,11 +107,7 @@ class ReplayApp(App[None]):
             self.push_screen(HelpScreen())
 
     def action_home(self) -> None:
-        while len(self.screen_stack) > 2:
-            self.pop_screen()
-        if isinstance(self.screen, RunsScreen):
-            return
-        if len(self.screen_stack) > 1:
+        while len(self.screen_stack) > 2 and not isinstance(self.screen, RunsScreen):
             self.pop_screen()
 
     def action_search(self) -> None:
@@ -132,15 +129,18 @@ class ReplayApp(App[None]):
         run = _run_of(screen)
         if run:
             yield SystemCommand(
-                "Open run", f"Manifest, gaps, outputs and replays of {run[:13]}",
+                "Open run",
+                f"Manifest, gaps, outputs and replays of {run[:13]}",
                 lambda: self.post_message(OpenRun(run)),
             )
             yield SystemCommand(
-                "Replay run", f"Replay {run[:13]} from its image and commit",
+                "Replay run",
+                f"Replay {run[:13]} from its image and commit",
                 lambda: self.post_message(OpenReplay(run)),
             )
             yield SystemCommand(
-                "Compare run with another", f"Pick a run to compare with {run[:13]}",
+                "Compare run with another",
+                f"Pick a run to compare with {run[:13]}",
                 lambda: self.post_message(PickAndCompare(run)),
             )
 

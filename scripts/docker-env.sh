@@ -63,6 +63,20 @@ wait_for() {
   log "$what is up"
 }
 
+# daemonize LOG CMD...: start CMD in its own session, detached from us. All
+# inherited fds above 2 are closed first: the daemon must not hold our lock
+# (fd 9) or our caller's stdout (fd 3), or later runs / $(...) callers hang.
+daemonize() {
+  local logf=$1 fd; shift
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid nohup "$@" >>"$logf" 2>&1 </dev/null
+  ) &
+}
+
 # ---------------------------------------------------------------- 1. packages
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
@@ -93,8 +107,7 @@ else
     log "starting dockerd (log: $STATE/dockerd.log)"
     # setsid+nohup: the daemon must outlive this script and its caller's session.
     # --bridge=none: containers never get a network address on this host.
-    setsid nohup dockerd --storage-driver=overlay2 --bridge=none --iptables=false \
-      >>"$STATE/dockerd.log" 2>&1 </dev/null &
+    daemonize "$STATE/dockerd.log" dockerd --storage-driver=overlay2 --bridge=none --iptables=false
   fi
   if ! wait_for 60 "docker engine" docker info; then
     tail -n 20 "$STATE/dockerd.log" >&2 || true
@@ -121,7 +134,7 @@ http:
   addr: $REGISTRY_ADDR
 EOF
   log "starting docker-registry (log: $STATE/registry.log)"
-  setsid nohup docker-registry serve "$STATE/registry.yml" >>"$STATE/registry.log" 2>&1 </dev/null &
+  daemonize "$STATE/registry.log" docker-registry serve "$STATE/registry.yml"
   if ! wait_for 30 "registry" registry_up; then
     tail -n 20 "$STATE/registry.log" >&2 || true
     die "registry did not answer on http://$REGISTRY_ADDR/v2/ within 30 s (see $STATE/registry.log)"
@@ -200,7 +213,7 @@ else
       --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 \
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
       ${REPLAY_TUI_PIP_ARGS:-} "${PY_REQS[@]}" \
-    || die "pip download failed; torch==2.13.0+cpu is not on PyPI itself: set REPLAY_TUI_PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu' or provide it via pip find-links"
+    || die "pip download failed (note: torch==2.13.0+cpu is not on PyPI itself; set REPLAY_TUI_PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu' or provide it via pip find-links)"
   compgen -G "$WHEELS/torch-2.13.0+cpu-*.whl" >/dev/null || die "no torch 2.13.0+cpu wheel in $WHEELS"
   if compgen -G "$WHEELS/nvidia_*" >/dev/null || compgen -G "$WHEELS/triton-*" >/dev/null; then
     die "CUDA wheels were downloaded into $WHEELS; refusing to build a GPU image"

@@ -316,7 +316,7 @@ RunStatus = Literal["succeeded", "failed", "interrupted", "timed_out"]
 class RunManifest(_Model):
     """A training run's full provenance.  See DESIGN.md for the meaning of each group."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     # identity
     run_id: RunId
     name: Label = ""

@@ -183,7 +183,7 @@ def m001_initial(db: Database) -> None:
             BEGIN SELECT RAISE(ABORT, '{table} is append-only: deletes are refused'); END;
             """
         )
-    db["runs"].enable_fts(
+    db.table("runs").enable_fts(
         ["name", "command", "commit", "image_ref", "image_digest", "tags"],
         fts_version="FTS5",
         create_triggers=True,

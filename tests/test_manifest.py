@@ -117,7 +117,7 @@ def test_schema_command_prints_a_json_schema(cli: RunCli, make_manifest: MakeMan
     for name in ("CodeInfo", "ImageInfo", "DataInfo", "EnvironmentInfo", "HardwareInfo"):
         assert schema["$defs"][name]["additionalProperties"] is False
     try:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         # No validator installed: check the sample's groups against their $defs by hand.
         for group, ref in (("code", "CodeInfo"), ("outputs", "OutputsInfo")):

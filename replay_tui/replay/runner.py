@@ -213,16 +213,15 @@ def _replay_stages(
     for dm in plan.data:
         if dm.host_path is None or not dm.host_path.exists():
             continue
-        inside = repo_loc is not None and dm.host_path.is_relative_to(repo_loc)
-        if inside:
+        if repo_loc is not None and dm.host_path.is_relative_to(repo_loc):
             target = wt.path / dm.info.path
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(dm.host_path)
-    for d in plan.output_dirs:
-        out = cwd / d
+    for out_dir in plan.output_dirs:
+        out = cwd / out_dir
         if out.is_symlink() or (out.exists() and not out.is_dir()):
-            raise BadInput(f"output folder {d!r} is not a folder in the checkout")
+            raise BadInput(f"output folder {out_dir!r} is not a folder in the checkout")
         out.mkdir(parents=True, exist_ok=True)
     # -- pull / executor
     executor: Executor
@@ -238,8 +237,8 @@ def _replay_stages(
         root = dk.CONTAINER_ROOT
         ccwd = root if plan.workdir == "." else f"{root}/{plan.workdir}"
         mounts = [dk.Mount(str(wt.path), root, True)]
-        for d in plan.output_dirs:
-            mounts.append(dk.Mount(str(cwd / d), f"{ccwd}/{d}", False))
+        for out_dir in plan.output_dirs:
+            mounts.append(dk.Mount(str(cwd / out_dir), f"{ccwd}/{out_dir}", False))
         for dm in plan.data:
             if dm.host_path is None or not dm.host_path.exists():
                 continue
@@ -272,9 +271,9 @@ def _replay_stages(
     env = dict(plan.env)
     env[HANDOFF_ENV] = str(handoff)
     series = MetricSeries()
-    regexes = [
-        MetricRegex(p, m.capture.metric_name) for p in (m.capture.metric_regex if m.capture else [])
-    ]
+    regexes = (
+        [MetricRegex(p, m.capture.metric_name) for p in m.capture.metric_regex] if m.capture else []
+    )
 
     def line(text: str) -> None:
         for rx in regexes:

@@ -110,7 +110,8 @@ class ComparisonScreen(Screen[None]):
         replay = bool(body.get("b_replays_a")) or v.b.replay_of == v.a.run_id
         self.labels = ("original", "replay") if replay else ("A", "B")
         sub = (
-            f"{self.labels[0]} {short(v.a.run_id, 13)}  vs  {self.labels[1]} {short(v.b.run_id, 13)}"
+            f"{self.labels[0]} {short(v.a.run_id, 13)}  vs  "
+            f"{self.labels[1]} {short(v.b.run_id, 13)}"
             f" · rtol {number(body.get('rtol'))} · atol {number(body.get('atol'))}"
             + (" · computed now (not stored)" if v.computed else "")
         )
@@ -124,7 +125,8 @@ class ComparisonScreen(Screen[None]):
             text.append(r + "\n")
         if len(reasons) > len(shown):
             text.append(f"… {len(reasons) - len(shown)} more (Reasons tab)", style=palette.muted)
-        self.query_one("#reasons", Static).update(text.rstrip() if text.plain else Text(""))
+        text.rstrip()
+        self.query_one("#reasons", Static).update(text)
         self._fill_fields(palette)
         self._fill_artifacts(palette)
         self._fill_metrics(palette)
@@ -155,10 +157,14 @@ class ComparisonScreen(Screen[None]):
                 continue
             path = str(row.get("path", ""))
             colour = CLASS_COLOUR.get(cls)
-            style = palette.fg(colour, bold=cls == "numeric") if colour else (
-                palette.muted if cls in ("expected",) else ""
+            style = (
+                palette.fg(colour, bold=cls == "numeric")
+                if colour
+                else (palette.muted if cls in ("expected",) else "")
             )
-            gap = any(path == f or path.startswith(f + ".") or f.startswith(path) for f in gap_fields if f)
+            gap = any(
+                path == f or path.startswith(f + ".") or f.startswith(path) for f in gap_fields if f
+            )
             mark = Text(CLASS_MARK.get(cls, " "), style=style)
             field = Text(("● " if gap else "") + path, style=style)
             a = "missing" if row.get("present_a") is False else plain(row.get("a"), 200)
@@ -178,9 +184,13 @@ class ComparisonScreen(Screen[None]):
                     + ", ".join(f"{c.get('name')} {c.get('a')}→{c.get('b')}" for c in changed[:6])
                 )
             if packages.get("added"):
-                detail.append(f"only in {self.labels[1]}: " + ", ".join(map(str, packages["added"][:6])))
+                detail.append(
+                    f"only in {self.labels[1]}: " + ", ".join(map(str, packages["added"][:6]))
+                )
             if packages.get("removed"):
-                detail.append(f"only in {self.labels[0]}: " + ", ".join(map(str, packages["removed"][:6])))
+                detail.append(
+                    f"only in {self.labels[0]}: " + ", ".join(map(str, packages["removed"][:6]))
+                )
             style = palette.fg("error", bold=True)
             table.add_row(
                 Text("≠", style=style),
@@ -238,7 +248,9 @@ class ComparisonScreen(Screen[None]):
                 Text(note, style=palette.muted if status == "match" else ""),
             )
         if not arts:
-            table.add_row("", Text("no artifacts on either side", style=palette.muted), "", "", "", "")
+            table.add_row(
+                "", Text("no artifacts on either side", style=palette.muted), "", "", "", ""
+            )
         tabs = self.query_one(TabbedContent)
         tabs.get_tab("tab-artifacts").label = f"Artifacts ({matched}/{len(arts)} match)"
         box = self.query_one("#tensors", Vertical)
@@ -251,21 +263,31 @@ class ComparisonScreen(Screen[None]):
             head = Text(f"tensors of {x.get('path')}: ", style="bold")
             head.append(
                 f"{diff.get('n_differ', 0)} differ, {diff.get('n_close', 0)} close,"
-                f" {diff.get('n_mismatch', 0)} shape/dtype mismatch, {diff.get('n_equal', 0)} equal",
+                f" {diff.get('n_mismatch', 0)} shape/dtype mismatch,"
+                f" {diff.get('n_equal', 0)} equal",
             )
             only_a, only_b = diff.get("only_a") or [], diff.get("only_b") or []
             if only_a or only_b:
-                head.append(f"; {len(only_a)} only in {self.labels[0]}, {len(only_b)} only in {self.labels[1]}")
+                head.append(
+                    f"; {len(only_a)} only in {self.labels[0]},"
+                    f" {len(only_b)} only in {self.labels[1]}"
+                )
             widgets.append(Static(head, classes="tensor-head"))
-            t: DataTable[Text] = DataTable(cursor_type="row", zebra_stripes=True, classes="tensor-table")
+            t: DataTable[Text] = DataTable(
+                cursor_type="row", zebra_stripes=True, classes="tensor-table"
+            )
             t.add_column("", width=1)
             t.add_columns("tensor", "status", "dtype", "shape", "max |Δ|", "rel L2", "unequal")
             tensors = [d for d in diff.get("tensors") or [] if isinstance(d, dict)]
-            tensors.sort(key=lambda d: (d.get("status") == "equal", d.get("within_tolerance") is True))
+            tensors.sort(
+                key=lambda d: (d.get("status") == "equal", d.get("within_tolerance") is True)
+            )
             for d in tensors[:MAX_TENSOR_ROWS]:
                 status = str(d.get("status", ""))
                 within = d.get("within_tolerance")
-                ok2: bool | None = True if status == "equal" else bool(within) if within is not None else None
+                ok2: bool | None = (
+                    True if status == "equal" else bool(within) if within is not None else None
+                )
                 dtype = str(d.get("dtype_a") or "-")
                 if d.get("dtype_b") != d.get("dtype_a"):
                     dtype += f"→{d.get('dtype_b')}"
@@ -321,13 +343,18 @@ class ComparisonScreen(Screen[None]):
                 Text(number(m.get("abs_diff")), style=style),
                 Text(number(m.get("rel_diff")), style=style),
                 Text(number(m.get("first_step_differs"))),
-                Text(number(m.get("first_step_out_of_tol")), style=palette.fg("error") if m.get("first_step_out_of_tol") is not None else ""),
+                Text(
+                    number(m.get("first_step_out_of_tol")),
+                    style=palette.fg("error") if m.get("first_step_out_of_tol") is not None else "",
+                ),
                 key=str(m.get("name")),
             )
             if status == "incomplete":
                 pass
         if not metrics:
-            table.add_row("", Text("no metrics on either side", style=palette.muted), "", "", "", "", "", "")
+            table.add_row(
+                "", Text("no metrics on either side", style=palette.muted), "", "", "", "", "", ""
+            )
         judged = sum(not m.get("timing") for m in metrics)
         tabs = self.query_one(TabbedContent)
         tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} within tol)"
@@ -371,10 +398,17 @@ class ComparisonScreen(Screen[None]):
         t.append("  ")
         t.append("━ both", style=plot.get_component_rich_style("lineplot--both"))
         if isinstance(marker, int | float):
-            kind = "leaves tolerance" if metric.get("first_step_out_of_tol") is not None else "first differs"
+            kind = (
+                "leaves tolerance"
+                if metric.get("first_step_out_of_tol") is not None
+                else "first differs"
+            )
             t.append(f"  ┃ {kind} at step {number(marker)}", style=palette.fg("error", bold=True))
         elif ha or hb:
-            t.append("  histories bitwise equal" if metric.get("bitwise_equal") else "", style=palette.muted)
+            t.append(
+                "  histories bitwise equal" if metric.get("bitwise_equal") else "",
+                style=palette.muted,
+            )
         title.update(t)
 
     @on(DataTable.RowHighlighted, "#metrics")
@@ -394,13 +428,21 @@ class ComparisonScreen(Screen[None]):
             c = (counts or {}).get(side)
             if isinstance(c, dict):
                 t.append(f"{label}: ", style="bold")
-                t.append_text(palette.gap_counts(c.get("critical"), c.get("warning"), c.get("info")))
+                t.append_text(
+                    palette.gap_counts(c.get("critical"), c.get("warning"), c.get("info"))
+                )
                 t.append("   ")
         if t.plain:
             t.append("\n\n")
         if not gaps:
-            t.append("no gaps between the two runs: same hardware, drivers and packages", style=palette.muted)
-        t.append("gaps between the two runs (expected causes of divergence):\n\n" if gaps else "", style="bold")
+            t.append(
+                "no gaps between the two runs: same hardware, drivers and packages",
+                style=palette.muted,
+            )
+        t.append(
+            "gaps between the two runs (expected causes of divergence):\n\n" if gaps else "",
+            style="bold",
+        )
         for g in gaps:
             sev = str(g.get("severity", "info"))
             colour = {"critical": "error", "warning": "warning"}.get(sev, "primary")
@@ -410,7 +452,8 @@ class ComparisonScreen(Screen[None]):
             t.append(f"{g.get('message', '')}\n")
             t.append("fix: ", style=palette.fg("success", bold=True))
             t.append(f"{g.get('remediation', '')}\n\n")
-        self.query_one("#gaps", Static).update(t.rstrip() if t.plain else t)
+        t.rstrip()
+        self.query_one("#gaps", Static).update(t)
         self.query_one(TabbedContent).get_tab("tab-gaps").label = f"Gaps ({len(gaps)})"
 
     def _fill_reasons(self, palette: Palette) -> None:
@@ -421,7 +464,11 @@ class ComparisonScreen(Screen[None]):
         t.append_text(palette.verdict(str(body.get("verdict") or "?")))
         rule = body.get("tolerance_rule")
         if rule:
-            t.append(f"\ntolerance: {rule} (rtol {number(body.get('rtol'))}, atol {number(body.get('atol'))})", style=palette.muted)
+            t.append(
+                f"\ntolerance: {rule} (rtol {number(body.get('rtol'))},"
+                f" atol {number(body.get('atol'))})",
+                style=palette.muted,
+            )
         for title, key in (("reasons", "reasons"), ("missing", "missing")):
             items = _strs(body, key)
             if not items:
@@ -430,7 +477,8 @@ class ComparisonScreen(Screen[None]):
             for r in items:
                 t.append("• ", style=palette.muted)
                 t.append(r + "\n")
-        self.query_one("#all-reasons", Static).update(t.rstrip())
+        t.rstrip()
+        self.query_one("#all-reasons", Static).update(t)
 
     def action_back(self) -> None:
         self.dismiss()

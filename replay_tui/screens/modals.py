@@ -96,9 +96,8 @@ class ErrorModal(ModalScreen[None]):
             yield Static(Text(message), id="message")
             if hint:
                 yield Static(Text(f"hint: {hint}"), id="hint")
-            with Collapsible(title="details", collapsed=True):
-                with VerticalScroll(id="trace"):
-                    yield Static(Text("".join(traceback.format_exception(self.error)).rstrip()))
+            with Collapsible(title="details", collapsed=True), VerticalScroll(id="trace"):
+                yield Static(Text("".join(traceback.format_exception(self.error)).rstrip()))
             yield Button("Close", id="close", variant="error")
 
     def on_mount(self) -> None:

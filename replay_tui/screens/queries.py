@@ -225,7 +225,9 @@ class DashboardStats:
         return self.artifact_status.get("match", 0) / n if n else None
 
 
-def load_dashboard(store: RunStore, *, critical_limit: int = 50, recent: int = 10) -> DashboardStats:
+def load_dashboard(
+    store: RunStore, *, critical_limit: int = 50, recent: int = 10
+) -> DashboardStats:
     verdicts = {
         v: store.count_runs(RunQuery(kind="original", verdict=v)) for v in (*VERDICTS, "none")
     }
@@ -277,9 +279,7 @@ def drill_summary(body: dict[str, Any]) -> tuple[str, list[str]]:
         if isinstance(value, list):
             items = value
             break
-    verdicts = [
-        str(x.get("verdict") or "ERROR") for x in items if isinstance(x, dict)
-    ]
+    verdicts = [str(x.get("verdict") or "ERROR") for x in items if isinstance(x, dict)]
     if verdicts:
         ok = sum(v in REPRODUCED for v in verdicts)
         return f"{ok}/{len(verdicts)} reproduced", verdicts

@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.runner import ReplayEvent
 from replay_tui.screens.queries import ReplaySummary, open_store, replay
 from replay_tui.widgets.stages import StageBoard
 from replay_tui.widgets.style import Palette, short
@@ -136,8 +137,8 @@ class ReplayScreen(Screen[None]):
             timeout = None
         options = replace(
             self.options,
-            backend=backend if backend in ("docker", "local") else self.options.backend,  # type: ignore[arg-type]
-            gpus=gpus if gpus in ("auto", "all", "none") else self.options.gpus,  # type: ignore[arg-type]
+            backend=backend if backend in ("docker", "local") else self.options.backend,
+            gpus=gpus if gpus in ("auto", "all", "none") else self.options.gpus,
             allow_cpu=self.query_one("#allow-cpu", Checkbox).value,
             force_data=self.query_one("#force-data", Checkbox).value,
             keep_workdir=self.query_one("#keep-workdir", Checkbox).value,
@@ -172,13 +173,16 @@ class ReplayScreen(Screen[None]):
         def should_cancel() -> bool:
             return cancel.is_set() or worker.is_cancelled
 
+        def on_event(event: ReplayEvent) -> None:
+            self.post_message(ReplayProgress(event))
+
         with open_store(self.store_path) as store:
             summary = replay(
                 store,
                 self.run_id,
                 options,
                 times=times,
-                on_event=lambda ev: self.post_message(ReplayProgress(ev)),
+                on_event=on_event,
                 should_cancel=should_cancel,
             )
         self.post_message(ReplayFinished(summary))

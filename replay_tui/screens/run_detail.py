@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
 from replay_tui.messages import (
@@ -90,7 +91,9 @@ class RunDetailScreen(Screen[None]):
         tabs = self.query_one(TabbedContent)
         counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}
         tabs.get_tab("tab-gaps").label = f"Gaps ({len(d.gaps)}, {counts['critical']} critical)"
-        tabs.get_tab("tab-outputs").label = (
+        tabs.get_tab(
+            "tab-outputs"
+        ).label = (
             f"Outputs ({len(d.manifest.outputs.artifacts)} / {len(d.manifest.outputs.metrics)})"
         )
         tabs.get_tab("tab-replays").label = f"Replays ({len(d.replays)})"
@@ -167,7 +170,7 @@ class RunDetailScreen(Screen[None]):
         box.remove_children()
         outputs = d.manifest.outputs
         names = sorted(set(outputs.metrics) | set(outputs.metric_history))
-        rows = []
+        rows: list[Widget] = []
         for name in names:
             final = outputs.metrics.get(name)
             hist = outputs.metric_history.get(name, [])
@@ -188,7 +191,9 @@ class RunDetailScreen(Screen[None]):
     def _fill_replays(self, d: RunDetail, palette: Palette) -> None:
         table = self.query_one("#replays", DataTable)
         table.clear(columns=True)
-        table.add_columns("#", "when", "backend", "status", "verdict", "replay run", "took", "reason")
+        table.add_columns(
+            "#", "when", "backend", "status", "verdict", "replay run", "took", "reason"
+        )
         for r in d.replays:
             table.add_row(
                 Text(str(r.get("id", ""))),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
@@ -157,7 +157,7 @@ def render_plot(
 class LinePlot(Widget):
     """One or two metric histories, with an optional marked step."""
 
-    COMPONENT_CLASSES = {
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
         "lineplot--a",
         "lineplot--b",
         "lineplot--both",

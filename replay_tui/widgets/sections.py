@@ -85,7 +85,9 @@ def section_rows(m: RunManifest, section: str) -> list[Row]:
         for i, d in enumerate(m.data):
             rows.append((d.name, f"data[{i}]", d.path))
             rows.append(("  sha256", f"data[{i}].sha256", d.sha256))
-            detail = f"{_size(d.size_bytes)}, {d.file_count if d.file_count is not None else '-'} files"
+            detail = (
+                f"{_size(d.size_bytes)}, {d.file_count if d.file_count is not None else '-'} files"
+            )
             if d.version:
                 detail += f", {d.version}"
             rows.append(("  size", f"data[{i}].size_bytes", detail))
@@ -161,7 +163,11 @@ def section_table(
             key = Text(f"● {label}", style=palette.severity(gap.severity))
         if value is None:
             shown = Text("unknown", style=palette.muted)
-        elif isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        elif (
+            isinstance(value, str)
+            and len(value) == 64
+            and all(c in "0123456789abcdef" for c in value)
+        ):
             shown = Text(value if wide else short(value, 24) + "…")
         elif isinstance(value, float | int) and not isinstance(value, bool):
             shown = Text(number(value))

@@ -93,7 +93,11 @@ class Palette:
     def mark(self, ok: bool | None, *, yes: str = "✓", no: str = "✗", unknown: str = "?") -> Text:
         if ok is None:
             return Text(unknown, style=self.fg("warning", bold=True))
-        return Text(yes, style=self.fg("success", bold=True)) if ok else Text(no, style=self.fg("error", bold=True))
+        return (
+            Text(yes, style=self.fg("success", bold=True))
+            if ok
+            else Text(no, style=self.fg("error", bold=True))
+        )
 
 
 def short(value: str | None, n: int = 12) -> str:

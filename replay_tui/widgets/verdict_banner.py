@@ -33,7 +33,7 @@ _HALF = {(False, False): " ", (True, False): "▀", (False, True): "▄", (True,
 def block_letters(word: str) -> list[str]:
     """Three lines of half-block letters; unknown characters are skipped."""
     glyphs = [GLYPHS[c] for c in word.upper() if c in GLYPHS]
-    rows = ["." .join(g[r] for g in glyphs) for r in range(5)] + [""]
+    rows = [".".join(g[r] for g in glyphs) for r in range(5)] + [""]
     width = len(rows[0])
     rows[5] = "." * width
     out = []

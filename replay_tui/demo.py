@@ -1,0 +1,168 @@
+"""Build a demo store from real tiny training runs made on the spot.
+
+Four runs of ``examples/train_mlp.py`` in a fresh git repository beside the store: one
+fully pinned (image digest, seed, deterministic mode, data hash), one with gaps (dirty
+tree, no pinned image, no seed), one that fails, and a second pinned run with another
+seed; then one replay so a comparison exists.  Docker is used when an engine and the
+training image are available (``scripts/docker-env.sh``); otherwise the local backend,
+and the caller says so on screen.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from replay_tui.capture.launcher import RecordOptions, record
+from replay_tui.errors import ReplayTuiError
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.series import replay_many
+from storage.store import RunStore
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_mlp.py"
+QUICK = ["--epochs", "2", "--samples", "512", "--workers", "2"]
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class DemoResult:
+    store_path: Path
+    backend: str
+    notice: str | None
+    run_ids: dict[str, str]
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "replay-tui demo",
+        "GIT_AUTHOR_EMAIL": "demo@replay-tui.invalid",
+        "GIT_COMMITTER_NAME": "replay-tui demo",
+        "GIT_COMMITTER_EMAIL": "demo@replay-tui.invalid",
+    }
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def make_demo_repo(repo: Path) -> Path:
+    import numpy as np
+
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    shutil.copy(EXAMPLE, repo / "train_mlp.py")
+    (repo / ".gitignore").write_text("out/\ndata/\nruns/\n")
+    g = np.random.default_rng(0)
+    x = g.standard_normal((512, 16)).astype(np.float32)
+    (repo / "data").mkdir()
+    np.savez(repo / "data" / "train.npz", x=x, y=x[:, :4].argmax(1))
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "Tiny MLP training example")
+    return repo
+
+
+def docker_image() -> tuple[str | None, str | None]:
+    """The training image to use, or None and the reason Docker is not used."""
+    image = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
+    if not image:
+        return None, "no training image (run scripts/docker-env.sh)"
+    try:
+        from replay_tui.replay.docker import client, ensure_image
+
+        ensure_image(client(), image, pull=False)
+    except ReplayTuiError as e:
+        return None, e.message
+    return image, None
+
+
+def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -> DemoResult:
+    """Record the demo runs into ``store_path`` and replay the pinned one."""
+    image, why = docker_image() if use_docker else (None, "Docker not requested")
+    backend = "docker" if image else "local"
+    notice = None if image else f"Docker unavailable ({why}): the demo used the local backend"
+    if notice:
+        say(notice)
+    repo = make_demo_repo(store_path.parent / "demo-repo")
+    store = RunStore(store_path)
+    ids: dict[str, str] = {}
+    # In the image the interpreter is the image's python3; on the host, this one (it has torch).
+    python = "python3" if image else sys.executable
+
+    def rec(key: str, opts: RecordOptions, in_image: bool) -> None:
+        ex = info = None
+        if in_image and image:
+            from replay_tui.replay.docker import container_recorder
+
+            ex, info = container_recorder(image, opts)
+        say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {image}" if ex else ""))
+        res = record(opts, store, executor=ex, on_line=lambda _: None, image_info=info)
+        ids[key] = res.manifest.run_id
+        say(f"  -> run {res.manifest.run_id} {res.manifest.status}")
+
+    base = dict(
+        cwd=repo,
+        data=["data/train.npz"],
+        artifacts=["out/*"],
+        metric_regex=[r"step (?P<step>\d+) loss (?P<value>[0-9.eE+-]+)"],
+        metric_name="printed_loss",
+    )
+    rec(
+        "pinned",
+        RecordOptions(
+            argv=[python, "train_mlp.py", "--data", "data/train.npz", *QUICK],
+            name="mlp-pinned",
+            seed=7,
+            deterministic=True,
+            tags={"team": "platform", "purpose": "baseline"},
+            **base,  # type: ignore[arg-type]
+        ),
+        in_image=True,
+    )
+    rec(
+        "second-seed",
+        RecordOptions(
+            argv=[python, "train_mlp.py", "--data", "data/train.npz", *QUICK],
+            name="mlp-seed-8",
+            seed=8,
+            deterministic=True,
+            tags={"team": "platform", "purpose": "seed-sweep"},
+            **base,  # type: ignore[arg-type]
+        ),
+        in_image=True,
+    )
+    script = repo / "train_mlp.py"
+    script.write_text(script.read_text().replace("nn.Dropout(0.2)", "nn.Dropout(0.25)"))
+    rec(
+        "gappy",
+        RecordOptions(
+            argv=[sys.executable, "train_mlp.py", "--data", "data/train.npz", "--unseeded-noise"]
+            + QUICK,
+            name="mlp-hotfix-unpinned",
+            tags={"team": "research"},
+            **base,  # type: ignore[arg-type]
+        ),
+        in_image=False,
+    )
+    _git(repo, "checkout", "--", "train_mlp.py")
+    rec(
+        "failed",
+        RecordOptions(
+            argv=[python, "train_mlp.py", "--data", "data/train.npz", "--fail-at", "5", *QUICK],
+            name="mlp-crash",
+            seed=7,
+            **base,  # type: ignore[arg-type]
+        ),
+        in_image=True,
+    )
+    say(f"replaying the pinned run with the {backend} backend")
+    report = replay_many(store, ids["pinned"], ReplayOptions(backend=backend))  # type: ignore[arg-type]
+    verdict = report.outcomes[0].verdict if report.outcomes else None
+    say(f"  -> {verdict}")
+    store.close()
+    return DemoResult(store_path, backend, notice, ids)

@@ -1,0 +1,1 @@
+"""Replaying recorded runs: plan, checkout, backends (docker, local), series."""

@@ -1,0 +1,197 @@
+"""The dashboard: how reproducible the store's runs are, and what needs attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Digits, Footer, Header, Static
+
+from replay_tui.messages import DashboardLoaded, OpenComparison, OpenRun
+from replay_tui.screens.queries import DashboardStats, drill_summary, load_dashboard, open_store
+from replay_tui.widgets.style import Palette, short, when
+
+
+def _pct(rate: float | None) -> str:
+    return "--" if rate is None else f"{round(rate * 100):d}"
+
+
+class Card(Vertical):
+    """A headline number with a title and a caption."""
+
+    def __init__(self, title: str, *, id: str) -> None:
+        super().__init__(id=id, classes="card")
+        self.border_title = title
+
+    def compose(self) -> ComposeResult:
+        yield Digits("--", classes="value")
+        yield Static("", classes="caption")
+
+    def show(self, value: str, caption: str | Text, *, tone: str = "") -> None:
+        self.query_one(Digits).update(value)
+        self.query_one(".caption", Static).update(caption)
+        for t in ("good", "bad", "warn"):
+            self.set_class(t == tone, f"-{t}")
+
+
+def _tone(rate: float | None) -> str:
+    if rate is None:
+        return ""
+    return "good" if rate >= 0.95 else "warn" if rate >= 0.7 else "bad"
+
+
+class DashboardScreen(Screen[None]):
+    CSS_PATH = "dashboard.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("g", "reload", "Refresh"),
+    ]
+
+    def __init__(self, store_path: Path) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.stats: DashboardStats | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="cards"):
+            yield Card("reproducible runs", id="card-repro")
+            yield Card("artifact hash match", id="card-hash")
+            yield Card("runs", id="card-runs")
+            yield Card("critical gaps", id="card-critical")
+        with VerticalScroll(id="lists"):
+            with Vertical(id="left"):
+                yield Static("recent drills", classes="heading")
+                yield DataTable(id="drills", cursor_type="row", zebra_stripes=True)
+                yield Static("recent replays", classes="heading")
+                yield DataTable(id="recent", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="right"):
+                yield Static("runs with critical gaps", classes="heading", id="critical-title")
+                yield DataTable(id="critical", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._load()
+
+    def on_screen_resume(self) -> None:
+        if self.stats is not None:
+            self._load()
+
+    def action_reload(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="dashboard")
+    def _load(self) -> None:
+        with open_store(self.store_path) as store:
+            stats = load_dashboard(store)
+        self.post_message(DashboardLoaded(stats))
+
+    def on_dashboard_loaded(self, message: DashboardLoaded) -> None:
+        message.stop()
+        s = self.stats = message.stats
+        palette = Palette.of(self.app)
+        repro = s.reproducible_rate
+        caption = Text(f"% of {s.judged:,} replayed originals")
+        self.query_one("#card-repro", Card).show(_pct(repro), caption, tone=_tone(repro))
+        match = s.artifact_match_rate
+        self.query_one("#card-hash", Card).show(
+            _pct(match), f"% of {s.artifacts_compared:,} replayed artifacts", tone=_tone(match)
+        )
+        self.query_one("#card-runs", Card).show(
+            str(s.total_runs), f"{s.originals:,} original · {s.replays:,} replays"
+        )
+        self.query_one("#card-critical", Card).show(
+            str(s.critical_total),
+            "runs with a critical gap",
+            tone="bad" if s.critical_total else "good",
+        )
+        self._fill_drills(s, palette)
+        self._fill_recent(s, palette)
+        self._fill_critical(s, palette)
+
+    def _fill_drills(self, s: DashboardStats, palette: Palette) -> None:
+        table = self.query_one("#drills", DataTable)
+        table.clear(columns=True)
+        table.add_columns("when", "", "drill", "verdicts")
+        for d in s.recent_drills:
+            line, verdicts = drill_summary(d["body"] if isinstance(d["body"], dict) else {})
+            badges = Text()
+            for v in verdicts[:8]:
+                badges.append_text(palette.verdict(v))
+                badges.append(" ")
+            table.add_row(
+                Text(when(d.get("created_at"))),
+                palette.mark(bool(d.get("passed"))),
+                Text(line),
+                badges,
+            )
+        if not s.recent_drills:
+            table.add_row(
+                "", "", Text("no drills yet: replay-tui drill --count N", style=palette.muted), ""
+            )
+
+    def _fill_recent(self, s: DashboardStats, palette: Palette) -> None:
+        table = self.query_one("#recent", DataTable)
+        table.clear(columns=True)
+        table.add_columns("when", "run", "backend", "verdict", "reason")
+        for r in s.recent_replays:
+            table.add_row(
+                Text(when(r.get("created_at"))),
+                Text(short(r.get("original_run"), 13)),
+                Text(str(r.get("backend") or "-")),
+                palette.verdict(r.get("verdict") or "ERROR"),
+                Text(str(r.get("reason") or ""), style=palette.muted),
+                key=f"replay-{r.get('id')}",
+            )
+        if not s.recent_replays:
+            table.add_row("", Text("no replays yet", style=palette.muted), "", "", "")
+
+    def _fill_critical(self, s: DashboardStats, palette: Palette) -> None:
+        self.query_one("#critical-title", Static).update(
+            f"runs with critical gaps ({s.critical_total:,})"
+        )
+        table = self.query_one("#critical", DataTable)
+        table.clear(columns=True)
+        table.add_columns("id", "name", "gaps", "verdict")
+        for r in s.critical_runs:
+            g = r.gaps
+            table.add_row(
+                Text(short(r.id, 13)),
+                Text(r.name or "-", no_wrap=True, overflow="ellipsis"),
+                palette.gap_counts(
+                    g.critical if g else None, g.warning if g else None, g.info if g else None
+                ),
+                palette.verdict(r.last_verdict),
+                key=r.id,
+            )
+        if not s.critical_runs:
+            table.add_row(
+                "", Text("none: every run has its critical facts", style=palette.muted), "", ""
+            )
+
+    @on(DataTable.RowSelected, "#critical")
+    def _critical_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value:
+            self.post_message(OpenRun(str(event.row_key.value)))
+
+    @on(DataTable.RowSelected, "#recent")
+    def _recent_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if self.stats is None or not event.row_key.value:
+            return
+        rid = str(event.row_key.value).removeprefix("replay-")
+        fact = next((r for r in self.stats.recent_replays if str(r.get("id")) == rid), None)
+        if fact and fact.get("comparison_id") is not None:
+            self.post_message(OpenComparison(comparison_id=int(fact["comparison_id"])))
+        elif fact and fact.get("original_run"):
+            self.post_message(OpenRun(str(fact["original_run"])))
+
+    def action_back(self) -> None:
+        self.dismiss()
