@@ -214,7 +214,9 @@ def run_drill(
         emit(ReplayEvent("drill", "note", f"run {n} of {len(chosen)}: {run_id}"))
         report.items.append(_drill_one(store, run_id, names[run_id], opts, emit, should_cancel))
     report.ended_at = ledger.utc_now()
-    report.drill_id = store.add_drill(report.passed, report.to_dict())
+    body = report.to_dict()
+    del body["drill_id"]  # the fact's own id, known only once it is stored
+    report.drill_id = store.add_drill(report.passed, body)
     return report
 
 

@@ -352,8 +352,12 @@ class Run:
         if os.environ.get(HANDOFF_ENV):
             return None
         out = Path(manifest_path or Path("runs") / f"{self.run_id}.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out, json.dumps(self.standalone_manifest(status), indent=2))
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(out, json.dumps(self.standalone_manifest(status), indent=2))
+        except OSError as e:  # a read-only checkout must not turn a good run into a crash
+            _warn(f"could not write the run manifest to {out}: {e.strerror}")
+            return None
         return out
 
     def standalone_manifest(self, status: str) -> dict[str, Any]:

@@ -3,6 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+if [ "${1:-}" = "--test-deps" ]; then
+  # System tools the tests drive for real: git repos, the TUI in tmux, the HTML report
+  # in headless Chromium.
+  need=()
+  command -v git >/dev/null || need+=(git)
+  command -v tmux >/dev/null || need+=(tmux)
+  command -v chromium >/dev/null || need+=(chromium)
+  if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

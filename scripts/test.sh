@@ -3,7 +3,7 @@
 # Tests that need Docker use the real engine brought up by scripts/docker-env.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test-deps
 if [ "${REPLAY_TUI_NO_DOCKER:-0}" != "1" ]; then
   bash scripts/docker-env.sh >&2
   set -a; . "${REPLAY_TUI_ENV_DIR:-/var/lib/replay-tui-env}/train-image.env"; set +a

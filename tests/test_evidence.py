@@ -157,8 +157,9 @@ def test_exported_bundle_verifies_and_is_recorded(
     assert v.returncode == 0, v.stdout + v.stderr
     assert "bundle intact" in v.stdout and "IDENTICAL" in v.stdout
     # the list is what coreutils reads, and covers every file but itself and the envelope
-    sc = subprocess.run(["sha256sum", "--strict", "-c", "SHA256SUMS"], cwd=out, text=True,
-                        capture_output=True)
+    sc = subprocess.run(
+        ["sha256sum", "--strict", "-c", "SHA256SUMS"], cwd=out, text=True, capture_output=True
+    )
     assert sc.returncode == 0, sc.stdout + sc.stderr
     listed = checksums.parse((out / "SHA256SUMS").read_bytes())
     assert sorted(listed) == [f for f in files if f not in ("SHA256SUMS", ENVELOPE_NAME)]

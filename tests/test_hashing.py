@@ -11,7 +11,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,8 @@ from replay_tui.capture.hashing import (
 )
 
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-DigestFile = Callable[[bytes], tuple[str, int, os.stat_result]]
+Digest = tuple[str, int, tuple[int, int, int, int]]
+DigestFile = Callable[[bytes], Digest]
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -61,7 +61,7 @@ def _count_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real: DigestFile = hashing._digest_file
 
-    def counting(path: bytes) -> tuple[str, int, os.stat_result]:
+    def counting(path: bytes) -> Digest:
         calls.append(os.fsdecode(path))
         return real(path)
 
@@ -269,13 +269,13 @@ def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)  # whatever threads pytest has
     assert hashing._choose_strategy(300, 0, 2) == "processes"
     pools: list[int] = []
+    real = hashing._in_processes
 
-    class SpyPool(ProcessPoolExecutor):
-        def __init__(self, max_workers: int, mp_context: multiprocessing.context.BaseContext):
-            pools.append(max_workers)
-            super().__init__(max_workers=max_workers, mp_context=mp_context)
+    def spy(chunks: list[list[bytes]], workers: int) -> list[list[Digest]]:
+        pools.append(workers)
+        return real(chunks, workers)
 
-    monkeypatch.setattr(hashing, "ProcessPoolExecutor", SpyPool)
+    monkeypatch.setattr(hashing, "_in_processes", spy)
     assert hash_path(root, workers=2) == serial
     assert pools == [2]
 
@@ -298,7 +298,7 @@ def test_errors_in_workers_propagate(tmp_path: Path, monkeypatch: pytest.MonkeyP
     root = _make_tree(tmp_path / "ds", {f"f{i:03d}.bin": b"x" for i in range(40)})
     real: DigestFile = hashing._digest_file
 
-    def unreadable(path: bytes) -> tuple[str, int, os.stat_result]:
+    def unreadable(path: bytes) -> Digest:
         if path.endswith(b"f007.bin"):
             raise PermissionError(13, "Permission denied", path)
         return real(path)

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, TypeAlias
@@ -50,6 +50,15 @@ _SAFE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.
 _ESCAPES = tuple(chr(b) if b in _SAFE_BYTES else f"%{b:02X}" for b in range(256))
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _INT64 = 1 << 63
+
+
+_StatKey: TypeAlias = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
+
+
+def _stat_key(st: os.stat_result) -> _StatKey:
+    """What must be unchanged for a cached digest to stand; inode folded into int64."""
+    inode = st.st_ino - 2 * _INT64 if st.st_ino >= _INT64 else st.st_ino
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, inode)
 
 
 class ChangedWhileHashingError(RuntimeError):
@@ -107,8 +116,8 @@ def sha256_file(path: StrPath) -> str:
         os.close(fd)
 
 
-def _digest_file(path: bytes) -> tuple[str, int, os.stat_result]:
-    """Digest, size and pre-read stat of one regular file; refuses symlinks and changes."""
+def _digest_file(path: bytes) -> tuple[str, int, _StatKey]:
+    """Digest, size and pre-read stat key of one regular file; refuses symlinks and changes."""
     fd = os.open(path, _OPEN_FLAGS | getattr(os, "O_NONBLOCK", 0))
     try:
         before = os.fstat(fd)
@@ -118,12 +127,13 @@ def _digest_file(path: bytes) -> tuple[str, int, os.stat_result]:
         after = os.fstat(fd)
     finally:
         os.close(fd)
-    if size != before.st_size or _stat_key(after) != _stat_key(before):
+    key = _stat_key(before)
+    if size != before.st_size or _stat_key(after) != key:
         raise ChangedWhileHashingError(f"{os.fsdecode(path)!r} changed while it was being hashed")
-    return digest, size, before
+    return digest, size, key
 
 
-def _digest_batch(paths: Sequence[bytes]) -> list[tuple[str, int, os.stat_result]]:
+def _digest_batch(paths: Sequence[bytes]) -> list[tuple[str, int, _StatKey]]:
     """One task of the pools: many files, so the per-task overhead is paid once."""
     return [_digest_file(p) for p in paths]
 
@@ -185,9 +195,15 @@ def _chunks(paths: Sequence[bytes], sizes: Sequence[int], count: int) -> list[li
     return chunks
 
 
+def _in_processes(chunks: list[list[bytes]], workers: int) -> list[list[tuple[str, int, _StatKey]]]:
+    """Run chunks in forked processes; ``Pool`` forks them all before it starts threads."""
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.map(_digest_batch, chunks, chunksize=1)
+
+
 def _digest_many(
     paths: Sequence[bytes], sizes: Sequence[int], workers: int | None
-) -> list[tuple[str, int, os.stat_result]]:
+) -> list[tuple[str, int, _StatKey]]:
     """Digest files in order, choosing serial, threads or a forked process pool."""
     n_workers = _worker_count(workers)
     strategy = _choose_strategy(len(paths), sum(sizes), n_workers)
@@ -198,39 +214,37 @@ def _digest_many(
     else:
         chunks = _chunks(paths, sizes, n_workers * _CHUNKS_PER_WORKER)
     n_workers = min(n_workers, len(chunks))
-    executor: Executor
     if strategy == "processes":
-        context = multiprocessing.get_context("fork")
-        executor = ProcessPoolExecutor(max_workers=n_workers, mp_context=context)
+        batches = _in_processes(chunks, n_workers)
     else:
-        executor = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="sha256")
-    with executor:
-        return [result for batch in executor.map(_digest_batch, chunks) for result in batch]
+        with ThreadPoolExecutor(n_workers, thread_name_prefix="sha256") as pool:
+            batches = list(pool.map(_digest_batch, chunks))
+    return [result for batch in batches for result in batch]
 
 
 def _digest_files(
-    items: Sequence[tuple[bytes, os.stat_result]], cache: StatCache | None, workers: int | None
-) -> tuple[list[tuple[str, int]], list[tuple[bytes, os.stat_result, str]]]:
-    """(sha256, size) per item, reading only files the cache cannot vouch for.
+    items: Sequence[tuple[bytes, _StatKey]], cache: StatCache | None, workers: int | None
+) -> tuple[list[tuple[str, int]], list[tuple[bytes, _StatKey, str]]]:
+    """(sha256, size) per (path, stat key), reading only files the cache cannot vouch for.
 
-    Also returns what was read, as (path, stat before reading, sha256) for the cache.
+    Also returns what was read, as (path, stat key before reading, sha256) for the cache.
     """
     if cache is None:
         known: list[str | None] = [None] * len(items)
     else:
-        known = cache._lookup([p for p, _ in items], [_stat_key(st) for _, st in items])
-    results = [(digest or "", st.st_size) for (_, st), digest in zip(items, known, strict=True)]
+        known = cache._lookup([p for p, _ in items], [key for _, key in items])
+    results = [(digest or "", key[0]) for (_, key), digest in zip(items, known, strict=True)]
     todo = [i for i, digest in enumerate(known) if digest is None]
     fresh = _digest_many([items[i][0] for i in todo], [results[i][1] for i in todo], workers)
     for i, (digest, size, _) in zip(todo, fresh, strict=True):
         results[i] = (digest, size)
-    read = [(items[i][0], st, digest) for i, (digest, _, st) in zip(todo, fresh, strict=True)]
+    read = [(items[i][0], key, digest) for i, (digest, _, key) in zip(todo, fresh, strict=True)]
     return results, read
 
 
 # --------------------------------------------------------------------------- trees
 
-_File: TypeAlias = tuple[bytes, bytes, os.stat_result]  # relative path, absolute path, lstat
+_File: TypeAlias = tuple[bytes, bytes, _StatKey]  # relative path, absolute path, stat key
 _Line: TypeAlias = tuple[bytes, str]  # relative path, listing line
 
 
@@ -273,7 +287,7 @@ def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
                     others.append((rel, f"D {_quote(rel)}\n"))
                     stack.append((entry.path, rel + b"/"))
                 elif entry.is_file(follow_symlinks=False):
-                    files.append((rel, entry.path, entry.stat(follow_symlinks=False)))
+                    files.append((rel, entry.path, _stat_key(entry.stat(follow_symlinks=False))))
                 else:
                     raise ValueError(
                         f"{os.fsdecode(entry.path)!r} is not a file, folder or symlink (a "
@@ -288,7 +302,7 @@ def _fingerprint(files: Sequence[_File], others: Sequence[_Line]) -> str:
     """SHA-256 of every name, link target and file stat key: equal means nothing changed."""
     hasher = hashlib.sha256(TREE_HEADER)
     hasher.update("".join(line for _, line in others).encode("ascii"))
-    hasher.update(b"".join(b"%s\0%d %d %d %d\n" % (rel, *_stat_key(st)) for rel, _, st in files))
+    hasher.update(b"".join(b"%s\0%d %d %d %d\n" % (rel, *key) for rel, _, key in files))
     return hasher.hexdigest()
 
 
@@ -300,7 +314,7 @@ def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> Tre
         known = cache._lookup_tree(root, fingerprint)
         if known is not None:
             return known
-    digests, read = _digest_files([(path, st) for _, path, st in files], cache, workers)
+    digests, read = _digest_files([(path, key) for _, path, key in files], cache, workers)
     lines = others + [
         (rel, f"F {digest} {size} {_quote(rel)}\n")
         for (rel, _, _), (digest, size) in zip(files, digests, strict=True)
@@ -310,9 +324,9 @@ def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> Tre
     hasher.update("".join(line for _, line in lines).encode("ascii"))
     result = TreeDigest(hasher.hexdigest(), sum(size for _, size in digests), len(files))
     if cache is not None:
-        scanned = {path: _stat_key(st) for _, path, st in files}
-        unchanged = all(scanned[path] == _stat_key(st) for path, st, _ in read)
-        tree = (root, fingerprint, result, [st for _, _, st in files]) if unchanged else None
+        scanned = {path: key for _, path, key in files}
+        unchanged = all(scanned[path] == key for path, key, _ in read)
+        tree = (root, fingerprint, result, [key for _, _, key in files]) if unchanged else None
         cache._store(read, tree)
     return result
 
@@ -349,7 +363,7 @@ def hash_path(
         return _hash_tree(root, cache, workers)
     if not stat.S_ISREG(st.st_mode):
         raise ValueError(f"{os.fsdecode(root)!r} is neither a file nor a folder; refusing it")
-    ((digest, size),), read = _digest_files([(root, st)], cache, 1)
+    ((digest, size),), read = _digest_files([(root, _stat_key(st))], cache, 1)
     if cache is not None:
         cache._store(read)
     return TreeDigest(sha256=digest, size_bytes=size, file_count=1)
@@ -382,14 +396,7 @@ _SCHEMA = (
 )
 _LOOKUP_BATCH = 500  # bound parameters per query (SQLite allows 32766 since 3.32)
 
-_StatKey: TypeAlias = tuple[int, int, int, int]
-_TreeRecord: TypeAlias = tuple[bytes, str, TreeDigest, list[os.stat_result]]
-
-
-def _stat_key(st: os.stat_result) -> _StatKey:
-    """What must be unchanged for a cached digest to stand; inode folded into int64."""
-    inode = st.st_ino - 2 * _INT64 if st.st_ino >= _INT64 else st.st_ino
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, inode)
+_TreeRecord: TypeAlias = tuple[bytes, str, TreeDigest, list[_StatKey]]
 
 
 def _path_key(path: StrPath) -> bytes:
@@ -453,7 +460,7 @@ class StatCache:
 
     def store_many(self, items: Iterable[tuple[StrPath, os.stat_result, str]]) -> int:
         """:meth:`store` for many files in one transaction; returns how many were stored."""
-        return self._store([(_path_key(p), st, digest) for p, st, digest in items])
+        return self._store([(_path_key(p), _stat_key(st), digest) for p, st, digest in items])
 
     def _lookup(self, keys: Sequence[bytes], stat_keys: Sequence[_StatKey]) -> list[str | None]:
         rows: dict[bytes, tuple[_StatKey, str]] = {}
@@ -482,16 +489,12 @@ class StatCache:
         return None if row is None else TreeDigest(row[0], row[1], row[2])
 
     def _store(
-        self, items: Sequence[tuple[bytes, os.stat_result, str]], tree: _TreeRecord | None = None
+        self, items: Sequence[tuple[bytes, _StatKey, str]], tree: _TreeRecord | None = None
     ) -> int:
         """Store settled file digests, and the tree record if all its files are settled."""
         cutoff = time.time_ns() - self._racy_ns
-        rows = [
-            (key, *_stat_key(st), digest)
-            for key, st, digest in items
-            if max(st.st_mtime_ns, st.st_ctime_ns) < cutoff
-        ]
-        if tree is not None and any(max(s.st_mtime_ns, s.st_ctime_ns) >= cutoff for s in tree[3]):
+        rows = [(path, *key, digest) for path, key, digest in items if max(key[1:3]) < cutoff]
+        if tree is not None and any(max(key[1:3]) >= cutoff for key in tree[3]):
             tree = None
         if not rows and tree is None:
             return 0

@@ -27,6 +27,7 @@ VERDICT_TEXT = {
     "INCOMPLETE": "the replay failed, or something needed to compare it is missing",
 }
 NOT_REPLAYED = "never replayed: nothing here shows that this run can be reproduced"
+NO_VERDICT = "replayed, but no replay reached a verdict (see the replays and their reasons)"
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,11 @@ def _reasons(latest: ReplayEntry | None) -> list[str]:
 
 def _verdict_line(ev: Evidence) -> tuple[str, str]:
     v = ev.verdict
-    return (v or "NOT REPLAYED", VERDICT_TEXT.get(v, "") if v else NOT_REPLAYED)
+    if v:
+        return v, VERDICT_TEXT.get(v, "")
+    if ev.replays:
+        return "NO VERDICT", NO_VERDICT
+    return "NOT REPLAYED", NOT_REPLAYED
 
 
 def _all_gaps(ev: Evidence) -> list[tuple[str, Gap]]:

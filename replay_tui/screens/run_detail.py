@@ -22,8 +22,17 @@ from replay_tui.messages import (
 )
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
 from replay_tui.widgets.plot import LinePlot, Series
-from replay_tui.widgets.sections import SECTIONS, gaps_renderable, section_rows, section_table
+from replay_tui.widgets.sections import (
+    SECTIONS,
+    gaps_renderable,
+    human_size,
+    section_rows,
+    section_table,
+)
 from replay_tui.widgets.style import Palette, duration, number, short, when
+
+
+WIDE = 120
 
 
 class RunDetailScreen(Screen[None]):
@@ -40,6 +49,7 @@ class RunDetailScreen(Screen[None]):
         self.store_path = store_path
         self.run_id = run_id
         self.detail: RunDetail | None = None
+        self._wide_layout = False
 
     def current_run(self) -> str | None:
         return self.run_id
@@ -90,7 +100,11 @@ class RunDetailScreen(Screen[None]):
         self._fill_replays(d, palette)
         tabs = self.query_one(TabbedContent)
         counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}
-        tabs.get_tab("tab-gaps").label = f"Gaps ({len(d.gaps)}, {counts['critical']} critical)"
+        tabs.get_tab("tab-gaps").label = (
+            f"Gaps ({len(d.gaps)} · {counts['critical']} critical)"
+            if counts["critical"]
+            else f"Gaps ({len(d.gaps)})"
+        )
         tabs.get_tab(
             "tab-outputs"
         ).label = (
@@ -115,7 +129,10 @@ class RunDetailScreen(Screen[None]):
             if m.replay:
                 t.append(f" ({m.replay.backend})", style=palette.muted)
         t.append("\nverdict ")
-        t.append_text(palette.verdict(r.last_verdict))
+        if r.last_verdict:
+            t.append_text(palette.verdict(r.last_verdict))
+        else:
+            t.append("not replayed", style=palette.muted)
         t.append(" · gaps ")
         counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning", "info")}
         t.append_text(palette.gap_counts(counts["critical"], counts["warning"], counts["info"]))
@@ -127,15 +144,16 @@ class RunDetailScreen(Screen[None]):
     def _fill_sections(self, d: RunDetail, palette: Palette) -> None:
         box = self.query_one("#sections", VerticalScroll)
         box.remove_children()
-        wide = self.app.size.width >= 160
-        widgets = []
+        self._wide_layout = wide = self.app.size.width >= WIDE
+        panels: list[tuple[int, Static]] = []
         for name in SECTIONS:
             rows = section_rows(d.manifest, name)
+            paths = [path for _, path, _ in rows]
             section_gaps = [
                 g
                 for g in d.gaps
                 if g.field.split(".")[0].split("[")[0] == name
-                or any(g.field == path or g.field.startswith(path) for _, path, _ in rows)
+                or any(g.field == p or g.field.startswith((p + ".", p + "[")) for p in paths)
             ]
             w = Static(section_table(rows, d.gaps, palette, wide=wide), classes="section")
             w.border_title = name
@@ -143,8 +161,22 @@ class RunDetailScreen(Screen[None]):
                 w.add_class("-critical")
             elif section_gaps:
                 w.add_class("-warning")
-            widgets.append(w)
-        box.mount_all(widgets)
+            panels.append((len(rows) + 2, w))
+        if not wide:
+            box.mount_all([w for _, w in panels])
+            return
+        # Two columns, each section to the shorter one (in manifest order).
+        columns: list[list[Static]] = [[], []]
+        heights = [0, 0]
+        for height, w in panels:
+            i = 0 if heights[0] <= heights[1] else 1
+            columns[i].append(w)
+            heights[i] += height
+        box.mount(Horizontal(Vertical(*columns[0]), Vertical(*columns[1]), id="columns"))
+
+    def on_resize(self) -> None:
+        if self.detail is not None and (self.app.size.width >= WIDE) != self._wide_layout:
+            self._fill_sections(self.detail, Palette.of(self.app))
 
     def _fill_outputs(self, d: RunDetail, palette: Palette) -> None:
         arts = self.query_one("#artifacts", DataTable)
@@ -161,7 +193,7 @@ class RunDetailScreen(Screen[None]):
                 Text(a.path),
                 Text(a.kind, style=palette.muted),
                 sha,
-                Text(str(a.size_bytes) if a.size_bytes is not None else "-"),
+                Text(human_size(a.size_bytes)),
                 Text(short(a.tensor_sha256, 16), style=palette.muted),
             )
         if not d.manifest.outputs.artifacts:

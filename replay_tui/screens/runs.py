@@ -42,9 +42,9 @@ LOOKAHEAD = 40
 SEARCH_THROTTLE_S = 0.12
 DESCENDING_FIRST: frozenset[str] = frozenset({"started_at", "duration_s"})
 
-KIND_OPTIONS = [("kind: all", ""), ("original", "original"), ("replay", "replay")]
+KIND_OPTIONS = [("all kinds", ""), ("original", "original"), ("replay", "replay")]
 VERDICT_OPTIONS = [
-    ("verdict: all", ""),
+    ("all verdicts", ""),
     *((v.lower(), v) for v in VERDICTS),
     ("not replayed", "none"),
 ]
@@ -116,7 +116,7 @@ class RunsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.table.set_columns(self._query.order, self._query.descending)
+        self.table.set_columns(self._query.order, self._query.descending, width=self.app.size.width)
         self._reload()
 
     # -- querying --------------------------------------------------------------------
@@ -287,7 +287,7 @@ class RunsScreen(Screen[None]):
                 descending = not self._query.descending
             else:
                 descending = order in DESCENDING_FIRST
-        self.table.set_columns(order, descending)
+        self.table.set_columns(order, descending, width=self.app.size.width)
         self._reload(order=order, descending=descending)
 
     def action_cycle_sort(self) -> None:

@@ -64,15 +64,22 @@ class RunsTable(DataTable[Text]):
         )
         self._ids: set[str] = set()
 
-    def set_columns(self, order: Order, descending: bool) -> None:
-        """(Re)build the columns, marking the one the rows are sorted by."""
+    def set_columns(self, order: Order, descending: bool, *, width: int = 0) -> None:
+        """(Re)build the columns, marking the one the rows are sorted by.
+
+        The name column takes what a ``width``-cell wide terminal leaves over (26 to 60).
+        """
         self.clear(columns=True)
         self._ids.clear()
+        fixed = sum(c.width + 2 for c in COLUMNS if c.key != "name") + 4
         for col in COLUMNS:
             label = col.label
             if col.order == order:
                 label += " ▼" if descending else " ▲"
-            self.add_column(label, width=col.width, key=col.key)
+            size = col.width
+            if col.key == "name" and width:
+                size = max(col.width, min(60, width - fixed))
+            self.add_column(label, width=size, key=col.key)
 
     def holds(self, run_id: str) -> bool:
         return run_id in self._ids

@@ -47,7 +47,7 @@ def worst_gap(gaps: Sequence[Gap], path: str) -> Gap | None:
     return min(hits, key=lambda g: SEVERITY_ORDER[g.severity]) if hits else None
 
 
-def _size(n: int | None) -> str:
+def human_size(n: int | None) -> str:
     if n is None:
         return "-"
     value = float(n)
@@ -68,7 +68,7 @@ def section_rows(m: RunManifest, section: str) -> list[Row]:
             ("branch", "code.branch", c.branch),
             ("dirty", "code.dirty", c.dirty),
             ("diff_sha256", "code.diff_sha256", c.diff_sha256),
-            ("untracked", "code.untracked", c.untracked or None),
+            ("untracked", "code.untracked", ", ".join(c.untracked) or "none"),
             ("workdir", "workdir", m.workdir),
             ("command", "argv", " ".join(m.argv) or None),
         ]
@@ -86,7 +86,7 @@ def section_rows(m: RunManifest, section: str) -> list[Row]:
             rows.append((d.name, f"data[{i}]", d.path))
             rows.append(("  sha256", f"data[{i}].sha256", d.sha256))
             detail = (
-                f"{_size(d.size_bytes)}, {d.file_count if d.file_count is not None else '-'} files"
+                f"{human_size(d.size_bytes)}, {d.file_count if d.file_count is not None else '-'} files"
             )
             if d.version:
                 detail += f", {d.version}"
