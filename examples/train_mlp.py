@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="out")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--no-deterministic", action="store_true")
     p.add_argument("--unseeded-noise", action="store_true")
     p.add_argument("--fail-at", type=int, default=-1)
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         nn.ReLU(),
         nn.Dropout(0.2),
         nn.Linear(args.hidden, 4),
-    ).to(dtype)
+    ).to(dtype=dtype, device=args.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     noise_gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         for xb, yb in loader:
             if args.unseeded_noise:
                 xb = xb + 1e-3 * torch.randn(xb.shape, generator=noise_gen, dtype=xb.dtype)
+            xb, yb = xb.to(args.device), yb.to(args.device)
             opt.zero_grad()
             loss = loss_fn(model(xb), yb)
             loss.backward()
@@ -109,13 +111,14 @@ def main(argv: list[str] | None = None) -> int:
             step += 1
         model.eval()
         with torch.no_grad():
-            acc = (model(x).argmax(1) == y).to(dtype).mean().item()
+            xd, yd = x.to(args.device), y.to(args.device)
+            acc = (model(xd).argmax(1) == yd).to(dtype).mean().item()
         run.log_metric("accuracy", acc, epoch)
         print(f"epoch {epoch} accuracy {acc:.6f}", flush=True)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(out / "model.safetensors"))
     torch.save(state, out / "model.pt")
     run.log_artifact(out / "model.safetensors")

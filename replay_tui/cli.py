@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 import click
 
 from replay_tui.errors import BadInput, ReplayTuiError
-from storage.manifest import ManifestError, RunManifest, json_schema, parse_manifest
+from storage.manifest import (
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    RunManifest,
+    json_schema,
+    parse_manifest,
+)
 from storage.store import RunQuery, RunStore, StoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -134,9 +140,16 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
     errors: list[str] = []
     for f in files:
         try:
-            raw = f.read_bytes()
+            with f.open("rb") as fh:  # bounded: never read a huge file or /dev/zero whole
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
         except OSError as e:
             errors.append(f"{f}: cannot read: {e.strerror}")
+            continue
+        if len(raw) > MAX_MANIFEST_BYTES:
+            errors.append(
+                f"{f}: manifest is more than {MAX_MANIFEST_BYTES} bytes;"
+                f" the limit is {MAX_MANIFEST_BYTES}"
+            )
             continue
         try:
             manifests.append(parse_manifest(raw, source=str(f)))
@@ -541,10 +554,6 @@ def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
         click.echo(render.gaps_text(found))
 
 
-from replay_tui import cli_audit  # noqa: E402
-
-cli_audit.register(main)
-
 @main.command()
 @click.option("--no-open", is_flag=True, help="Build the demo store but do not open the TUI.")
 @click.option("--no-docker", is_flag=True, help="Use the local backend even if Docker works.")
@@ -577,6 +586,11 @@ def demo(ctx: click.Context, no_open: bool, no_docker: bool) -> None:
         from replay_tui.app import run_app
 
         run_app(path, notice=result.notice)
+
+
+from replay_tui import cli_audit  # noqa: E402
+
+cli_audit.register(main)
 
 
 if __name__ == "__main__":

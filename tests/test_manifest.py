@@ -556,6 +556,17 @@ def test_unreadable_and_missing_files_are_refused(
     assert store_fingerprint(populated_store) == before
 
 
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_endless_input_is_refused_without_reading_it_all(
+    populated_store: Path, cli: RunCli
+) -> None:
+    before = store_fingerprint(populated_store)
+    proc = cli("ingest", "/dev/zero")  # would never end (or exhaust memory) if read whole
+    assert proc.returncode == 2
+    assert f"/dev/zero: manifest is more than {MAX_MANIFEST_BYTES} bytes" in proc.stderr
+    assert store_fingerprint(populated_store) == before
+
+
 def test_valid_manifest_is_accepted_by_the_cli(
     populated_store: Path, tmp_path: Path, cli: RunCli, make_manifest: MakeManifest
 ) -> None:

@@ -41,7 +41,7 @@ TREE_HEADER = b"replay-tui tree v1\n"
 _READ_WHOLE_MAX = 1 << 20  # files up to this size: one read(); above: mmap
 _STREAM_CHUNK = 1 << 20
 _POOL_MIN_FILES = 2_000  # fewer files to hash than this: no process pool
-_THREADS_MIN_BYTES = 64 << 20  # few but large files: one thread per file
+_THREADS_MIN_BYTES = 64 << 20  # fewer files but this many bytes: threads (no GIL in hashing)
 _CHUNKS_PER_WORKER = 8
 _PER_FILE_COST = 64 << 10  # open/stat/close overhead, in bytes of hashing time
 _MAX_WORKERS = 8
@@ -209,10 +209,7 @@ def _digest_many(
     strategy = _choose_strategy(len(paths), sum(sizes), n_workers)
     if strategy == "serial":
         return [_digest_file(p) for p in paths]
-    if strategy == "threads" and len(paths) < _POOL_MIN_FILES:
-        chunks = [[p] for p in paths]  # a few big files: the GIL is free while hashing
-    else:
-        chunks = _chunks(paths, sizes, n_workers * _CHUNKS_PER_WORKER)
+    chunks = _chunks(paths, sizes, n_workers * _CHUNKS_PER_WORKER)  # a big file: a chunk alone
     n_workers = min(n_workers, len(chunks))
     if strategy == "processes":
         batches = _in_processes(chunks, n_workers)
@@ -300,7 +297,7 @@ def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
 
 def _fingerprint(files: Sequence[_File], others: Sequence[_Line]) -> str:
     """SHA-256 of every name, link target and file stat key: equal means nothing changed."""
-    hasher = hashlib.sha256(TREE_HEADER)
+    hasher = hashlib.sha256(TREE_HEADER + b"%d\n" % len(others))  # count: an exact boundary
     hasher.update("".join(line for _, line in others).encode("ascii"))
     hasher.update(b"".join(b"%s\0%d %d %d %d\n" % (rel, *key) for rel, _, key in files))
     return hasher.hexdigest()

@@ -25,6 +25,7 @@ from replay_tui.widgets.style import Palette, number, plain, short
 from replay_tui.widgets.verdict_banner import VerdictBanner
 
 CLASS_MARK = {"same": " ", "numeric": "≠", "unknown": "?", "other": "~", "expected": "·"}
+FIELD_ORDER = {"numeric": 0, "unknown": 1, "other": 2, "same": 3, "expected": 4}
 CLASS_COLOUR = {"numeric": "error", "unknown": "warning", "other": "primary"}
 MAX_TENSOR_ROWS = 300
 
@@ -32,6 +33,31 @@ MAX_TENSOR_ROWS = 300
 def _list(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
     value = body.get(key)
     return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+
+CHECKPOINT_RESULT = {
+    "same_tensors": "same tensors, different container",
+    "close": "tensors within tolerance",
+    "out_of_tolerance": "tensors outside tolerance",
+}
+ARTIFACT_RESULT = {
+    "match": "same sha256",
+    "differs": "bytes differ",
+    "only_a": "only in A",
+    "only_b": "only in B",
+    "unhashed": "not hashed",
+}
+
+
+def artifact_result(x: dict[str, Any]) -> str:
+    """One artifact row's outcome in words."""
+    state = x.get("checkpoint")
+    if state == "unavailable":
+        return f"not compared: {x.get('error') or 'checkpoint unavailable'}"
+    if isinstance(state, str) and state in CHECKPOINT_RESULT:
+        return CHECKPOINT_RESULT[state]
+    status = str(x.get("status", ""))
+    return ARTIFACT_RESULT.get(status, status or "-")
 
 
 def _strs(body: dict[str, Any], key: str) -> list[str]:
@@ -119,7 +145,7 @@ class ComparisonScreen(Screen[None]):
         self.query_one(VerdictBanner).show(str(body.get("verdict") or "?"), sub, compact=compact)
         reasons = _strs(body, "reasons")
         shown = reasons[:2] if compact else reasons[:4]
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         for r in shown:
             text.append("• ", style=palette.muted)
             text.append(r + "\n")
@@ -139,14 +165,17 @@ class ComparisonScreen(Screen[None]):
         assert self.view is not None
         body = self.view.body
         env = body.get("environment") if isinstance(body.get("environment"), dict) else {}
-        rows = _list(env or {}, "rows")
+        # What differs first (the classes that can change numbers lead), then the rest.
+        rows = sorted(
+            _list(env or {}, "rows"), key=lambda r: FIELD_ORDER.get(str(r.get("class")), 9)
+        )
         gap_fields = {str(g.get("field", "")) for g in _list(body, "gaps")}
         table = self.query_one("#fields", DataTable)
         table.clear(columns=True)
         wide = self.app.size.width >= 160
         value_width = 60 if wide else 26
         table.add_column("", width=1, key="mark")
-        table.add_column("field", width=34 if wide else 24, key="field")
+        table.add_column("field", width=38 if wide else 24, key="field")
         table.add_column(self.labels[0], width=value_width, key="a")
         table.add_column(self.labels[1], width=value_width, key="b")
         packages = (env or {}).get("packages")
@@ -204,7 +233,7 @@ class ComparisonScreen(Screen[None]):
         counts = (env or {}).get("counts") if isinstance((env or {}).get("counts"), dict) else {}
         differing = sum(int(v) for k, v in (counts or {}).items() if k != "same")
         tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-fields").label = f"Fields ({differing} differ)"
+        tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠)"
 
     def action_toggle_fields(self) -> None:
         self.only_differences = not self.only_differences
@@ -220,13 +249,13 @@ class ComparisonScreen(Screen[None]):
         table = self.query_one("#artifacts", DataTable)
         table.clear(columns=True)
         wide = self.app.size.width >= 160
-        sha_w = 64 if wide else 14
+        sha_w = 64 if wide else 12
         table.add_column("", width=1, key="mark")
         table.add_column("path", key="path")
         table.add_column("kind", key="kind")
+        table.add_column("result", key="result")
         table.add_column(f"sha256 {self.labels[0]}", width=sha_w, key="a")
         table.add_column(f"sha256 {self.labels[1]}", width=sha_w, key="b")
-        table.add_column("note", key="note")
         matched = 0
         for x in arts:
             status = str(x.get("status", ""))
@@ -234,25 +263,22 @@ class ComparisonScreen(Screen[None]):
             if x.get("checkpoint") == "same_tensors":
                 ok = True
             matched += status == "match"
-            note = str(x.get("note") or x.get("error") or status)
-            if x.get("checkpoint") and x.get("checkpoint") != "same_tensors":
-                note = f"{x.get('checkpoint')}: {note}"
             sha_a, sha_b = x.get("sha256_a"), x.get("sha256_b")
             diff_style = "" if status == "match" else palette.fg("error")
             table.add_row(
                 palette.mark(ok, yes="✓", no="✗"),
                 Text(str(x.get("path", "-"))),
                 Text(str(x.get("kind_a") or x.get("kind_b") or "-"), style=palette.muted),
+                Text(artifact_result(x), style=palette.muted if ok else ""),
                 Text(sha_a if wide and sha_a else short(sha_a, sha_w), style=diff_style),
                 Text(sha_b if wide and sha_b else short(sha_b, sha_w), style=diff_style),
-                Text(note, style=palette.muted if status == "match" else ""),
             )
         if not arts:
             table.add_row(
                 "", Text("no artifacts on either side", style=palette.muted), "", "", "", ""
             )
         tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-artifacts").label = f"Artifacts ({matched}/{len(arts)} match)"
+        tabs.get_tab("tab-artifacts").label = f"Artifacts ({matched}/{len(arts)} ✓)"
         box = self.query_one("#tensors", Vertical)
         box.remove_children()
         widgets: list[Static | DataTable[Text]] = []
@@ -333,7 +359,7 @@ class ComparisonScreen(Screen[None]):
             timing = bool(m.get("timing"))
             ok: bool | None = None if timing else bool(m.get("within_tol", False))
             within += bool(ok)
-            mark = Text("⏱", style=palette.muted) if timing else palette.mark(ok)
+            mark = Text("t", style=palette.muted) if timing else palette.mark(ok)
             style = "" if ok or timing else palette.fg("error")
             table.add_row(
                 mark,
@@ -357,7 +383,7 @@ class ComparisonScreen(Screen[None]):
             )
         judged = sum(not m.get("timing") for m in metrics)
         tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} within tol)"
+        tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} ✓)"
         first = next(
             (m for m in metrics if m.get("first_step_out_of_tol") is not None),
             next((m for m in metrics if m.get("has_history")), metrics[0] if metrics else None),

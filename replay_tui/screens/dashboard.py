@@ -61,13 +61,13 @@ class DashboardScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="cards"):
-            yield Card("reproducible runs", id="card-repro")
-            yield Card("artifact hash match", id="card-hash")
+            yield Card("reproducible", id="card-repro")
+            yield Card("hash match", id="card-hash")
             yield Card("runs", id="card-runs")
             yield Card("critical gaps", id="card-critical")
         with VerticalScroll(id="lists"):
             with Vertical(id="left"):
-                yield Static("recent drills", classes="heading")
+                yield Static("recent drills", classes="heading", id="drills-title")
                 yield DataTable(id="drills", cursor_type="row", zebra_stripes=True)
                 yield Static("recent replays", classes="heading")
                 yield DataTable(id="recent", cursor_type="row", zebra_stripes=True)
@@ -96,12 +96,21 @@ class DashboardScreen(Screen[None]):
         message.stop()
         s = self.stats = message.stats
         palette = Palette.of(self.app)
-        repro = s.reproducible_rate
-        caption = Text(f"% of {s.judged:,} replayed originals")
-        self.query_one("#card-repro", Card).show(_pct(repro), caption, tone=_tone(repro))
-        match = s.artifact_match_rate
+        repro = s.reproducible.rate
+        self.query_one("#card-repro", Card).show(
+            _pct(repro),
+            f"% of {s.reproducible.whole:,} replayed runs reproduce"
+            if s.reproducible.whole
+            else "no run replayed yet",
+            tone=_tone(repro),
+        )
+        match = s.artifact_match.rate
         self.query_one("#card-hash", Card).show(
-            _pct(match), f"% of {s.artifacts_compared:,} replayed artifacts", tone=_tone(match)
+            _pct(match),
+            f"% of {s.artifact_match.whole:,} replayed artifacts: same sha256"
+            if s.artifact_match.whole
+            else "no artifact replayed yet",
+            tone=_tone(match),
         )
         self.query_one("#card-runs", Card).show(
             str(s.total_runs), f"{s.originals:,} original · {s.replays:,} replays"
@@ -110,6 +119,12 @@ class DashboardScreen(Screen[None]):
             str(s.critical_total),
             "runs with a critical gap",
             tone="bad" if s.critical_total else "good",
+        )
+        drills = s.drills
+        self.query_one("#drills-title", Static).update(
+            f"recent drills ({drills.part} of {drills.whole} passed)"
+            if drills.whole
+            else "recent drills"
         )
         self._fill_drills(s, palette)
         self._fill_recent(s, palette)
@@ -139,7 +154,7 @@ class DashboardScreen(Screen[None]):
     def _fill_recent(self, s: DashboardStats, palette: Palette) -> None:
         table = self.query_one("#recent", DataTable)
         table.clear(columns=True)
-        table.add_columns("when", "run", "backend", "verdict", "reason")
+        table.add_columns("when", "original run", "backend", "verdict", "reason")
         for r in s.recent_replays:
             table.add_row(
                 Text(when(r.get("created_at"))),

@@ -190,69 +190,72 @@ def replay(
 
 # -- dashboard ------------------------------------------------------------------------
 
+# Replays that count, as in replay_tui.stats: determinism as recorded (an experiment
+# with determinism switched off never counts).
+_COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+
+
+@dataclass(frozen=True)
+class Share:
+    part: int
+    whole: int
+
+    @property
+    def rate(self) -> float | None:
+        return self.part / self.whole if self.whole else None
+
 
 @dataclass(frozen=True)
 class DashboardStats:
     total_runs: int
     originals: int
     replays: int
-    verdict_counts: dict[str, int]
-    artifact_status: dict[str, int]
+    reproducible: Share
+    """Original runs whose latest judged replay is IDENTICAL or EQUIVALENT (as ``stats``)."""
+    artifact_match: Share
+    """(replay, hashed artifact of its original) pairs where the replay wrote the same sha256."""
+    drills: Share
     critical_total: int
     critical_runs: list[RunRecord]
     recent_replays: list[dict[str, Any]]
     recent_drills: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def judged(self) -> int:
-        return sum(self.verdict_counts.get(v, 0) for v in VERDICTS)
-
-    @property
-    def reproducible_rate(self) -> float | None:
-        """Share of replayed original runs whose last verdict is IDENTICAL or EQUIVALENT."""
-        if not self.judged:
-            return None
-        return sum(self.verdict_counts.get(v, 0) for v in REPRODUCED) / self.judged
-
-    @property
-    def artifacts_compared(self) -> int:
-        return sum(self.artifact_status.values())
-
-    @property
-    def artifact_match_rate(self) -> float | None:
-        """Share of replayed artifacts whose sha256 equals the original's."""
-        n = self.artifacts_compared
-        return self.artifact_status.get("match", 0) / n if n else None
-
 
 def load_dashboard(
     store: RunStore, *, critical_limit: int = 50, recent: int = 10
 ) -> DashboardStats:
-    verdicts = {
-        v: store.count_runs(RunQuery(kind="original", verdict=v)) for v in (*VERDICTS, "none")
-    }
-    conn = store.conn
-    artifact_status: dict[str, int] = {}
-    rows = conn.execute(
-        "SELECT json_extract(a.value, '$.status'), count(*)"
-        " FROM comparisons AS c, json_each(c.body, '$.artifacts') AS a"
-        " WHERE c.id IN (SELECT comparison_id FROM replays WHERE comparison_id IS NOT NULL)"
-        " GROUP BY 1"
-    ).fetchall()
-    for status, n in rows:
-        artifact_status[str(status)] = int(n)
-    cur = conn.execute(
+    q = store.conn.execute
+    latest: dict[str, str] = {}
+    for run, verdict in q(
+        "SELECT r.original_run, r.verdict FROM replays r JOIN runs o ON o.id = r.original_run"
+        f" AND o.kind = 'original' WHERE r.verdict IS NOT NULL AND {_COUNTED} ORDER BY r.id"
+    ):
+        latest[str(run)] = str(verdict)
+    compared, matched = q(
+        "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
+        " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
+        " JOIN artifacts oa ON oa.run_id = r.original_run AND oa.sha256 IS NOT NULL"
+        " LEFT JOIN artifacts rb ON rb.run_id = r.replay_run AND rb.path = oa.path"
+        f" WHERE r.replay_run IS NOT NULL AND {_COUNTED}"
+    ).fetchone()
+    (replays,) = q(
+        "SELECT count(*) FROM replays r JOIN runs o ON o.id = r.original_run"
+        f" AND o.kind = 'original' WHERE {_COUNTED}"
+    ).fetchone()
+    drill_total, drill_passed = q(
+        "SELECT count(*), coalesce(sum(passed), 0) FROM drills"
+    ).fetchone()
+    cur = q(
         "SELECT id, created_at, original_run, replay_run, backend, status, verdict, reason,"
         " duration_s, comparison_id FROM replays ORDER BY id DESC LIMIT ?",
         (recent,),
     )
     names = [d[0] for d in cur.description]
     recent_replays = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    cur = conn.execute(
-        "SELECT id, created_at, passed, body FROM drills ORDER BY id DESC LIMIT ?", (recent,)
-    )
     drills = []
-    for did, created, passed, body in cur.fetchall():
+    for did, created, passed, body in q(
+        "SELECT id, created_at, passed, body FROM drills ORDER BY id DESC LIMIT ?", (recent,)
+    ).fetchall():
         try:
             decoded = json.loads(body)
         except ValueError:
@@ -261,9 +264,10 @@ def load_dashboard(
     return DashboardStats(
         total_runs=store.count_runs(),
         originals=store.count_runs(RunQuery(kind="original")),
-        replays=store.count_runs(RunQuery(kind="replay")),
-        verdict_counts=verdicts,
-        artifact_status=artifact_status,
+        replays=int(replays),
+        reproducible=Share(sum(v in REPRODUCED for v in latest.values()), len(latest)),
+        artifact_match=Share(int(matched), int(compared)),
+        drills=Share(int(drill_passed), int(drill_total)),
         critical_total=store.count_runs(RunQuery(has_critical=True)),
         critical_runs=store.list_runs(RunQuery(has_critical=True, limit=critical_limit)),
         recent_replays=recent_replays,
@@ -274,7 +278,7 @@ def load_dashboard(
 def drill_summary(body: dict[str, Any]) -> tuple[str, list[str]]:
     """A drill body as one line and the verdicts it holds (read defensively: any shape)."""
     items: list[Any] = []
-    for key in ("runs", "results", "replays", "drilled"):
+    for key in ("runs", "results", "replays", "items"):
         value = body.get(key)
         if isinstance(value, list):
             items = value

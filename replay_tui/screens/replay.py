@@ -41,6 +41,7 @@ class ReplayScreen(Screen[None]):
         Binding("escape", "back_or_cancel", "Back / cancel"),
         Binding("x", "cancel", "Cancel replay"),
         Binding("ctrl+s", "start", "Start", show=False),
+        Binding("enter", "open_comparison", "Comparison"),
     ]
 
     def __init__(self, store_path: Path, run_id: str, options: ReplayOptions) -> None:
@@ -49,13 +50,26 @@ class ReplayScreen(Screen[None]):
         self.run_id = run_id
         self.options = options
         self.board = StageBoard()
-        self.phase = "options"  # options -> running -> cancelling -> done / failed / cancelled
+        self._set_phase("options")  # options -> running -> cancelling -> done / failed / cancelled
         self.summary: ReplaySummary | None = None
         self._cancel = threading.Event()
         self._replica = ""
 
     def current_run(self) -> str | None:
         return self.run_id
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return self.phase in ("running", "cancelling")
+        if action == "start":
+            return self.phase == "options"
+        if action == "open_comparison":
+            return self.summary is not None and self.summary.last_comparison is not None
+        return True
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.refresh_bindings()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -155,7 +169,7 @@ class ReplayScreen(Screen[None]):
         if self.phase != "options":
             return
         options, times = self.chosen_options()
-        self.phase = "running"
+        self._set_phase("running")
         self.query_one("#form").display = False
         self.query_one("#progress").display = True
         self.query_one("#title", Static).update(
@@ -220,10 +234,10 @@ class ReplayScreen(Screen[None]):
         s = self.summary = message.summary
         palette = Palette.of(self.app)
         if s.cancelled:
-            self.phase = "cancelled"
+            self._set_phase("cancelled")
             self.board.fail("cancelled", state="cancelled")
         else:
-            self.phase = "done"
+            self._set_phase("done")
         t = Text()
         t.append("cancelled · " if s.cancelled else "done · ", style="bold")
         for i, r in enumerate(s.results):
@@ -243,7 +257,7 @@ class ReplayScreen(Screen[None]):
         # Not stopped: the app turns the failure into the error modal.
         if event.worker.group != "replay" or event.state != WorkerState.ERROR:
             return
-        self.phase = "failed"
+        self._set_phase("failed")
         error = event.worker.error
         reason = getattr(error, "message", None) or str(error)
         self.board.fail(reason)
@@ -254,7 +268,7 @@ class ReplayScreen(Screen[None]):
 
     def action_cancel(self) -> None:
         if self.phase == "running":
-            self.phase = "cancelling"
+            self._set_phase("cancelling")
             self._cancel.set()
             self._outcome(Text("cancelling… (stopping the run)"))
 
@@ -264,7 +278,7 @@ class ReplayScreen(Screen[None]):
         else:
             self.dismiss()
 
-    def key_enter(self) -> None:
+    def action_open_comparison(self) -> None:
         if self.summary is not None and self.summary.last_comparison is not None:
             self.post_message(OpenComparison(comparison_id=self.summary.last_comparison))
 

@@ -31,7 +31,6 @@ from replay_tui.widgets.sections import (
 )
 from replay_tui.widgets.style import Palette, duration, number, short, when
 
-
 WIDE = 120
 
 

@@ -85,9 +85,8 @@ def section_rows(m: RunManifest, section: str) -> list[Row]:
         for i, d in enumerate(m.data):
             rows.append((d.name, f"data[{i}]", d.path))
             rows.append(("  sha256", f"data[{i}].sha256", d.sha256))
-            detail = (
-                f"{human_size(d.size_bytes)}, {d.file_count if d.file_count is not None else '-'} files"
-            )
+            files = "-" if d.file_count is None else str(d.file_count)
+            detail = f"{human_size(d.size_bytes)}, {files} files"
             if d.version:
                 detail += f", {d.version}"
             rows.append(("  size", f"data[{i}].size_bytes", detail))
