@@ -110,14 +110,14 @@ def import_time() -> float:
 async def measure(store: Path, searches: int) -> dict[str, Any]:
     from replay_tui.app import ReplayApp
     from replay_tui.messages import RunsPageShown
-    from replay_tui.screens.runs import RunsScreen
 
-    shown: list[tuple[float, RunsPageShown]] = []
+    shown: list[RunsPageShown] = []
 
-    def on_shown(msg: RunsPageShown) -> None:
-        shown.append((time.perf_counter(), msg))
+    class BenchApp(ReplayApp):
+        def on_runs_page_shown(self, message: RunsPageShown) -> None:
+            shown.append(message)
 
-    async def wait_shown(count: int, timeout: float = 30.0) -> tuple[float, RunsPageShown]:
+    async def wait_shown(count: int, timeout: float = 30.0) -> RunsPageShown:
         deadline = time.perf_counter() + timeout
         while len(shown) < count:
             if time.perf_counter() > deadline:
@@ -126,22 +126,20 @@ async def measure(store: Path, searches: int) -> dict[str, Any]:
         return shown[count - 1]
 
     t0 = time.perf_counter()
-    app = ReplayApp(store)
-    app.runs_page_listener = on_shown
+    app = BenchApp(store)
     async with app.run_test(size=(200, 60)) as pilot:
-        t_first, first = await wait_shown(1)
-        cold = t_first - t0
-        screen = app.screen
-        assert isinstance(screen, RunsScreen)
-        total = first.total
+        first = await wait_shown(1)
+        cold = first.painted_at - t0
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        total = shown[-1].total
         await pilot.press("slash")
         await pilot.pause(0.3)
         timings: list[float] = []
         rows: list[int] = []
         words = [SEARCHES[i % len(SEARCHES)] for i in range(searches)]
         for word in words:
-            # clear the box (one keystroke: ctrl+u) and let that query settle
-            await pilot.press("ctrl+u")
+            await pilot.press("ctrl+u")  # clear the box; that query settles first
             await pilot.pause(0.3)
             await app.workers.wait_for_complete()
             await pilot.pause(0.2)
@@ -149,10 +147,10 @@ async def measure(store: Path, searches: int) -> dict[str, Any]:
                 n = len(shown)
                 t_key = time.perf_counter()
                 await pilot.press(ch)
-                t_done, msg = await wait_shown(n + 1)
-                timings.append((t_done - t_key) * 1000)
+                msg = await wait_shown(n + 1)
+                timings.append((msg.painted_at - t_key) * 1000)
                 rows.append(msg.rows)
-                await pilot.pause(0.2)
+                await pilot.pause(0.2)  # past the throttle window: the next key is a fresh one
                 await app.workers.wait_for_complete()
                 await pilot.pause(0.05)
     return {

@@ -13,10 +13,17 @@ from typing import ClassVar, Protocol, runtime_checkable
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
-from replay_tui.messages import OpenComparison, OpenReplay, OpenRun, PickAndCompare
+from replay_tui.messages import (
+    OpenComparison,
+    OpenReplay,
+    OpenRun,
+    PickAndCompare,
+    WorkerFailed,
+)
 from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.base import forward_failure
 from replay_tui.screens.comparison import ComparisonScreen
 from replay_tui.screens.dashboard import DashboardScreen
 from replay_tui.screens.modals import ErrorModal, HelpScreen
@@ -64,10 +71,12 @@ class ReplayApp(App[None]):
 
     # -- failures --------------------------------------------------------------------
 
+    def on_worker_failed(self, message: WorkerFailed) -> None:
+        """The one place a failure in any worker becomes the error modal."""
+        self.push_screen(ErrorModal(message.error, context=_what_failed(message.group)))
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if event.state == WorkerState.ERROR and worker.error is not None:
-            self.push_screen(ErrorModal(worker.error, context=_what_failed(worker)))
+        forward_failure(self, event)  # the app's own workers, if any
 
     # -- navigation ------------------------------------------------------------------
 
@@ -153,7 +162,7 @@ def _run_of(screen: Screen[object]) -> str | None:
     return None
 
 
-def _what_failed(worker: Worker[object]) -> str:
+def _what_failed(group: str) -> str:
     groups = {
         "runs-query": "Reading the runs failed",
         "runs-more": "Reading more runs failed",
@@ -163,7 +172,7 @@ def _what_failed(worker: Worker[object]) -> str:
         "dashboard": "Reading the dashboard failed",
         "picker": "Reading the runs failed",
     }
-    return groups.get(worker.group, f"{worker.name or 'A task'} failed")
+    return groups.get(group, "A background task failed")
 
 
 def run_app(store_path: Path, *, notice: str | None = None) -> None:

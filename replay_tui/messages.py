@@ -131,3 +131,16 @@ class PickAndCompare(Message):
     def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
+
+
+class WorkerFailed(Message):
+    """A screen's worker raised; the app shows the error modal.
+
+    ``Worker.StateChanged`` does not bubble, so each screen forwards its failures with
+    this message (see ``replay_tui.screens.base``).
+    """
+
+    def __init__(self, error: BaseException, group: str) -> None:
+        super().__init__()
+        self.error = error
+        self.group = group

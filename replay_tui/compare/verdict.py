@@ -204,14 +204,11 @@ def _metric_findings(metrics: tuple[MetricDiff, ...], f: _Findings) -> None:
         if m.within_tol and m.bitwise_equal:
             continue
         if m.first_step_out_of_tol is not None:
-            first = (
-                f"first differs at step {m.first_step_differs}, "
-                if m.first_step_differs != m.first_step_out_of_tol
-                else ""
-            )
+            same = m.first_step_differs == m.first_step_out_of_tol
+            where = "there" if same else f"at step {m.first_step_out_of_tol}"
             f.divergent.append(
-                f"metric {m.name} {first}leaves tolerance at step {m.first_step_out_of_tol}"
-                f" ({m.a_at_out_of_tol!r} vs {m.b_at_out_of_tol!r})"
+                f"metric {m.name} first differs at step {m.first_step_differs}, leaves"
+                f" tolerance {where} ({m.a_at_out_of_tol!r} vs {m.b_at_out_of_tol!r})"
             )
         if m.final_within_tol is False:
             f.divergent.append(

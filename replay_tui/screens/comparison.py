@@ -15,10 +15,10 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
 from replay_tui.messages import ComparisonLoaded
+from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.style import Palette, number, plain, short
@@ -65,7 +65,7 @@ def _strs(body: dict[str, Any], key: str) -> list[str]:
     return [str(x) for x in value] if isinstance(value, list) else []
 
 
-class ComparisonScreen(Screen[None]):
+class ComparisonScreen(AppScreen[None]):
     CSS_PATH = "comparison.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),

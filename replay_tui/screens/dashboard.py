@@ -10,10 +10,10 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Digits, Footer, Header, Static
 
 from replay_tui.messages import DashboardLoaded, OpenComparison, OpenRun
+from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import DashboardStats, drill_summary, load_dashboard, open_store
 from replay_tui.widgets.style import Palette, short, when
 
@@ -46,7 +46,7 @@ def _tone(rate: float | None) -> str:
     return "good" if rate >= 0.95 else "warn" if rate >= 0.7 else "bad"
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(AppScreen[None]):
     CSS_PATH = "dashboard.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),

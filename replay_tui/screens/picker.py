@@ -9,11 +9,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from replay_tui.messages import PickerRuns
+from replay_tui.screens.base import AppModal
 from replay_tui.screens.queries import open_store
 from replay_tui.widgets.runs_table import RunsTable
 from storage.store import RunQuery
@@ -21,7 +21,7 @@ from storage.store import RunQuery
 PICKER_ROWS = 200
 
 
-class PickRunScreen(ModalScreen[str | None]):
+class PickRunScreen(AppModal[str | None]):
     """Returns the chosen run id, or None."""
 
     CSS_PATH = "picker.tcss"

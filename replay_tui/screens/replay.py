@@ -18,13 +18,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Log, Select, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
+from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import ReplaySummary, open_store, replay
 from replay_tui.widgets.stages import StageBoard
 from replay_tui.widgets.style import Palette, short
@@ -34,7 +34,7 @@ GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
 MAX_LOG_LINES = 10_000
 
 
-class ReplayScreen(Screen[None]):
+class ReplayScreen(AppScreen[None]):
     CSS_PATH = "replay.tcss"
     AUTO_FOCUS = "#start"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -50,7 +50,7 @@ class ReplayScreen(Screen[None]):
         self.run_id = run_id
         self.options = options
         self.board = StageBoard()
-        self._set_phase("options")  # options -> running -> cancelling -> done / failed / cancelled
+        self.phase = "options"  # options -> running -> cancelling -> done, failed or cancelled
         self.summary: ReplaySummary | None = None
         self._cancel = threading.Event()
         self._replica = ""
@@ -254,7 +254,7 @@ class ReplayScreen(Screen[None]):
             self.post_message(OpenComparison(comparison_id=s.last_comparison))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # Not stopped: the app turns the failure into the error modal.
+        # AppScreen's handler runs too and hands the failure to the app's error modal.
         if event.worker.group != "replay" or event.state != WorkerState.ERROR:
             return
         self._set_phase("failed")

@@ -10,7 +10,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
@@ -20,6 +19,7 @@ from replay_tui.messages import (
     PickAndCompare,
     RunDetailLoaded,
 )
+from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.sections import (
@@ -34,7 +34,7 @@ from replay_tui.widgets.style import Palette, duration, number, short, when
 WIDE = 120
 
 
-class RunDetailScreen(Screen[None]):
+class RunDetailScreen(AppScreen[None]):
     CSS_PATH = "run_detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),

@@ -19,7 +19,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
@@ -32,6 +31,7 @@ from replay_tui.messages import (
     RunsPage,
     RunsPageShown,
 )
+from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import VERDICTS, open_store
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from storage.store import Order, RunQuery
@@ -50,7 +50,7 @@ VERDICT_OPTIONS = [
 ]
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(AppScreen[None]):
     """Browse, search, sort and filter the runs of the store."""
 
     CSS_PATH = "runs.tcss"
@@ -312,6 +312,10 @@ class RunsScreen(Screen[None]):
 
     def action_replay(self) -> None:
         run = self.table.selected_run
+        record = self.table.record(run) if run else None
+        if record is not None and record.kind == "replay" and record.replay_of:
+            self.notify(f"{run:.13} is a replay: replaying its original {record.replay_of:.13}")
+            run = record.replay_of
         if run:
             self.post_message(OpenReplay(run))
 

@@ -62,7 +62,7 @@ class RunsTable(DataTable[Text]):
         super().__init__(
             id=id, classes=classes, cursor_type="row", zebra_stripes=True, cell_padding=1
         )
-        self._ids: set[str] = set()
+        self._records: dict[str, RunRecord] = {}
 
     def set_columns(self, order: Order, descending: bool, *, width: int = 0) -> None:
         """(Re)build the columns, marking the one the rows are sorted by.
@@ -70,7 +70,7 @@ class RunsTable(DataTable[Text]):
         The name column takes what a ``width``-cell wide terminal leaves over (26 to 60).
         """
         self.clear(columns=True)
-        self._ids.clear()
+        self._records.clear()
         fixed = sum(c.width + 2 for c in COLUMNS if c.key != "name") + 4
         for col in COLUMNS:
             label = col.label
@@ -81,23 +81,24 @@ class RunsTable(DataTable[Text]):
                 size = max(col.width, min(60, width - fixed))
             self.add_column(label, width=size, key=col.key)
 
-    def holds(self, run_id: str) -> bool:
-        return run_id in self._ids
+    def record(self, run_id: str) -> RunRecord | None:
+        """The record of a run the table holds."""
+        return self._records.get(run_id)
 
     def show_page(self, records: Sequence[RunRecord], *, replace: bool) -> int:
         """Add a page of runs (replacing what is shown when ``replace``); returns rows added."""
         if replace:
             self.clear()
-            self._ids.clear()
+            self._records.clear()
         palette = Palette.of(self.app)
         muted = palette.muted
         verdicts: dict[str | None, Text] = {}
         statuses: dict[str, Text] = {}
         added = 0
         for r in records:
-            if r.id in self._ids:
+            if r.id in self._records:
                 continue  # a run inserted while paging shifts OFFSET: never show it twice
-            self._ids.add(r.id)
+            self._records[r.id] = r
             verdict = verdicts.get(r.last_verdict)
             if verdict is None:
                 verdict = verdicts[r.last_verdict] = palette.verdict(r.last_verdict)
