@@ -393,3 +393,27 @@ def test_report_escapes_hostile_manifest_values(
     assert evil not in page and "&lt;script&gt;" in page
     assert "Verdict: NOT REPLAYED" in page
     assert evil not in (tmp_path / "b" / "report.md").read_text()
+
+
+def test_report_of_a_run_whose_replays_all_failed(
+    store_path: Path, make_manifest: MakeManifest, tmp_path: Path
+) -> None:
+    m = make_manifest()
+    with RunStore(store_path) as store:
+        store.ingest(manifest_from_data(m))
+        store.add_replay(
+            m["run_id"],
+            replay_run=None,
+            backend="docker",
+            status="error",
+            verdict=None,
+            reason="no Docker engine",
+            duration_s=0.1,
+            comparison_id=None,
+            body={"reason": "no Docker engine"},
+        )
+        res = export_bundle(store, m["run_id"], tmp_path / "b")
+    assert res.verdict is None and not res.signed
+    page = (tmp_path / "b" / "report.html").read_text()
+    assert "Verdict: NO VERDICT" in page and "no Docker engine" in page
+    assert _check(tmp_path / "b", None).ok

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -308,6 +309,22 @@ def test_errors_in_workers_propagate(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
     assert hashing._choose_strategy(40, 0, 2) == "processes"
     with pytest.raises(PermissionError, match="f007"):
+        hash_path(root, workers=2)
+
+
+def test_a_dead_worker_fails_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _make_tree(tmp_path / "ds", {f"f{i:03d}.bin": b"x" for i in range(40)})
+    real: DigestFile = hashing._digest_file
+
+    def crash(path: bytes) -> Digest:
+        if path.endswith(b"f007.bin"):
+            os._exit(7)  # as a SIGBUS would kill it
+        return real(path)
+
+    monkeypatch.setattr(hashing, "_digest_file", crash)
+    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
+    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
+    with pytest.raises(BrokenProcessPool):
         hash_path(root, workers=2)
 
 

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, TypeAlias
@@ -196,9 +196,15 @@ def _chunks(paths: Sequence[bytes], sizes: Sequence[int], count: int) -> list[li
 
 
 def _in_processes(chunks: list[list[bytes]], workers: int) -> list[list[tuple[str, int, _StatKey]]]:
-    """Run chunks in forked processes; ``Pool`` forks them all before it starts threads."""
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return pool.map(_digest_batch, chunks, chunksize=1)
+    """Run chunks in forked processes.
+
+    With ``fork`` the executor starts every worker before its own thread (CPython
+    gh-90622), and a worker that dies (SIGBUS on a file truncated under ``mmap``) raises
+    ``BrokenProcessPool`` where ``multiprocessing.Pool`` would hang.
+    """
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(_digest_batch, chunks))
 
 
 def _digest_many(

@@ -112,6 +112,19 @@ def replay_run(
                 t0,
                 set_worktree=holder.append,
             )
+        except KeyboardInterrupt:
+            store.add_replay(
+                original_id,
+                replay_run=None,
+                backend=options.backend,
+                status="interrupted",
+                verdict=None,
+                reason="interrupted before the replay finished (Ctrl-C)",
+                duration_s=time.monotonic() - t0,
+                comparison_id=None,
+                body={"reason": "interrupted"},
+            )
+            raise
         except ReplayTuiError as e:
             reason = e.message
             fid = store.add_replay(

@@ -127,7 +127,7 @@ class ComparisonScreen(AppScreen[None]):
             )
         self.post_message(ComparisonLoaded(view))
 
-    def on_comparison_loaded(self, message: ComparisonLoaded) -> None:
+    async def on_comparison_loaded(self, message: ComparisonLoaded) -> None:
         message.stop()
         v = self.view = message.view
         self.a_run, self.b_run = v.a.run_id, v.b.run_id
@@ -154,7 +154,7 @@ class ComparisonScreen(AppScreen[None]):
         text.rstrip()
         self.query_one("#reasons", Static).update(text)
         self._fill_fields(palette)
-        self._fill_artifacts(palette)
+        await self._fill_artifacts(palette)
         self._fill_metrics(palette)
         self._fill_gaps(palette)
         self._fill_reasons(palette)
@@ -243,7 +243,7 @@ class ComparisonScreen(AppScreen[None]):
 
     # -- artifacts -------------------------------------------------------------------
 
-    def _fill_artifacts(self, palette: Palette) -> None:
+    async def _fill_artifacts(self, palette: Palette) -> None:
         assert self.view is not None
         arts = _list(self.view.body, "artifacts")
         table = self.query_one("#artifacts", DataTable)
@@ -280,7 +280,7 @@ class ComparisonScreen(AppScreen[None]):
         tabs = self.query_one(TabbedContent)
         tabs.get_tab("tab-artifacts").label = f"Artifacts ({matched}/{len(arts)} ✓)"
         box = self.query_one("#tensors", Vertical)
-        box.remove_children()
+        await box.remove_children()
         widgets: list[Static | DataTable[Text]] = []
         for x in arts:
             diff = x.get("tensors")
@@ -333,7 +333,7 @@ class ComparisonScreen(AppScreen[None]):
                 )
             widgets.append(t)
         if widgets:
-            box.mount_all(widgets)
+            await box.mount_all(widgets)
 
     # -- metrics ---------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("r", "replay the run"),
             ("c", "compare with another run"),
             ("s / S", "sort by the next column / reverse"),
+            ("pgdn / ctrl+end", "more runs load as the cursor nears the end"),
             ("click a header", "sort by that column"),
         ),
     ),

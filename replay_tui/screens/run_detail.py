@@ -87,15 +87,15 @@ class RunDetailScreen(AppScreen[None]):
         if self.detail is not None:
             self._load()  # a replay or comparison may have added facts
 
-    def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
+    async def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
         message.stop()
         d = self.detail = message.detail
         self.run_id = d.record.id
         palette = Palette.of(self.app)
         self.query_one("#summary", Static).update(self._summary(d, palette))
-        self._fill_sections(d, palette)
+        await self._fill_sections(d, palette)
         self.query_one("#gaps-body", Static).update(gaps_renderable(d.gaps, palette))
-        self._fill_outputs(d, palette)
+        await self._fill_outputs(d, palette)
         self._fill_replays(d, palette)
         tabs = self.query_one(TabbedContent)
         counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}
@@ -140,9 +140,9 @@ class RunDetailScreen(AppScreen[None]):
             t.append(" · signed", style=palette.fg("success"))
         return t
 
-    def _fill_sections(self, d: RunDetail, palette: Palette) -> None:
+    async def _fill_sections(self, d: RunDetail, palette: Palette) -> None:
         box = self.query_one("#sections", VerticalScroll)
-        box.remove_children()
+        await box.remove_children()
         self._wide_layout = wide = self.app.size.width >= WIDE
         panels: list[tuple[int, Static]] = []
         for name in SECTIONS:
@@ -162,7 +162,7 @@ class RunDetailScreen(AppScreen[None]):
                 w.add_class("-warning")
             panels.append((len(rows) + 2, w))
         if not wide:
-            box.mount_all([w for _, w in panels])
+            await box.mount_all([w for _, w in panels])
             return
         # Two columns, each section to the shorter one (in manifest order).
         columns: list[list[Static]] = [[], []]
@@ -171,13 +171,15 @@ class RunDetailScreen(AppScreen[None]):
             i = 0 if heights[0] <= heights[1] else 1
             columns[i].append(w)
             heights[i] += height
-        box.mount(Horizontal(Vertical(*columns[0]), Vertical(*columns[1]), id="columns"))
+        await box.mount(
+            Horizontal(Vertical(*columns[0]), Vertical(*columns[1]), classes="columns")
+        )
 
-    def on_resize(self) -> None:
+    async def on_resize(self) -> None:
         if self.detail is not None and (self.app.size.width >= WIDE) != self._wide_layout:
-            self._fill_sections(self.detail, Palette.of(self.app))
+            await self._fill_sections(self.detail, Palette.of(self.app))
 
-    def _fill_outputs(self, d: RunDetail, palette: Palette) -> None:
+    async def _fill_outputs(self, d: RunDetail, palette: Palette) -> None:
         arts = self.query_one("#artifacts", DataTable)
         arts.clear(columns=True)
         arts.add_columns("path", "kind", "sha256", "size", "tensor sha256")
@@ -198,7 +200,7 @@ class RunDetailScreen(AppScreen[None]):
         if not d.manifest.outputs.artifacts:
             arts.add_row(Text("no artifacts recorded", style=palette.muted), "", "", "", "")
         box = self.query_one("#metrics", Vertical)
-        box.remove_children()
+        await box.remove_children()
         outputs = d.manifest.outputs
         names = sorted(set(outputs.metrics) | set(outputs.metric_history))
         rows: list[Widget] = []
@@ -217,7 +219,7 @@ class RunDetailScreen(AppScreen[None]):
             rows.append(row)
         if not rows:
             rows.append(Static(Text("no metrics recorded", style=palette.muted)))
-        box.mount_all(rows)
+        await box.mount_all(rows)
 
     def _fill_replays(self, d: RunDetail, palette: Palette) -> None:
         table = self.query_one("#replays", DataTable)

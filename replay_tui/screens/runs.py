@@ -32,11 +32,11 @@ from replay_tui.messages import (
     RunsPageShown,
 )
 from replay_tui.screens.base import AppScreen
-from replay_tui.screens.queries import VERDICTS, open_store
+from replay_tui.screens.queries import VERDICTS, list_runs, open_store
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from storage.store import Order, RunQuery
 
-FIRST_PAGE = 100
+FIRST_PAGE = 64  # a 60-row terminal's worth; the next page follows as the cursor moves
 PAGE = 300
 LOOKAHEAD = 40
 SEARCH_THROTTLE_S = 0.12
@@ -138,10 +138,12 @@ class RunsScreen(AppScreen[None]):
     def _load_first(self, query: RunQuery, generation: int) -> None:
         worker = get_current_worker()
         with open_store(self.store_path) as store:
-            records = store.list_runs(replace(query, limit=FIRST_PAGE, offset=0))
+            records = list_runs(store, replace(query, limit=FIRST_PAGE, offset=0))
             if worker.is_cancelled:
                 return
             self.post_message(RunsPage(generation, 0, records))
+            if len(records) < FIRST_PAGE:
+                return  # the page holds every match: the page handler knows the total
             total = store.count_runs(query)
         if not worker.is_cancelled:
             self.post_message(RunsCounted(generation, total))
@@ -150,7 +152,7 @@ class RunsScreen(AppScreen[None]):
     def _load_more(self, query: RunQuery, generation: int, offset: int) -> None:
         worker = get_current_worker()
         with open_store(self.store_path) as store:
-            records = store.list_runs(replace(query, limit=PAGE, offset=offset))
+            records = list_runs(store, replace(query, limit=PAGE, offset=offset))
         if not worker.is_cancelled:
             self.post_message(RunsPage(generation, offset, records))
 

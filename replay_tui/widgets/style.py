@@ -6,8 +6,7 @@ colours are read from the running theme here, in one place, and follow it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -30,16 +29,25 @@ STATUS_COLOUR = {
 }
 
 
-@dataclass(frozen=True)
 class Palette:
-    """Rich styles taken from the app's current theme."""
+    """Rich styles taken from the app's current theme (one per app and theme, memoised)."""
 
-    variables: dict[str, str]
+    _cache: ClassVar[dict[tuple[int, str], Palette]] = {}
+
+    def __init__(self, variables: dict[str, str]) -> None:
+        self.variables = variables
+        self._styles: dict[tuple[str, str, bool], Style] = {}
 
     @classmethod
     def of(cls, app: App[Any]) -> Palette:
-        variables = app.theme_variables or app.get_css_variables()
-        return cls(dict(variables))
+        key = (id(app), app.theme)
+        palette = cls._cache.get(key)
+        if palette is None:
+            if len(cls._cache) > 16:
+                cls._cache.clear()
+            variables = app.theme_variables or app.get_css_variables()
+            palette = cls._cache[key] = cls(dict(variables))
+        return palette
 
     def _colour(self, name: str, fallback: str = "#808080") -> Color:
         try:
@@ -49,19 +57,34 @@ class Palette:
 
     def fg(self, name: str, *, bold: bool = False) -> Style:
         """Text in a theme colour (``success``, ``error``, ``warning``, ``primary`` ...)."""
-        key = f"text-{name}" if f"text-{name}" in self.variables else name
-        return Style(color=self._colour(key).rich_color, bold=bold)
+        style = self._styles.get(("fg", name, bold))
+        if style is None:
+            key = f"text-{name}" if f"text-{name}" in self.variables else name
+            style = Style(color=self._colour(key).rich_color, bold=bold)
+            self._styles[("fg", name, bold)] = style
+        return style
 
     def badge(self, name: str) -> Style:
         """Bold text on a theme colour."""
-        back = self._colour(name)
-        return Style(color=back.get_contrast_text().rich_color, bgcolor=back.rich_color, bold=True)
+        style = self._styles.get(("badge", name, True))
+        if style is None:
+            back = self._colour(name)
+            style = Style(
+                color=back.get_contrast_text().rich_color, bgcolor=back.rich_color, bold=True
+            )
+            self._styles[("badge", name, True)] = style
+        return style
 
     @property
     def muted(self) -> Style:
-        fore = self._colour("foreground", "#e0e0e0")
-        back = self._colour("background", "#121212")
-        return Style(color=fore.blend(back, 0.45).rich_color)
+        style = self._styles.get(("muted", "", False))
+        if style is None:
+            fore = self._colour("foreground", "#e0e0e0")
+            back = self._colour("background", "#121212")
+            style = self._styles[("muted", "", False)] = Style(
+                color=fore.blend(back, 0.45).rich_color
+            )
+        return style
 
     def verdict(self, verdict: str | None, *, width: int = 0) -> Text:
         """A verdict as a coloured badge; ``-`` when there is none."""

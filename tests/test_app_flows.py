@@ -1,0 +1,468 @@
+"""The TUI's flows, driven with Pilot over real stores (and, for replays, real runs).
+
+Open the store, search, filter, sort, page, open a run, read the comparison, compare two
+runs, the dashboard, the key map, the palette, the error modal; and with a run recorded
+by the real launcher: start a replay on the local backend, watch it finish on the
+comparison, and cancel one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Log, Static, TabbedContent
+
+from replay_tui.app import ReplayApp
+from replay_tui.gaps import gap_counts
+from replay_tui.messages import OpenReplay
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.comparison import ComparisonScreen
+from replay_tui.screens.dashboard import DashboardScreen
+from replay_tui.screens.modals import ErrorModal, HelpScreen
+from replay_tui.screens.picker import PickRunScreen
+from replay_tui.screens.replay import ReplayScreen
+from replay_tui.screens.run_detail import RunDetailScreen
+from replay_tui.screens.runs import FIRST_PAGE, RunsScreen
+from replay_tui.widgets.plot import LinePlot
+from storage.manifest import manifest_from_data
+from storage.store import RunQuery, RunStore
+from tests.factories import realistic_manifest
+from tests.test_app_support import FixedStore, build_fixed_store, record_real_run
+
+SIZE = (120, 36)
+
+
+def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test body in a fresh event loop (pytest takes the fixtures it names)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
+    return build_fixed_store(tmp_path_factory.mktemp("fixed"))
+
+
+async def settle(pilot: Pilot[None], rounds: int = 3) -> None:
+    """Let every worker finish and every message land."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def wait_until(
+    pilot: Pilot[None], predicate: Callable[[], bool], timeout: float = 60.0
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        await pilot.pause(0.05)
+
+
+def runs_screen(app: ReplayApp) -> RunsScreen:
+    screen = app.screen
+    assert isinstance(screen, RunsScreen), type(screen).__name__
+    return screen
+
+
+def status_text(screen: RunsScreen) -> str:
+    return str(screen.query_one("#status", Static).render())
+
+
+# -- runs browser ----------------------------------------------------------------------
+
+
+@sync
+async def test_open_store_shows_runs_newest_first(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        with RunStore(fixed.path) as store:
+            total = store.count_runs()
+            newest = store.list_runs(RunQuery(limit=3))
+        table = screen.table
+        assert table.row_count == total == 44
+        assert [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(3)] == [
+            r.id for r in newest
+        ]
+        assert f"{total} of {total} runs" in status_text(screen)
+        assert table.has_focus
+
+
+@sync
+async def test_search_filters_the_table_from_the_fts_index(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        await pilot.press("slash")
+        assert screen.search_box.has_focus
+        await pilot.press(*"whisper")
+        await pilot.pause(0.3)
+        await settle(pilot)
+        with RunStore(fixed.path) as store:
+            expected = store.list_runs(RunQuery(search="whisper", limit=500))
+        assert expected and len(expected) < 44
+        table = screen.table
+        ids = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        assert ids == [r.id for r in expected]
+        assert all("whisper" in (r.name + r.command) for r in expected)
+        assert f"{len(expected)} of {len(expected)} runs" in status_text(screen)
+        await pilot.press("enter")  # leaves the box for the table
+        assert table.has_focus
+        await pilot.press("escape")  # clears the search
+        await settle(pilot)
+        assert table.row_count == 44
+
+
+@sync
+async def test_filters_and_sorting(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        screen.query_one("#kind").value = "replay"  # type: ignore[attr-defined]
+        await settle(pilot)
+        assert screen.table.row_count == 2
+        assert screen.query_state.kind == "replay"
+        screen.query_one("#kind").value = ""  # type: ignore[attr-defined]
+        await settle(pilot)
+        await pilot.click("#critical")
+        await settle(pilot)
+        with RunStore(fixed.path) as store:
+            critical = store.count_runs(RunQuery(has_critical=True))
+        assert 0 < critical == screen.table.row_count
+        await pilot.click("#critical")
+        await settle(pilot)
+        screen.query_one("#verdict").value = "DIVERGED"  # type: ignore[attr-defined]
+        await settle(pilot)
+        shown = {screen.table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(2)}
+        assert screen.table.row_count == 2
+        assert shown == {fixed.original_id, fixed.replay_id}  # the badge is on both
+        screen.query_one("#verdict").value = ""  # type: ignore[attr-defined]
+        await settle(pilot)
+        # sort: "s" moves to the next column, "S" reverses
+        await pilot.press("s")
+        await settle(pilot)
+        assert screen.query_state.order == "last_verdict"
+        screen.sort_by("name", descending=False)
+        await settle(pilot)
+        names = [str(screen.table.get_cell_at((i, 1))) for i in range(screen.table.row_count)]
+        assert names == sorted(names)
+        await pilot.press("S")
+        await settle(pilot)
+        assert screen.query_state.descending
+
+
+@sync
+async def test_pages_load_lazily_as_the_cursor_nears_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with RunStore(path) as store:
+        ms = [manifest_from_data(realistic_manifest(i, history_steps=2)) for i in range(700)]
+        store.ingest_many([(m, gap_counts(m), (), {}) for m in ms])
+    app = ReplayApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        assert screen.table.row_count == FIRST_PAGE
+        assert screen.total == 700
+        assert f"{FIRST_PAGE} of 700 runs" in status_text(screen)
+        await pilot.press("ctrl+end")
+        await settle(pilot)
+        assert screen.table.row_count > FIRST_PAGE
+        while screen.table.row_count < 700:
+            before = screen.table.row_count
+            await pilot.press("ctrl+end")
+            await settle(pilot)
+            assert screen.table.row_count > before
+        assert "700 of 700 runs" in status_text(screen)
+        ids = [
+            screen.table.coordinate_to_cell_key((i, 0)).row_key.value
+            for i in range(screen.table.row_count)
+        ]
+        assert len(set(ids)) == 700
+
+
+# -- one run, its comparison -----------------------------------------------------------
+
+
+@sync
+async def test_open_a_run_then_its_replay_comparison(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        screen.table.move_cursor(row=screen.table.get_row_index(fixed.original_id))
+        await pilot.press("enter")
+        await settle(pilot)
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen)
+        assert detail.detail is not None
+        assert detail.detail.record.id == fixed.original_id
+        titles = sorted(str(w.border_title) for w in detail.query(".section"))
+        assert titles == sorted(
+            [
+                "code",
+                "image",
+                "data",
+                "config",
+                "randomness",
+                "determinism",
+                "environment",
+                "hardware",
+                "outputs",
+            ]
+        )
+        assert len(detail.query(LinePlot)) == 5  # one small plot per metric
+        tabs = detail.query_one(TabbedContent)
+        tabs.active = "tab-replays"
+        await pilot.pause()
+        replays = detail.query_one("#replays", DataTable)
+        assert replays.row_count == 1
+        replays.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        cmp = app.screen
+        assert isinstance(cmp, ComparisonScreen)
+        assert cmp.verdict == "DIVERGED"
+        assert cmp.labels == ("original", "replay")
+        metrics = cmp.query_one("#metrics", DataTable)
+        assert metrics.get_row("loss")[6].plain == "1250"  # first step that differs
+        plot = cmp.query_one("#plot", LinePlot)
+        assert plot._marker == 1250.0
+        tensor_rows = [str(t.get_cell_at((0, 1))) for t in cmp.query(".tensor-table")]
+        assert tensor_rows == ["head.weight"]  # the tensor outside tolerance comes first
+        await pilot.press("f")  # only differing fields
+        fields = cmp.query_one("#fields", DataTable)
+        shown = {str(fields.get_cell_at((i, 1))).lstrip("● ") for i in range(fields.row_count)}
+        assert "hardware.driver_version" in shown
+        assert "code.commit" not in shown
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunDetailScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunsScreen)
+
+
+@sync
+async def test_gaps_panel_lists_every_gap(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        screen.table.move_cursor(row=screen.table.get_row_index(fixed.critical_id))
+        await pilot.press("enter")
+        await settle(pilot)
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen) and detail.detail is not None
+        gaps = detail.detail.gaps
+        critical = [g for g in gaps if g.severity == "critical"]
+        assert critical
+        tabs = detail.query_one(TabbedContent)
+        assert f"{len(critical)} critical" in str(tabs.get_tab("tab-gaps").label)
+        assert detail.query(".section.-critical")  # the section of the field is marked
+        gaps_text = detail.query_one("#gaps-body", Static)
+        assert gaps_text.visual is not None
+
+
+@sync
+async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        with RunStore(fixed.path) as store:
+            a, b = store.list_runs(RunQuery(kind="original", limit=50))[10:12]
+        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
+        await pilot.press("c")
+        await settle(pilot)
+        picker = app.screen
+        assert isinstance(picker, PickRunScreen)
+        await pilot.press(*b.id[:12])
+        await settle(pilot)
+        assert picker.table.row_count == 1
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        cmp = app.screen
+        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        assert cmp.view.computed
+        assert cmp.labels == ("A", "B")
+        # the earlier run is the reference
+        assert cmp.view.a.started_at <= cmp.view.b.started_at
+        assert {cmp.view.a.run_id, cmp.view.b.run_id} == {a.id, b.id}
+        assert cmp.verdict in ("DIVERGED", "INCOMPLETE")
+
+
+# -- dashboard, help, palette, errors ---------------------------------------------------
+
+
+@sync
+async def test_dashboard_rates(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        dash = app.screen
+        assert isinstance(dash, DashboardScreen) and dash.stats is not None
+        s = dash.stats
+        # judged originals: DIVERGED, IDENTICAL, IDENTICAL, EQUIVALENT, INCOMPLETE
+        assert (s.reproducible.part, s.reproducible.whole) == (3, 5)
+        assert s.artifact_match.whole == 8  # two replays with 4 hashed artifacts each
+        assert s.artifact_match.part == 6  # the diverged replay: checkpoint and log differ
+        assert s.drills.whole == 1 and s.drills.part == 0
+        assert s.critical_total == len(s.critical_runs) > 0
+        assert dash.query_one("#recent", DataTable).row_count == 5
+        critical = dash.query_one("#critical", DataTable)
+        critical.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, RunDetailScreen)
+        await pilot.press("escape", "escape")
+        assert isinstance(app.screen, RunsScreen)
+
+
+@sync
+async def test_help_and_command_palette(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunsScreen)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"dashboard")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)
+
+
+@sync
+async def test_a_failing_worker_shows_the_error_modal(fixed: FixedStore) -> None:
+    """The docker backend refuses a run recorded without an image: the modal says so."""
+    with RunStore(fixed.path) as store:
+        no_image = next(
+            r.id for r in store.list_runs(RunQuery(limit=100)) if r.image_digest is None
+        )
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.post_message(OpenReplay(no_image))
+        await settle(pilot)
+        replay = app.screen
+        assert isinstance(replay, ReplayScreen)
+        await pilot.press("enter")  # Start
+        await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal))
+        modal = app.screen
+        assert isinstance(modal, ErrorModal)
+        assert "no image digest" in str(modal.query_one("#message", Static).render())
+        assert "local" in str(modal.query_one("#hint", Static).render())
+        await pilot.press("escape")
+        assert app.screen is replay
+        assert replay.phase == "failed"
+        assert replay.board.states["plan"] == "failed"
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunsScreen)
+
+
+@sync
+async def test_a_missing_run_shows_the_error_modal(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.post_message(OpenReplay("0000000000nope"))
+        await settle(pilot)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal))
+
+
+# -- real replays (the local backend, a run recorded by the real launcher) --------------
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    return record_real_run(tmp_path_factory.mktemp("recorded"))
+
+
+def local_app(store: Path) -> ReplayApp:
+    return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
+
+
+async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> ReplayScreen:
+    await settle(pilot)
+    screen = runs_screen(app)
+    screen.table.move_cursor(row=screen.table.get_row_index(run_id))
+    await pilot.press("r")
+    await settle(pilot)
+    replay = app.screen
+    assert isinstance(replay, ReplayScreen)
+    assert replay.chosen_options()[0].backend == "local"
+    await pilot.press("enter")  # the Start button has the focus
+    assert replay.phase == "running"
+    return replay
+
+
+@pytest.mark.slow
+@sync
+async def test_replay_streams_stages_and_ends_on_the_comparison(
+    recorded: tuple[Path, str],
+) -> None:
+    store, run_id = recorded
+    app = local_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        replay = await start_replay(pilot, app, run_id)
+        await wait_until(pilot, lambda: isinstance(app.screen, ComparisonScreen), timeout=600)
+        cmp = app.screen
+        assert isinstance(cmp, ComparisonScreen)
+        await settle(pilot)
+        assert cmp.verdict == "IDENTICAL"
+        assert replay.phase == "done"
+        assert all(state == "done" for state in replay.board.states.values())
+        log = replay.query_one("#log", Log)
+        assert any(line.startswith("step ") for line in log.lines)
+        assert replay.summary is not None and replay.summary.results[0].verdict == "IDENTICAL"
+        await pilot.press("escape")  # back to the finished replay, then the runs
+        assert app.screen is replay
+        await pilot.press("escape")
+        await settle(pilot)
+    with RunStore(store) as s:
+        facts = s.replays_of(run_id)
+        assert facts[-1]["verdict"] == "IDENTICAL"
+        assert s.get_run(run_id).last_verdict == "IDENTICAL"
+
+
+@pytest.mark.slow
+@sync
+async def test_cancel_a_running_replay(recorded: tuple[Path, str]) -> None:
+    store, run_id = recorded
+    app = local_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        replay = await start_replay(pilot, app, run_id)
+        await wait_until(pilot, lambda: replay.board.states["run"] == "running", timeout=300)
+        await pilot.press("x")
+        assert replay.phase == "cancelling"
+        await wait_until(pilot, lambda: replay.phase == "cancelled", timeout=300)
+        await settle(pilot)
+        assert app.screen is replay  # a cancelled replay does not open the comparison
+        assert replay.summary is not None and replay.summary.cancelled
+        assert "cancelled" in str(replay.query_one("#outcome", Static).render())
+    with RunStore(store) as s:
+        last = s.replays_of(run_id)[-1]
+        assert last["status"] == "interrupted"
+        assert last["verdict"] == "INCOMPLETE"
