@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeAlias
 
-import rfc8785
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -31,6 +30,8 @@ from pydantic import (
     StringConstraints,
     ValidationError,
 )
+
+from storage import canonical
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
@@ -366,6 +367,30 @@ class RunManifest(_Model):
         integrity = m.integrity.model_copy(update={"manifest_sha256": m.compute_sha256()})
         return m.model_copy(update={"integrity": integrity})
 
+    def sealed_json(self) -> tuple[RunManifest, str, str]:
+        """Seal once: (sealed manifest, manifest_sha256, canonical JSON of the whole).
+
+        Each top-level value is canonicalised once; the body (without ``integrity``) and
+        the whole document are assembled from the same pieces.  Top-level keys are ASCII,
+        so sorting them by code point is the RFC 8785 order.
+        """
+        m = self
+        already = self.integrity.manifest_sha256 is not None  # sealed elsewhere: keep as is
+        if self.config and self.config_hash is None and not already:
+            m = self.model_copy(update={"config_hash": config_hash(self.config)})
+        dump = m.model_dump(mode="json")
+        parts = {k: canonical_json(v).decode("utf-8") for k, v in dump.items()}
+        keys = sorted(parts)
+        body = "{" + ",".join(f'"{k}":{parts[k]}' for k in keys if k != "integrity") + "}"
+        sha = sha256_hex(body.encode("utf-8"))
+        integrity = {**dump["integrity"], "manifest_sha256": sha}
+        parts["integrity"] = canonical_json(integrity).decode("utf-8")
+        full = "{" + ",".join(f'"{k}":{parts[k]}' for k in keys) + "}"
+        sealed = m.model_copy(
+            update={"integrity": m.integrity.model_copy(update={"manifest_sha256": sha})}
+        )
+        return sealed, sha, full
+
     def to_json(self) -> str:
         """Canonical JSON of the whole manifest (integrity included)."""
         return canonical_json(self.model_dump(mode="json")).decode("utf-8")
@@ -376,7 +401,7 @@ class RunManifest(_Model):
 
 def canonical_json(value: Any) -> bytes:
     """RFC 8785 (JCS) canonical form."""
-    return rfc8785.dumps(value)
+    return canonical.dumps(value)
 
 
 def sha256_hex(data: bytes) -> str:

@@ -25,6 +25,7 @@ from storage.manifest import RunManifest, canonical_json, manifest_from_data, sh
 from storage.records import RUN_SELECT, GapCounts, RunRecord, history_json, run_row
 
 BUSY_TIMEOUT_S = 60.0
+COMMON_MATCHES = 1000  # a search matching this many runs pages from the sort index
 Order = Literal["started_at", "name", "duration_s", "status", "last_verdict", "kind"]
 _ORDER_COLUMNS = {"started_at", "name", "duration_s", "status", "last_verdict", "kind"}
 
@@ -169,11 +170,10 @@ class RunStore:
         """Store several manifests in one transaction: all of them or none."""
         prepared = []
         for m, gaps, locs, blobs in items:
-            if m.integrity.manifest_sha256 is None:
-                m = m.sealed()
-            sha = m.integrity.manifest_sha256
-            assert sha is not None
-            body = m.to_json()
+            claimed = m.integrity.manifest_sha256
+            m, sha, body = m.sealed_json()
+            if claimed is not None and claimed != sha:
+                raise StoreError(f"run {m.run_id}: manifest_sha256 does not match its content")
             for blob_sha, (_, data) in blobs.items():
                 if sha256_hex(data) != blob_sha:
                     raise StoreError(f"blob {blob_sha[:12]} does not match its content")
@@ -425,13 +425,17 @@ class RunStore:
             raise RunNotFound(f"run {rid} has no stored manifest")
         return manifest_from_data(json.loads(row[0]), source=f"store:{rid}")
 
-    def _where(self, q: RunQuery) -> tuple[str, list[Any]]:
+    def _where(self, q: RunQuery, *, common: bool = False) -> tuple[str, list[Any]]:
+        """SQL filter for ``q``.  ``common``: the search matches many runs, so let SQLite
+        walk the sort index and probe the match set (``+rowid`` keeps it from driving the
+        query from the FTS side and sorting every match)."""
         clauses: list[str] = []
         params: list[Any] = []
         if q.search:
             fq = fts_query(q.search)
             if fq:
-                clauses.append("runs.rowid IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)")
+                col = "+runs.rowid" if common else "runs.rowid"
+                clauses.append(f"{col} IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)")
                 params.append(fq)
         if q.kind:
             clauses.append("kind = ?")
@@ -454,7 +458,14 @@ class RunStore:
         q = q or RunQuery()
         if q.order not in _ORDER_COLUMNS:
             raise StoreError(f"cannot sort by {q.order!r}")
-        where, params = self._where(q)
+        common = False
+        if q.search and (fq := fts_query(q.search)):
+            n = self.conn.execute(
+                "SELECT count(*) FROM (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ? LIMIT ?)",
+                (fq, COMMON_MATCHES),
+            ).fetchone()[0]
+            common = n >= COMMON_MATCHES
+        where, params = self._where(q, common=common)
         direction = "DESC" if q.descending else "ASC"
         sql = (
             f'SELECT {RUN_SELECT} FROM runs{where} ORDER BY "{q.order}" {direction},'

@@ -33,7 +33,7 @@ from replay_tui.widgets.plot import LinePlot
 from storage.manifest import manifest_from_data
 from storage.store import RunQuery, RunStore
 from tests.factories import realistic_manifest
-from tests.test_app_support import FixedStore, build_fixed_store, record_real_run
+from tests.test_app_support import FixedStore, build_fixed_store, cli_env, record_real_run
 
 SIZE = (120, 36)
 
@@ -400,6 +400,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return record_real_run(tmp_path_factory.mktemp("recorded"))
 
 
+@pytest.fixture
+def python_with_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local backend runs the recorded ``python``: let it be this interpreter's."""
+    monkeypatch.setenv("PATH", cli_env()["PATH"])
+
+
 def local_app(store: Path) -> ReplayApp:
     return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
 
@@ -419,6 +425,7 @@ async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> Repla
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("python_with_torch")
 @sync
 async def test_replay_streams_stages_and_ends_on_the_comparison(
     recorded: tuple[Path, str],
@@ -448,6 +455,7 @@ async def test_replay_streams_stages_and_ends_on_the_comparison(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("python_with_torch")
 @sync
 async def test_cancel_a_running_replay(recorded: tuple[Path, str]) -> None:
     store, run_id = recorded

@@ -127,7 +127,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static("Keys", id="title")
             for section, keys in KEYMAP:
                 table = Table.grid(padding=(0, 2))
-                table.add_column(style="bold", min_width=14)
+                table.add_column(style="bold", width=18)
                 table.add_column()
                 for key, what in keys:
                     table.add_row(key, what)

@@ -14,9 +14,8 @@ from textual.worker import get_current_worker
 
 from replay_tui.messages import PickerRuns
 from replay_tui.screens.base import AppModal
-from replay_tui.screens.queries import open_store
+from replay_tui.screens.queries import find_runs, open_store
 from replay_tui.widgets.runs_table import RunsTable
-from storage.store import RunQuery
 
 PICKER_ROWS = 200
 
@@ -46,7 +45,11 @@ class PickRunScreen(AppModal[str | None]):
             if self.exclude:
                 title += f"  (A: {self.exclude[:13]})"
             yield Static(title, id="title")
-            yield Input(placeholder="search runs", id="pick-search", compact=True)
+            yield Input(
+                placeholder="run id prefix, or search name, command, commit, image, tags",
+                id="pick-search",
+                compact=True,
+            )
             yield RunsTable(id="pick-runs")
             yield Static("enter: compare · escape: cancel", id="pick-help")
 
@@ -57,13 +60,13 @@ class PickRunScreen(AppModal[str | None]):
 
     def _search(self, text: str) -> None:
         self._generation += 1
-        self._load(RunQuery(search=text.strip() or None, limit=PICKER_ROWS), self._generation)
+        self._load(text, self._generation)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="picker")
-    def _load(self, query: RunQuery, generation: int) -> None:
+    def _load(self, text: str, generation: int) -> None:
         worker = get_current_worker()
         with open_store(self.store_path) as store:
-            records = store.list_runs(query)
+            records = find_runs(store, text, PICKER_ROWS)
         if not worker.is_cancelled:
             self.post_message(PickerRuns(generation, records))
 

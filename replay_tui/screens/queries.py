@@ -9,6 +9,7 @@ read-only SQL over the store's tables, kept here in one place.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,6 +70,21 @@ def list_runs(store: RunStore, q: RunQuery) -> list[RunRecord]:
     except sqlite3.OperationalError:  # the index is gone or renamed: the plain query
         return store.list_runs(q)
     return [RunRecord.from_row(r) for r in rows]
+
+
+def find_runs(store: RunStore, text: str, limit: int) -> list[RunRecord]:
+    """Runs for the picker: those whose id starts with ``text``, then full-text matches."""
+    text = text.strip()
+    by_id: list[RunRecord] = []
+    if re.fullmatch(r"[0-9A-Za-z_-]{4,64}", text):
+        rows = store.conn.execute(
+            f"SELECT {RUN_SELECT} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+            (text, text + "\U0010ffff", limit),
+        ).fetchall()
+        by_id = [RunRecord.from_row(r) for r in rows]
+    found = list_runs(store, RunQuery(search=text or None, limit=limit))
+    seen = {r.id for r in by_id}
+    return (by_id + [r for r in found if r.id not in seen])[:limit]
 
 
 # -- run detail -----------------------------------------------------------------------

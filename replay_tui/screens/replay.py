@@ -169,6 +169,11 @@ class ReplayScreen(AppScreen[None]):
         if self.phase != "options":
             return
         options, times = self.chosen_options()
+        self.show_progress(options)
+        self._run(options, times)
+
+    def show_progress(self, options: ReplayOptions) -> None:
+        """Swap the options form for the stages and the log."""
         self._set_phase("running")
         self.query_one("#form").display = False
         self.query_one("#progress").display = True
@@ -177,7 +182,6 @@ class ReplayScreen(AppScreen[None]):
         )
         self._render_board()
         self._outcome(Text("running… x or escape cancels"))
-        self._run(options, times)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="replay")
     def _run(self, options: ReplayOptions, times: int) -> None:

@@ -171,9 +171,7 @@ class RunDetailScreen(AppScreen[None]):
             i = 0 if heights[0] <= heights[1] else 1
             columns[i].append(w)
             heights[i] += height
-        await box.mount(
-            Horizontal(Vertical(*columns[0]), Vertical(*columns[1]), classes="columns")
-        )
+        await box.mount(Horizontal(Vertical(*columns[0]), Vertical(*columns[1]), classes="columns"))
 
     async def on_resize(self) -> None:
         if self.detail is not None and (self.app.size.width >= WIDE) != self._wide_layout:

@@ -1,0 +1,110 @@
+"""Smoke test: the real ``replay-tui`` in a real terminal (tmux), driven by keys.
+
+Starts ``replay-tui --store S`` in a detached 120x36 tmux session, waits for the runs
+table to be painted, searches, opens a run, opens the dashboard, quits, reading the
+screen with ``capture-pane`` at each step.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_app_support import FixedStore, build_fixed_store, cli_env
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def tmux(*args: str) -> str:
+    done = subprocess.run(["tmux", *args], capture_output=True, text=True, check=False)
+    return done.stdout
+
+
+class Terminal:
+    def __init__(self, session: str) -> None:
+        self.session = session
+
+    def screen(self) -> str:
+        return tmux("capture-pane", "-p", "-t", self.session)
+
+    def keys(self, *keys: str) -> None:
+        tmux("send-keys", "-t", self.session, *keys)
+
+    def alive(self) -> bool:
+        return (
+            subprocess.run(["tmux", "has-session", "-t", self.session], check=False).returncode == 0
+        )
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.1)
+        raise AssertionError(f"the screen never showed what was awaited; it shows:\n{text}")
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
+    return build_fixed_store(tmp_path_factory.mktemp("tmux"))
+
+
+@pytest.fixture
+def terminal(fixed: FixedStore) -> Iterator[Terminal]:
+    session = f"replay-tui-smoke-{uuid.uuid4().hex[:8]}"
+    exe = Path(sys.executable).parent / "replay-tui"
+    env = cli_env()
+    env["TERM"] = "xterm-256color"
+    command = f"{exe} --store {fixed.path}"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", command],
+        check=True,
+        env=env,
+    )
+    term = Terminal(session)
+    try:
+        yield term
+    finally:
+        tmux("kill-session", "-t", session)
+
+
+def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
+    text = terminal.wait_for(lambda s: "44 of 44 runs" in s)
+    assert "resnet50-imagenet-audit" in text
+    assert "DIVERGED" in text
+
+    terminal.keys("/")
+    terminal.keys("-l", "whisper")
+    text = terminal.wait_for(lambda s: "search “whisper”" in s and " of " in s)
+    rows = [line for line in text.splitlines() if line.startswith(" 01")]
+    assert rows and all("whisper" in line for line in rows)
+
+    terminal.keys("Enter")  # leave the box for the table
+    time.sleep(0.3)
+    terminal.keys("Enter")  # open the run under the cursor
+    text = terminal.wait_for(lambda s: "Manifest" in s and "code" in s)
+    assert "whisper" in text
+    assert "started" in text
+
+    terminal.keys("Escape")
+    terminal.wait_for(lambda s: "search “whisper”" in s)
+    terminal.keys("d")
+    text = terminal.wait_for(lambda s: "reproducible" in s and "recent drills" in s)
+    assert "runs with critical gaps" in text
+
+    terminal.keys("Escape")
+    terminal.wait_for(lambda s: "search “whisper”" in s)
+    terminal.keys("q")
+    deadline = time.monotonic() + 10
+    while terminal.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not terminal.alive(), "q did not quit the app"
