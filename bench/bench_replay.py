@@ -46,8 +46,16 @@ def main() -> None:
         repo = make_repo(Path(tmp) / "repo")
         store = RunStore(Path(tmp) / "store" / "runs.db")
         script = [
-            "python3", "train_mlp.py", "--data", "data/train.npz", "--epochs", str(args.epochs),
-            "--samples", str(args.samples), "--workers", "2",
+            "python3",
+            "train_mlp.py",
+            "--data",
+            "data/train.npz",
+            "--epochs",
+            str(args.epochs),
+            "--samples",
+            str(args.samples),
+            "--workers",
+            "2",
         ]
         opts = RecordOptions(
             argv=script, cwd=repo, seed=3, data=["data/train.npz"], artifacts=["out/*"]
@@ -61,13 +69,33 @@ def main() -> None:
         handoff.mkdir()
         sdk = ROOT / "replay_tui"
         bare_cmd = [
-            "docker", "run", "--rm", "--network", "none",
-            "-v", f"{repo}:/workspace:ro", "-v", f"{bare_out}:/workspace/out",
-            "-v", f"{sdk}:/replay-tui/sdk/replay_tui:ro", "-e", "PYTHONPATH=/replay-tui/sdk",
-            "-v", f"{handoff}:/replay-tui/handoff", "-e", "REPLAY_TUI_HANDOFF=/replay-tui/handoff",
-            "-v", f"{repo / 'data'}:/workspace/data:ro",
-            "-e", "REPLAY_TUI_SEED=3", "-e", "PYTHONHASHSEED=3", "-w", "/workspace",
-            image, *script,
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{repo}:/workspace:ro",
+            "-v",
+            f"{bare_out}:/workspace/out",
+            "-v",
+            f"{sdk}:/replay-tui/sdk/replay_tui:ro",
+            "-e",
+            "PYTHONPATH=/replay-tui/sdk",
+            "-v",
+            f"{handoff}:/replay-tui/handoff",
+            "-e",
+            "REPLAY_TUI_HANDOFF=/replay-tui/handoff",
+            "-v",
+            f"{repo / 'data'}:/workspace/data:ro",
+            "-e",
+            "REPLAY_TUI_SEED=3",
+            "-e",
+            "PYTHONHASHSEED=3",
+            "-w",
+            "/workspace",
+            image,
+            *script,
         ]
         bare: list[float] = []
         replays: list[float] = []

@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +120,10 @@ def child(code: str, *args: str) -> dict:  # type: ignore[type-arg]
     env["PYTHONHASHSEED"] = "0"
     proc = subprocess.run(
         [sys.executable, "-c", code.format(root=str(ROOT)), *args],
-        capture_output=True, text=True, env=env, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if proc.returncode != 0:
         raise SystemExit(proc.stderr[-3000:])
@@ -152,7 +154,7 @@ def main() -> None:
         s1, s2 = torch.load(p1), torch.load(p2)
         worst_abs, worst_rel, identical = 0.0, 0.0, True
         for k in s1:
-            d = (s1[k].double() - s2[k].double())
+            d = s1[k].double() - s2[k].double()
             if not torch.equal(s1[k], s2[k]):
                 identical = False
             worst_abs = max(worst_abs, d.abs().max().item())
@@ -165,12 +167,10 @@ def main() -> None:
     det_pairs = [diff(on[0]["path"], r["path"]) for r in on[1:]]
     nondet_pairs = [diff(off[0]["path"], r["path"]) for r in off[1:]]
     loss_gap_off = max(
-        max(abs(x - y) for x, y in zip(off[0]["losses"], r["losses"], strict=True))
-        for r in off[1:]
+        max(abs(x - y) for x, y in zip(off[0]["losses"], r["losses"], strict=True)) for r in off[1:]
     )
     loss_gap_on = max(
-        max(abs(x - y) for x, y in zip(on[0]["losses"], r["losses"], strict=True))
-        for r in on[1:]
+        max(abs(x - y) for x, y in zip(on[0]["losses"], r["losses"], strict=True)) for r in on[1:]
     )
     t_on = statistics.median(r["elapsed_s"] for r in on)
     t_off = statistics.median(r["elapsed_s"] for r in off)

@@ -32,7 +32,16 @@ if TYPE_CHECKING:
         worker_init_fn,
     )
 
-__all__ = sorted(_SDK_NAMES | {"__version__"})
+__all__ = [
+    "Run",
+    "__version__",
+    "current_run",
+    "dataloader_generator",
+    "deterministic",
+    "seed_everything",
+    "start_run",
+    "worker_init_fn",
+]
 
 
 def __getattr__(name: str) -> Any:

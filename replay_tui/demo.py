@@ -141,8 +141,14 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
     rec(
         "gappy",
         RecordOptions(
-            argv=[sys.executable, "train_mlp.py", "--data", "data/train.npz", "--unseeded-noise"]
-            + QUICK,
+            argv=[
+                sys.executable,
+                "train_mlp.py",
+                "--data",
+                "data/train.npz",
+                "--unseeded-noise",
+                *QUICK,
+            ],
             name="mlp-hotfix-unpinned",
             tags={"team": "research"},
             **base,  # type: ignore[arg-type]

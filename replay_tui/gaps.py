@@ -241,7 +241,8 @@ def determinism_rules(m: RunManifest) -> Iterator[Gap]:
                 "warning",
                 "determinism.allow_tf32",
                 "TF32 matmuls were allowed: results depend on the GPU generation",
-                "disable TF32 (replay_tui.deterministic() does) or accept EQUIVALENT, not IDENTICAL",
+                "disable TF32 (replay_tui.deterministic() does)"
+                " or accept EQUIVALENT, not IDENTICAL",
             )
     if d.nondeterministic_ops:
         ops = ", ".join(d.nondeterministic_ops[:5])

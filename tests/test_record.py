@@ -138,7 +138,14 @@ def test_metrics_file_jsonl(repo: Path, store: Path) -> None:
         "        f.write(json.dumps({'step': i, 'acc': i / 10}) + '\\n')\n"
     )
     proc = replay_tui(
-        store, "record", "--json", "--metrics-file", "m.jsonl", "--", "python", "emit.py",
+        store,
+        "record",
+        "--json",
+        "--metrics-file",
+        "m.jsonl",
+        "--",
+        "python",
+        "emit.py",
         cwd=repo,
     )
     assert proc.returncode == 0, proc.stderr
@@ -229,15 +236,19 @@ def test_sdk_standalone_manifest_is_ingestible(repo: Path, store: Path) -> None:
     assert ing.returncode == 0, ing.stderr
     m = _manifest(store, data["run_id"])
     arts = {a.path: a.sha256 for a in m.outputs.artifacts}
-    assert arts["out/model.safetensors"] == hashlib.sha256(
-        (repo / "out" / "model.safetensors").read_bytes()
-    ).hexdigest()
+    assert (
+        arts["out/model.safetensors"]
+        == hashlib.sha256((repo / "out" / "model.safetensors").read_bytes()).hexdigest()
+    )
 
 
 def test_sdk_imports_no_torch_until_used() -> None:
     code = "import sys, replay_tui; replay_tui.seed_everything; print('torch' in sys.modules)"
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "REPLAY_TUI_SEED": ""},
     ).stdout
     assert out.strip() == "False"

@@ -64,10 +64,26 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "store" / "runs.db"
 
 
-def record_in(store: Path, repo: Path, image: str, *script: str, extra: tuple[str, ...] = ()) -> str:
+def record_in(
+    store: Path, repo: Path, image: str, *script: str, extra: tuple[str, ...] = ()
+) -> str:
     proc = replay_tui(
-        store, "record", "--json", "--seed", "1", "--image", image, "--artifact", "out/*",
-        "--data", "data/train.npz", *extra, "--", "python3", *script, cwd=repo,
+        store,
+        "record",
+        "--json",
+        "--seed",
+        "1",
+        "--image",
+        image,
+        "--artifact",
+        "out/*",
+        "--data",
+        "data/train.npz",
+        *extra,
+        "--",
+        "python3",
+        *script,
+        cwd=repo,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return str(json.loads(proc.stdout)["run_id"])
@@ -93,9 +109,10 @@ def test_record_in_pushed_image_and_replay_identically(
     assert m.environment.torch_version == "2.13.0+cpu"
     assert m.environment.os and "bookworm" in m.environment.os
     original = {a.path: a.sha256 for a in m.outputs.artifacts}
-    assert original["out/model.safetensors"] == hashlib.sha256(
-        (repo / "out" / "model.safetensors").read_bytes()
-    ).hexdigest()
+    assert (
+        original["out/model.safetensors"]
+        == hashlib.sha256((repo / "out" / "model.safetensors").read_bytes()).hexdigest()
+    )
     code, rep, err = replay(store, rid)
     assert code == 0, err[-3000:]
     assert rep["replays"][0]["verdict"] == "IDENTICAL"
@@ -127,7 +144,7 @@ def test_replay_uses_digest_after_tag_moves(
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
-    img, _ = engine.images.build(fileobj=buf, custom_context=True, tag=moving, network_mode="none")
+    _img, _ = engine.images.build(fileobj=buf, custom_context=True, tag=moving, network_mode="none")
     engine.images.push(moving)
     pushed = engine.images.get(moving).attrs["RepoDigests"]
     assert all(recorded_digest not in d for d in pushed if d.startswith(moving.split(":")[0]))
@@ -167,7 +184,7 @@ def test_dirty_tree_run_replays_with_its_diff(store: Path, repo: Path, train_ima
     assert {a.sha256 for a in r.outputs.artifacts} == {a.sha256 for a in m.outputs.artifacts}
 
 
-SANDBOX_PROBE = r'''
+SANDBOX_PROBE = r"""
 import json, os, socket, sys
 facts = {}
 try:
@@ -191,7 +208,7 @@ for line in open("/proc/self/status"):
 facts["docker_sock"] = os.path.exists("/var/run/docker.sock") or os.path.exists("/run/docker.sock")
 os.makedirs("out", exist_ok=True)
 print("SANDBOX " + json.dumps(facts, sort_keys=True), flush=True)
-'''
+"""
 
 
 def test_sandbox_inside_a_real_container(store: Path, repo: Path, train_image: str) -> None:
@@ -201,7 +218,7 @@ def test_sandbox_inside_a_real_container(store: Path, repo: Path, train_image: s
     git(repo, "add", "probe.py")
     git(repo, "commit", "-q", "-m", "probe")
     rid = record_in(store, repo, train_image, "probe.py")
-    code, rep, err = replay(store, rid)
+    _code, rep, _err = replay(store, rid)
     rr = rep["replays"][0]["replay_run"]
     log = (store.parent / "logs" / f"{rr}.log").read_text()
     facts = json.loads(log.split("SANDBOX ", 1)[1].splitlines()[0])
@@ -253,7 +270,7 @@ def test_container_killed_mid_run(engine: Any, store: Path, repo: Path, train_im
 
     t = threading.Thread(target=killer, daemon=True)
     t.start()
-    code, rep, err = replay(store, rid)
+    code, rep, _err = replay(store, rid)
     t.join(timeout=5)
     assert killed, "the test never saw the replay container running"
     assert code == 1
@@ -299,7 +316,10 @@ def test_engine_unreachable_exits_3(store: Path, repo: Path, train_image: str) -
 
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "replay-tui"), "--store", str(store), "replay", rid],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 3
     assert "no Docker engine" in proc.stderr and "docker-env.sh" in proc.stderr

@@ -113,9 +113,7 @@ def test_noise_floor_and_determinism_cost(store: Path, repo: Path) -> None:
         assert len(s.facts("noise_floors")) == 2
 
 
-def test_float64_vs_float32_equivalent_only_under_loose_tolerance(
-    store: Path, repo: Path
-) -> None:
+def test_float64_vs_float32_equivalent_only_under_loose_tolerance(store: Path, repo: Path) -> None:
     a = record_example(store, repo, *QUICK, "--dtype", "float32", seed=3)["run_id"]
     b = record_example(store, repo, *QUICK, "--dtype", "float64", seed=3)["run_id"]
     loose = replay_tui(store, "compare", a, b, "--rtol", "1e-3", "--atol", "1e-4", "--json")

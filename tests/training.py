@@ -83,7 +83,14 @@ def record_example(
         opts += ["--seed", str(seed)]
     opts += extra or []
     proc = replay_tui(
-        store, *opts, "--", "python", "train_mlp.py", "--data", "data/train.npz", *script_args,
+        store,
+        *opts,
+        "--",
+        "python",
+        "train_mlp.py",
+        "--data",
+        "data/train.npz",
+        *script_args,
         cwd=repo,
     )
     try:

@@ -9,6 +9,7 @@ recorded; nothing half-written reaches the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -138,10 +139,8 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path, on_line: OnLine) -> Non
 
 
 def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _stop(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:

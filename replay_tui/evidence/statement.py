@@ -18,7 +18,7 @@ from securesystemslib import exceptions as ssl_exceptions
 from securesystemslib.dsse import Envelope
 
 # The package's public API re-exports these without ``__all__``, which strict mypy flags.
-from securesystemslib.signer import CryptoSigner, SSlibKey  # type: ignore[attr-defined]
+from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from replay_tui.evidence.keys import key_id
 from storage.manifest import canonical_json

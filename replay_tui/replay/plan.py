@@ -130,9 +130,9 @@ def make_plan(
         else:
             from replay_tui.errors import InfraError
 
+            gpu = m.hardware.gpus[0].name if m.hardware.gpus else "GPU"
             raise InfraError(
-                f"run {m.run_id} was recorded on GPU ({m.hardware.gpus[0].name if m.hardware.gpus else ''})"
-                " and this host has none",
+                f"run {m.run_id} was recorded on a GPU ({gpu}) and this host has none",
                 "replay on a GPU host, or pass --allow-cpu to run on CPU (recorded as a gap)",
             )
     if use_gpus and not host_has_gpu:

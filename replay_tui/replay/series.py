@@ -74,7 +74,8 @@ class ReplayReport:
         if self.noise_floor:
             nf = self.noise_floor
             lines.append(
-                f"noise floor over {nf['replicas']} replicas: max metric gap {nf['max_metric_gap']:.3g},"
+                f"noise floor over {nf['replicas']} replicas:"
+                f" max metric gap {nf['max_metric_gap']:.3g},"
                 f" max weight rel L2 {nf['max_weight_rel_l2']:.3g},"
                 f" largest identical group {nf['largest_identical_group']}/{nf['replicas']}"
             )
