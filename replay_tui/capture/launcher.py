@@ -198,7 +198,10 @@ def data_entries(
         if name in names:
             raise BadInput(f"--data name {name!r} given twice")
         names.add(name)
-        digest = hash_path(p, cache=cache)
+        try:
+            digest = hash_path(p, cache=cache)
+        except (ValueError, OSError, RuntimeError) as e:
+            raise BadInput(f"--data {p}: cannot hash it: {e}") from None
         rel = p.name
         if repo_root is not None and p.is_relative_to(repo_root):
             rel = p.relative_to(repo_root).as_posix() or p.name
@@ -478,7 +481,11 @@ def record(
     regexes = [MetricRegex(p, opts.metric_name) for p in opts.metric_regex]
     cache = StatCache(store.path.parent / "hashcache.db") if store.path.name else None
     interpreter = probes.interpreter_for(opts.argv, sys.executable)
-    outside = probe_outside(opts, cache, interpreter)
+    try:
+        outside = probe_outside(opts, cache, interpreter)
+    finally:
+        if cache is not None:
+            cache.close()
     series = MetricSeries()
 
     def line(text: str) -> None:

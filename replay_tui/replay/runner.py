@@ -188,35 +188,38 @@ def _replay_stages(
     )
     # -- verify data
     on_event(ReplayEvent("verify", "start", f"{len(plan.data)} data input(s)"))
-    cache = StatCache(store.path.parent / "hashcache.db")
-    forced = False
-    verified: list[dict[str, Any]] = []
-    for dm in plan.data:
-        d = dm.info
-        problem = None
-        digest = None
-        if dm.host_path is None:
-            problem = f"data {d.name!r} ({d.path}): this host has no record of where it lives"
-        elif not dm.host_path.exists():
-            problem = f"data {d.name!r}: {dm.host_path} is missing"
-        else:
-            digest = hash_path(dm.host_path, cache=cache)
-            if digest.sha256 != d.sha256:
-                problem = (
-                    f"data {d.name!r}: {dm.host_path} has changed (sha256 {digest.sha256[:12]},"
-                    f" recorded {str(d.sha256)[:12]})"
+    with StatCache(store.path.parent / "hashcache.db") as cache:
+        forced = False
+        verified: list[dict[str, Any]] = []
+        for dm in plan.data:
+            d = dm.info
+            problem = None
+            digest = None
+            if dm.host_path is None:
+                problem = f"data {d.name!r} ({d.path}): this host has no record of where it lives"
+            elif not dm.host_path.exists():
+                problem = f"data {d.name!r}: {dm.host_path} is missing"
+            else:
+                try:
+                    digest = hash_path(dm.host_path, cache=cache)
+                except (ValueError, OSError, RuntimeError) as e:
+                    raise InfraError(f"data {d.name!r}: cannot hash {dm.host_path}: {e}") from None
+                if digest.sha256 != d.sha256:
+                    problem = (
+                        f"data {d.name!r}: {dm.host_path} has changed (sha256 {digest.sha256[:12]},"
+                        f" recorded {str(d.sha256)[:12]})"
+                    )
+            if problem:
+                if not opts.force_data:
+                    raise InfraError(problem, "restore the recorded data, or --force-data (a gap)")
+                forced = True
+                on_event(ReplayEvent("verify", "note", problem + " (--force-data: going on)"))
+            entry = d.model_dump(mode="json")
+            if digest is not None:
+                entry.update(
+                    sha256=digest.sha256, size_bytes=digest.size_bytes, file_count=digest.file_count
                 )
-        if problem:
-            if not opts.force_data:
-                raise InfraError(problem, "restore the recorded data, or --force-data (a gap)")
-            forced = True
-            on_event(ReplayEvent("verify", "note", problem + " (--force-data: going on)"))
-        entry = d.model_dump(mode="json")
-        if digest is not None:
-            entry.update(
-                sha256=digest.sha256, size_bytes=digest.size_bytes, file_count=digest.file_count
-            )
-        verified.append(entry)
+            verified.append(entry)
     on_event(ReplayEvent("verify", "done", "data forced" if forced else "every data hash matches"))
     # -- place data and outputs in the worktree
     cwd = (wt.path / plan.workdir).resolve()
@@ -274,7 +277,14 @@ def _replay_stages(
         )
         env_override = {"image": dk.image_info(c, plan.image)}
     else:
-        on_event(ReplayEvent("pull", "done", "local backend: no image (environment not pinned)"))
+        on_event(
+            ReplayEvent(
+                "pull",
+                "done",
+                "local backend: no image (environment not pinned); the recorded command runs"
+                " on this host without a sandbox",
+            )
+        )
         executor = LocalExecutor()
     # -- run
     on_event(ReplayEvent("run", "start", " ".join(plan.argv)))
