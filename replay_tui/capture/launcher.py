@@ -287,6 +287,14 @@ def keep_artifacts(store: RunStore, base: Path, manifest: RunManifest) -> None:
             objects.put(src, a.sha256)
 
 
+def keep_log(store: RunStore, run_id: str, data: bytes) -> Path:
+    """The run's full output beside the store (the store keeps it as a blob too)."""
+    path = store.path.parent / "logs" / f"{run_id}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
 def read_inside(handoff_dir: Path) -> dict[str, Any]:
     try:
         data = json.loads((handoff_dir / INSIDE_FILE).read_text(encoding="utf-8"))
@@ -536,7 +544,5 @@ def record(
         from replay_tui.gaps import gap_counts
 
         store.ingest(manifest, gaps=gap_counts(manifest), locations=outside.locations, blobs=blobs)
-        kept_log = store.path.parent / "logs" / f"{run_id}.log"
-        kept_log.parent.mkdir(parents=True, exist_ok=True)
-        kept_log.write_bytes(log_bytes)
+        kept_log = keep_log(store, run_id, log_bytes)
     return RecordResult(manifest, result, kept_log)

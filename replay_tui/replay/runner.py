@@ -27,6 +27,7 @@ from replay_tui.capture.launcher import (
     artifact_entries,
     build_manifest,
     keep_artifacts,
+    keep_log,
     read_inside,
 )
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
@@ -390,9 +391,7 @@ def _replay_stages(
         blobs={log_sha: ("log", log_bytes)},
     )
     keep_artifacts(store, cwd, rm)
-    logs = store.path.parent / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / f"{rm.run_id}.log").write_bytes(log_bytes)
+    keep_log(store, rm.run_id, log_bytes)
     on_event(ReplayEvent("hash", "done", f"{len(artifacts)} artifact(s) hashed"))
     # -- compare
     on_event(ReplayEvent("compare", "start"))
