@@ -36,7 +36,7 @@ from tests.training import make_repo  # noqa: E402
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--samples", type=int, default=2048)
     args = p.parse_args()
     image = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")

@@ -9,7 +9,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from replay_tui.messages import PickerRuns
@@ -54,7 +54,7 @@ class PickRunScreen(AppModal[str | None]):
             yield Static("enter: compare · escape: cancel", id="pick-help")
 
     def on_mount(self) -> None:
-        self.table.set_columns("started_at", True)
+        self.table.set_sort_columns("started_at", True, width=self.app.size.width - 12)
         self._search("")
         self.query_one("#pick-search", Input).focus()
 
@@ -86,11 +86,10 @@ class PickRunScreen(AppModal[str | None]):
         event.stop()
         self.table.focus()
 
-    @on(DataTable.RowSelected, "#pick-runs")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(RunsTable.RowSelected, "#pick-runs")
+    def _selected(self, event: RunsTable.RowSelected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.dismiss(str(event.row_key.value))
+        self.dismiss(event.row_key)
 
     def action_focus_table(self) -> None:
         self.table.focus()

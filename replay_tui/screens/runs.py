@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.timer import Timer
-from textual.widgets import Checkbox, DataTable, Footer, Header, Input, Select, Static
+from textual.widgets import Checkbox, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
 from replay_tui.messages import (
@@ -34,6 +34,7 @@ from replay_tui.messages import (
 from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import VERDICTS, list_runs, open_store
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
+from replay_tui.widgets.status import StatusLine
 from storage.store import Order, RunQuery
 
 FIRST_PAGE = 64  # a 60-row terminal's worth; the next page follows as the cursor moves
@@ -112,11 +113,13 @@ class RunsScreen(AppScreen[None]):
             yield Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True)
             yield Checkbox("critical gaps", id="critical", compact=True)
         yield RunsTable(id="runs")
-        yield Static("opening the store…", id="status")
+        yield StatusLine("opening the store…", id="status")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.table.set_columns(self._query.order, self._query.descending, width=self.app.size.width)
+        self.table.set_sort_columns(
+            self._query.order, self._query.descending, width=self.app.size.width
+        )
         self._reload()
 
     # -- querying --------------------------------------------------------------------
@@ -211,7 +214,7 @@ class RunsScreen(AppScreen[None]):
             parts.append("not replayed" if q.verdict == "none" else q.verdict)
         if q.has_critical:
             parts.append("critical gaps only")
-        self.query_one("#status", Static).update(" · ".join(parts))
+        self.query_one("#status", StatusLine).text = " · ".join(parts)
 
     # -- events ----------------------------------------------------------------------
 
@@ -262,21 +265,21 @@ class RunsScreen(AppScreen[None]):
         if event.value != self._query.has_critical:
             self._reload(has_critical=event.value)
 
-    @on(DataTable.RowHighlighted, "#runs")
-    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.cursor_row >= event.data_table.row_count - LOOKAHEAD:
+    @on(RunsTable.RowHighlighted, "#runs")
+    def _row_highlighted(self, event: RunsTable.RowHighlighted) -> None:
+        event.stop()
+        if event.cursor_row >= event.grid.row_count - LOOKAHEAD:
             self._maybe_load_more()
 
-    @on(DataTable.RowSelected, "#runs")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(RunsTable.RowSelected, "#runs")
+    def _row_selected(self, event: RunsTable.RowSelected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(OpenRun(str(event.row_key.value)))
+        self.post_message(OpenRun(event.row_key))
 
-    @on(DataTable.HeaderSelected, "#runs")
-    def _header_selected(self, event: DataTable.HeaderSelected) -> None:
+    @on(RunsTable.HeaderSelected, "#runs")
+    def _header_selected(self, event: RunsTable.HeaderSelected) -> None:
         event.stop()
-        order = next((c.order for c in COLUMNS if c.key == event.column_key.value), None)
+        order = next((c.order for c in COLUMNS if c.key == event.column_key), None)
         if order is not None:
             self.sort_by(order)
 
@@ -289,7 +292,7 @@ class RunsScreen(AppScreen[None]):
                 descending = not self._query.descending
             else:
                 descending = order in DESCENDING_FIRST
-        self.table.set_columns(order, descending, width=self.app.size.width)
+        self.table.set_sort_columns(order, descending, width=self.app.size.width)
         self._reload(order=order, descending=descending)
 
     def action_cycle_sort(self) -> None:
