@@ -8,9 +8,9 @@ shuffling, a loss line per step on stdout, and the final checkpoint saved as bot
     python examples/train_mlp.py --data data/train.npz --epochs 3
 
 Switches for experiments the tests run: ``--unseeded-noise`` adds noise drawn from an
-unseeded generator (a classic reproducibility bug), ``--dtype float64`` trains in double
-precision, ``--fail-at STEP`` crashes on purpose, ``--nondeterministic-op`` runs an op with no
-deterministic implementation.
+unseeded generator (a classic reproducibility bug), ``--no-seed`` skips seeding,
+``--dtype float64`` trains in double precision, ``--fail-at STEP`` crashes on purpose,
+``--nondeterministic-op`` runs an op with no deterministic implementation.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--no-deterministic", action="store_true")
     p.add_argument("--unseeded-noise", action="store_true")
+    p.add_argument("--no-seed", action="store_true", help="skip seed_everything (a gap)")
     p.add_argument("--fail-at", type=int, default=-1)
     p.add_argument(
         "--nondeterministic-op",
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
 
-    seed = replay_tui.seed_everything(args.seed)
+    seed = None if args.no_seed else replay_tui.seed_everything(args.seed)
     replay_tui.deterministic(not args.no_deterministic)
     run = replay_tui.start_run("mlp-synthetic", config=vars(args) | {"seed": seed})
 
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         shuffle=True,
         num_workers=args.workers,
         worker_init_fn=replay_tui.worker_init_fn,
-        generator=replay_tui.dataloader_generator(),
+        generator=None if seed is None else replay_tui.dataloader_generator(),
         persistent_workers=args.workers > 0,
     )
     model = nn.Sequential(

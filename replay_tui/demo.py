@@ -2,8 +2,9 @@
 
 Four runs of ``examples/train_mlp.py`` in a fresh git repository beside the store: one
 fully pinned (image digest, seed, deterministic mode, data hash), one with gaps (dirty
-tree, no pinned image, no seed), one that fails, and a second pinned run with another
-seed; then one replay so a comparison exists.  Docker is used when an engine and the
+tree, an image known only by a local tag that no registry has, no seed, an unseeded
+noise source), one that fails, and a second pinned run with another seed; then one
+replay so a comparison exists.  Docker is used when an engine and the
 training image are available (``scripts/docker-env.sh``); otherwise the local backend,
 and the caller says so on screen.
 """
@@ -81,6 +82,18 @@ def docker_image() -> tuple[str | None, str | None]:
     return image, None
 
 
+def _local_only_tag(image: str) -> str | None:
+    """Tag the training image under a name no registry has: a run 'by local image only'."""
+    try:
+        from replay_tui.replay.docker import client
+
+        tag = "replay-tui/train-dev:hotfix"
+        client().images.get(image).tag(tag)
+        return tag
+    except Exception:
+        return None
+
+
 def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -> DemoResult:
     """Record the demo runs into ``store_path`` and replay the pinned one."""
     image, why = docker_image() if use_docker else (None, "Docker not requested")
@@ -94,13 +107,16 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
     # In the image the interpreter is the image's python3; on the host, this one (it has torch).
     python = "python3" if image else sys.executable
 
-    def rec(key: str, opts: RecordOptions, in_image: bool) -> None:
+    def rec(
+        key: str, opts: RecordOptions, in_image: bool, image_override: str | None = None
+    ) -> None:
         ex = info = None
-        if in_image and image:
+        use = image_override or (image if in_image else None)
+        if use:
             from replay_tui.replay.docker import container_recorder
 
-            ex, info = container_recorder(image, opts)
-        say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {image}" if ex else ""))
+            ex, info = container_recorder(use, opts)
+        say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {use}" if ex else ""))
         res = record(opts, store, executor=ex, on_line=lambda _: None, image_info=info)
         ids[key] = res.manifest.run_id
         say(f"  -> run {res.manifest.run_id} {res.manifest.status}")
@@ -138,22 +154,18 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
     )
     script = repo / "train_mlp.py"
     script.write_text(script.read_text().replace("nn.Dropout(0.2)", "nn.Dropout(0.25)"))
+    gappy_args = ["train_mlp.py", "--data", "data/train.npz", "--no-seed", "--unseeded-noise"]
+    local_tag = _local_only_tag(image) if image else None
     rec(
         "gappy",
         RecordOptions(
-            argv=[
-                sys.executable,
-                "train_mlp.py",
-                "--data",
-                "data/train.npz",
-                "--unseeded-noise",
-                *QUICK,
-            ],
+            argv=[python if local_tag else sys.executable, *gappy_args, *QUICK],
             name="mlp-hotfix-unpinned",
             tags={"team": "research"},
             **base,  # type: ignore[arg-type]
         ),
         in_image=False,
+        image_override=local_tag,
     )
     _git(repo, "checkout", "--", "train_mlp.py")
     rec(

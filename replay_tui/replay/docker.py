@@ -97,13 +97,12 @@ def image_info(c: Any, ref: str) -> dict[str, Any]:
     last = name.rsplit("/", 1)[-1]
     if ":" in last:
         name = name[: name.rfind(":")]
-    digest = None
+    digest = None  # only a digest of this very repository can be pulled as name@digest
     for rd in img.attrs.get("RepoDigests") or []:
         repo, _, d = rd.partition("@")
-        if repo == name or digest is None:
+        if repo == name:
             digest = d
-            if repo == name:
-                break
+            break
     attrs = img.attrs
     return {
         "reference": ref,
