@@ -30,6 +30,7 @@ from replay_tui.screens.replay import ReplayScreen
 from replay_tui.screens.run_detail import RunDetailScreen
 from replay_tui.screens.runs import FIRST_PAGE, RunsScreen
 from replay_tui.widgets.plot import LinePlot
+from replay_tui.widgets.status import StatusLine
 from storage.manifest import manifest_from_data
 from storage.store import RunQuery, RunStore
 from tests.factories import realistic_manifest
@@ -79,7 +80,7 @@ def runs_screen(app: ReplayApp) -> RunsScreen:
 
 
 def status_text(screen: RunsScreen) -> str:
-    return str(screen.query_one("#status", Static).render())
+    return screen.query_one("#status", StatusLine).text
 
 
 # -- runs browser ----------------------------------------------------------------------
@@ -96,9 +97,7 @@ async def test_open_store_shows_runs_newest_first(fixed: FixedStore) -> None:
             newest = store.list_runs(RunQuery(limit=3))
         table = screen.table
         assert table.row_count == total == 44
-        assert [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(3)] == [
-            r.id for r in newest
-        ]
+        assert [table.row_key(i) for i in range(3)] == [r.id for r in newest]
         assert f"{total} of {total} runs" in status_text(screen)
         assert table.has_focus
 
@@ -118,7 +117,7 @@ async def test_search_filters_the_table_from_the_fts_index(fixed: FixedStore) ->
             expected = store.list_runs(RunQuery(search="whisper", limit=500))
         assert expected and len(expected) < 44
         table = screen.table
-        ids = [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]
+        ids = [table.row_key(i) for i in range(table.row_count)]
         assert ids == [r.id for r in expected]
         assert all("whisper" in (r.name + r.command) for r in expected)
         assert f"{len(expected)} of {len(expected)} runs" in status_text(screen)
@@ -150,7 +149,7 @@ async def test_filters_and_sorting(fixed: FixedStore) -> None:
         await settle(pilot)
         screen.query_one("#verdict").value = "DIVERGED"  # type: ignore[attr-defined]
         await settle(pilot)
-        shown = {screen.table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(2)}
+        shown = {screen.table.row_key(i) for i in range(2)}
         assert screen.table.row_count == 2
         assert shown == {fixed.original_id, fixed.replay_id}  # the badge is on both
         screen.query_one("#verdict").value = ""  # type: ignore[attr-defined]
@@ -159,9 +158,14 @@ async def test_filters_and_sorting(fixed: FixedStore) -> None:
         await pilot.press("s")
         await settle(pilot)
         assert screen.query_state.order == "last_verdict"
-        screen.sort_by("name", descending=False)
+        await pilot.click("#runs", offset=(20, 0))  # the NAME header
         await settle(pilot)
-        names = [str(screen.table.get_cell_at((i, 1))) for i in range(screen.table.row_count)]
+        assert screen.query_state.order == "name"
+        if screen.query_state.descending:
+            await pilot.click("#runs", offset=(20, 0))  # again: the other way
+            await settle(pilot)
+        assert not screen.query_state.descending
+        names = [screen.table.cell(i, "name").plain for i in range(screen.table.row_count)]
         assert names == sorted(names)
         await pilot.press("S")
         await settle(pilot)
@@ -190,10 +194,7 @@ async def test_pages_load_lazily_as_the_cursor_nears_the_end(tmp_path: Path) -> 
             await settle(pilot)
             assert screen.table.row_count > before
         assert "700 of 700 runs" in status_text(screen)
-        ids = [
-            screen.table.coordinate_to_cell_key((i, 0)).row_key.value
-            for i in range(screen.table.row_count)
-        ]
+        ids = [screen.table.row_key(i) for i in range(screen.table.row_count)]
         assert len(set(ids)) == 700
 
 
@@ -448,6 +449,10 @@ async def test_replay_streams_stages_and_ends_on_the_comparison(
         assert app.screen is replay
         await pilot.press("escape")
         await settle(pilot)
+        runs = runs_screen(app)  # shown again: the new verdict, the cursor where it was
+        record = runs.table.record(run_id)
+        assert record is not None and record.last_verdict == "IDENTICAL"
+        assert runs.table.selected_run == run_id
     with RunStore(store) as s:
         facts = s.replays_of(run_id)
         assert facts[-1]["verdict"] == "IDENTICAL"

@@ -83,6 +83,7 @@ def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     assert "DIVERGED" in text
 
     terminal.keys("/")
+    time.sleep(0.3)  # a person's pause between "/" and the word
     terminal.keys("-l", "whisper")
     text = terminal.wait_for(lambda s: "search “whisper”" in s and " of " in s)
     rows = [line for line in text.splitlines() if line.startswith(" 01")]

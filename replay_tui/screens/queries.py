@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,9 +31,28 @@ REPRODUCED = ("IDENTICAL", "EQUIVALENT")
 VERDICTS = ("IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE")
 
 
-def open_store(path: Path) -> RunStore:
-    """A store for the calling thread."""
-    return RunStore(path)
+_thread = threading.local()
+
+
+@contextmanager
+def open_store(path: Path) -> Iterator[RunStore]:
+    """The calling thread's store for ``path``.
+
+    sqlite3 connections belong to the thread that opened them, so each worker thread
+    has its own; Textual runs thread workers on a pool whose threads are reused, so a
+    thread opens the store once (about 1-2 ms and a schema check) and keeps it.
+    """
+    stores: dict[Path, RunStore] | None = getattr(_thread, "stores", None)
+    if stores is None:
+        stores = _thread.stores = {}
+    store = stores.get(path)
+    if store is None:
+        store = stores[path] = RunStore(path)
+    try:
+        yield store
+    finally:
+        if store.conn.in_transaction:  # never leave a read snapshot open in a pool thread
+            store.conn.execute("ROLLBACK")
 
 
 def list_runs(store: RunStore, q: RunQuery) -> list[RunRecord]:

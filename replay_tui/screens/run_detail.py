@@ -89,13 +89,16 @@ class RunDetailScreen(AppScreen[None]):
 
     async def on_run_detail_loaded(self, message: RunDetailLoaded) -> None:
         message.stop()
+        shown = self.detail
         d = self.detail = message.detail
         self.run_id = d.record.id
         palette = Palette.of(self.app)
         self.query_one("#summary", Static).update(self._summary(d, palette))
-        await self._fill_sections(d, palette)
-        self.query_one("#gaps-body", Static).update(gaps_renderable(d.gaps, palette))
-        await self._fill_outputs(d, palette)
+        if shown is None or shown.record.manifest_sha256 != d.record.manifest_sha256:
+            # A manifest never changes: a reload (back from a replay) refills the rest only.
+            await self._fill_sections(d, palette)
+            self.query_one("#gaps-body", Static).update(gaps_renderable(d.gaps, palette))
+            await self._fill_outputs(d, palette)
         self._fill_replays(d, palette)
         tabs = self.query_one(TabbedContent)
         counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}

@@ -79,6 +79,7 @@ class RunsScreen(AppScreen[None]):
         self._last_search_at = 0.0
         self._search_timer: Timer | None = None
         self._shown_generation = -1
+        self._restore: str | None = None
 
     # -- widgets ---------------------------------------------------------------------
 
@@ -165,6 +166,10 @@ class RunsScreen(AppScreen[None]):
             return
         first = message.offset == 0
         self.table.show_page(message.records, replace=first)
+        if first and self._restore is not None:
+            if self.table.record(self._restore) is not None:
+                self.table.move_cursor(row=self.table.get_row_index(self._restore))
+            self._restore = None
         asked = FIRST_PAGE if first else PAGE
         self._next_offset = message.offset + len(message.records)
         self._exhausted = len(message.records) < asked
@@ -303,7 +308,8 @@ class RunsScreen(AppScreen[None]):
         self.sort_by(self._query.order, not self._query.descending)
 
     def action_focus_search(self) -> None:
-        self.search_box.focus()
+        # At once (focus() waits a turn): keys typed right after "/" belong to the box.
+        self.set_focus(self.search_box)
 
     def action_clear_search(self) -> None:
         if self.search_box.value:
@@ -329,6 +335,9 @@ class RunsScreen(AppScreen[None]):
         if run:
             self.post_message(PickAndCompare(run))
 
-    def refresh_runs(self) -> None:
-        """Show the current query again (after a replay changed verdicts, say)."""
-        self._reload()
+    def on_screen_resume(self) -> None:
+        # Back from a replay or a comparison: verdicts may have changed.  Show the
+        # query again with the cursor on the same run when it is still in the first page.
+        if self._shown_generation >= 0:
+            self._restore = self.table.selected_run
+            self._reload()

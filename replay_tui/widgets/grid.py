@@ -243,10 +243,10 @@ class Grid(ScrollView, can_focus=True):
             else:
                 self.cursor_row = row
 
-    def _on_focus(self, event: events.Focus) -> None:
+    def on_focus(self, event: events.Focus) -> None:
         self.refresh()
 
-    def _on_blur(self, event: events.Blur) -> None:
+    def on_blur(self, event: events.Blur) -> None:
         self.refresh()
 
     def notify_style_update(self) -> None:
@@ -273,9 +273,8 @@ class Grid(ScrollView, can_focus=True):
                 fitted = text.copy()
                 fitted.no_wrap = True
                 fitted.truncate(col.width, overflow="ellipsis", pad=True)
-                style = base + fitted.style if isinstance(fitted.style, Style) else base
                 segments.extend(
-                    Segment(seg.text, style + seg.style if seg.style else style)
+                    Segment(seg.text, base + seg.style if seg.style else base)
                     for seg in fitted.render(console, end="")
                 )
             else:
@@ -284,8 +283,10 @@ class Grid(ScrollView, can_focus=True):
                     plain = set_cell_size(plain, col.width - 1) + "…"
                 else:
                     plain = set_cell_size(plain, col.width)
-                style = text.style
-                add(Segment(plain, base + style if isinstance(style, Style) else base))
+                own = text.style
+                if isinstance(own, str):
+                    own = Style.parse(own) if own else Style()
+                add(Segment(plain, base + own))
             add(pad)
         return Strip(segments, self.row_width)
 
@@ -322,6 +323,11 @@ class Grid(ScrollView, can_focus=True):
                 return Strip.blank(width, self.rich_style)
             strip = self._row_strip(row)
             style = self.rich_style
+        if scroll_x == 0 and strip.cell_length <= width:  # the common case: pad, no crop
+            if strip.cell_length == width:
+                return strip
+            fill = Segment(" " * (width - strip.cell_length), style)
+            return Strip([*strip, fill], width)
         return strip.crop_extend(scroll_x, scroll_x + width, style)
 
     def _header_fill(self) -> Style:
