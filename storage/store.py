@@ -459,7 +459,10 @@ class RunStore:
         if q.order not in _ORDER_COLUMNS:
             raise StoreError(f"cannot sort by {q.order!r}")
         common = False
-        if q.search and (fq := fts_query(q.search)):
+        fq = fts_query(q.search) if q.search else None
+        if fq and min(len(w) for w in re.findall(r"\w+", q.search or "")) <= 2:
+            common = True  # a 1-2 letter prefix matches a large share of any store
+        elif fq:
             n = self.conn.execute(
                 "SELECT count(*) FROM (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ? LIMIT ?)",
                 (fq, COMMON_MATCHES),
@@ -467,8 +470,10 @@ class RunStore:
             common = n >= COMMON_MATCHES
         where, params = self._where(q, common=common)
         direction = "DESC" if q.descending else "ASC"
+        # Many matches, newest first: walk the start-time index and stop after a page.
+        hint = " INDEXED BY runs_started" if common and q.order == "started_at" else ""
         sql = (
-            f'SELECT {RUN_SELECT} FROM runs{where} ORDER BY "{q.order}" {direction},'
+            f'SELECT {RUN_SELECT} FROM runs{hint}{where} ORDER BY "{q.order}" {direction},'
             f" id {direction} LIMIT ? OFFSET ?"
         )
         rows = self.conn.execute(sql, [*params, max(0, q.limit), max(0, q.offset)]).fetchall()
