@@ -8,6 +8,8 @@ artifacts, metrics, locations) are derived from the facts and may be refreshed.
 
 from __future__ import annotations
 
+import sqlite3
+
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
@@ -25,9 +27,23 @@ APPEND_ONLY = (
 )
 
 
+def _script(db: Database, sql: str) -> None:
+    """Run statements one by one: ``executescript`` would COMMIT the migration's
+    transaction (and give up the write lock) before it starts."""
+    pending = ""
+    for line in sql.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            db.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in a migration: {pending[:80]!r}")
+
+
 @migrations()
 def m001_initial(db: Database) -> None:
-    db.executescript(
+    _script(
+        db,
         """
         CREATE TABLE runs (
             id TEXT PRIMARY KEY,
@@ -172,22 +188,56 @@ def m001_initial(db: Database) -> None:
             hash TEXT NOT NULL UNIQUE
         );
         CREATE INDEX events_subject ON events (subject_sha256);
-        """
+        """,
     )
     for table in APPEND_ONLY:
-        db.executescript(
+        _script(
+            db,
             f"""
             CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
             BEGIN SELECT RAISE(ABORT, '{table} is append-only: updates are refused'); END;
             CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
             BEGIN SELECT RAISE(ABORT, '{table} is append-only: deletes are refused'); END;
-            """
+            """,
         )
-    db.table("runs").enable_fts(
-        ["name", "command", "commit", "image_ref", "image_digest", "tags"],
-        fts_version="FTS5",
-        create_triggers=True,
-    )
+    _script(db, FTS_TABLE + FTS_TRIGGERS)
+
+
+FTS_COLUMNS = "[name], [command], [commit], [image_ref], [image_digest], [tags]"
+# prefix='1 2 3': a search box sends prefixes as the user types; without prefix indexes a
+# 1-3 letter prefix scans the whole term list (DESIGN.md: keep search under 20 ms).
+FTS_TABLE = f"""
+CREATE VIRTUAL TABLE [runs_fts] USING FTS5 (
+    {FTS_COLUMNS}, content=[runs], prefix='1 2 3'
+);
+"""
+_OLD = ", ".join(f"old.{c}" for c in FTS_COLUMNS.split(", "))
+_NEW = ", ".join(f"new.{c}" for c in FTS_COLUMNS.split(", "))
+FTS_TRIGGERS = f"""
+CREATE TRIGGER [runs_ai] AFTER INSERT ON [runs] BEGIN
+  INSERT INTO [runs_fts] (rowid, {FTS_COLUMNS}) VALUES (new.rowid, {_NEW});
+END;
+CREATE TRIGGER [runs_ad] AFTER DELETE ON [runs] BEGIN
+  INSERT INTO [runs_fts] ([runs_fts], rowid, {FTS_COLUMNS}) VALUES ('delete', old.rowid, {_OLD});
+END;
+CREATE TRIGGER [runs_au] AFTER UPDATE ON [runs] BEGIN
+  INSERT INTO [runs_fts] ([runs_fts], rowid, {FTS_COLUMNS}) VALUES ('delete', old.rowid, {_OLD});
+  INSERT INTO [runs_fts] (rowid, {FTS_COLUMNS}) VALUES (new.rowid, {_NEW});
+END;
+"""
+
+
+@migrations()
+def m002_fts_prefix_index(db: Database) -> None:
+    """Stores made before the prefix indexes existed get them (the index is rebuilt)."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE name = 'runs_fts'").fetchone()
+    if row is not None and "prefix=" in row[0]:
+        return
+    db.execute("DROP TABLE IF EXISTS [runs_fts]")
+    for trigger in ("runs_ai", "runs_ad", "runs_au"):
+        db.execute(f"DROP TRIGGER IF EXISTS [{trigger}]")
+    _script(db, FTS_TABLE + FTS_TRIGGERS)
+    db.execute("INSERT INTO [runs_fts] ([runs_fts]) VALUES ('rebuild')")
 
 
 def apply(db: Database) -> None:
