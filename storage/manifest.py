@@ -29,6 +29,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    WithJsonSchema,
 )
 
 from storage import canonical
@@ -146,13 +147,45 @@ def _check_finite(v: float) -> float:
 Str = Annotated[str, StringConstraints(max_length=MAX_STR)]
 Label = Annotated[str, StringConstraints(max_length=256), AfterValidator(_check_label)]
 LongStr = Annotated[str, StringConstraints(max_length=MAX_LONG_STR)]
-Hex40 = Annotated[str, AfterValidator(_check_hex40)]
-Hex64 = Annotated[str, AfterValidator(_check_hex64)]
-Digest = Annotated[str, AfterValidator(_check_digest)]
-RunId = Annotated[str, AfterValidator(_check_run_id)]
-Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
-RelPath = Annotated[str, StringConstraints(max_length=1024), AfterValidator(_check_rel_path)]
-EnvName = Annotated[str, AfterValidator(_check_env_name)]
+
+
+def _schema(pattern: str, description: str, **extra: Any) -> WithJsonSchema:
+    """The JSON Schema of a validated string, so the exported schema is as strict."""
+    return WithJsonSchema(
+        {"type": "string", "pattern": pattern, "description": description, **extra}
+    )
+
+
+Hex40 = Annotated[
+    str, AfterValidator(_check_hex40), _schema("^[0-9a-f]{40}$", "full git commit id")
+]
+Hex64 = Annotated[str, AfterValidator(_check_hex64), _schema("^[0-9a-f]{64}$", "sha256, hex")]
+Digest = Annotated[
+    str, AfterValidator(_check_digest), _schema("^sha256:[0-9a-f]{64}$", "content digest")
+]
+RunId = Annotated[
+    str,
+    AfterValidator(_check_run_id),
+    _schema("^[0-9A-Za-z][0-9A-Za-z_-]{7,63}$", "run id (UUIDv7 or ULID)"),
+]
+Timestamp = Annotated[
+    str,
+    AfterValidator(_check_timestamp),
+    _schema(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$", "RFC 3339 UTC time"),
+]
+RelPath = Annotated[
+    str,
+    StringConstraints(max_length=1024),
+    AfterValidator(_check_rel_path),
+    _schema(
+        r"^(?!/)(?![A-Za-z]:)(?!.*(^|/)\.\.(/|$))[^\x00\\]+$",
+        "relative, normalised POSIX path that cannot leave its root",
+        maxLength=1024,
+    ),
+]
+EnvName = Annotated[
+    str, AfterValidator(_check_env_name), _schema("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "env name")
+]
 ImageRef = Annotated[str, StringConstraints(max_length=512), AfterValidator(_check_image_ref)]
 Finite = Annotated[float, AfterValidator(_check_finite)]
 SafeInt = Annotated[int, Field(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]
