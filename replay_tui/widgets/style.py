@@ -13,6 +13,9 @@ from rich.text import Text
 from textual.app import App
 from textual.color import Color
 
+from replay_tui.render import duration as duration
+from replay_tui.render import short as short
+
 VERDICT_COLOUR = {
     "IDENTICAL": "success",
     "EQUIVALENT": "primary",
@@ -121,27 +124,6 @@ class Palette:
             if ok
             else Text(no, style=self.fg("error", bold=True))
         )
-
-
-def short(value: str | None, n: int = 12) -> str:
-    """The first ``n`` characters of a hash or id (``sha256:`` dropped); ``-`` if none."""
-    if not value:
-        return "-"
-    if value.startswith("sha256:"):
-        value = value[7:]
-    return value[:n]
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
 
 
 def when(timestamp: str | None) -> str:
