@@ -326,3 +326,28 @@ def test_engine_unreachable_exits_3(store: Path, repo: Path, train_image: str) -
     with RunStore(store) as s:
         assert s.verify().ok
         assert s.facts("replays")[-1]["status"] == "error"
+
+
+def test_outputs_at_the_top_of_the_workdir(store: Path, repo: Path, train_image: str) -> None:
+    _slow_repo(
+        repo,
+        "import hashlib\nopen('weights.bin', 'wb').write(hashlib.sha256(b'w').digest() * 64)\n",
+    )
+    proc = replay_tui(
+        store,
+        "record",
+        "--json",
+        "--image",
+        train_image,
+        "--artifact",
+        "weights.bin",
+        "--",
+        "python3",
+        "slow.py",
+        cwd=repo,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rid = json.loads(proc.stdout)["run_id"]
+    code, rep, err = replay(store, rid)
+    assert code == 0, err[-2000:]
+    assert rep["replays"][0]["verdict"] == "IDENTICAL"

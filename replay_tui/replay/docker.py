@@ -311,7 +311,12 @@ def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecu
     root = git_state.root or opts.cwd.resolve()
     workdir = git_state.workdir
     cwd = root / workdir if workdir != "." else root
-    mounts = [Mount(str(root), CONTAINER_ROOT, True)]
+    # The repository is read-only unless an --artifact glob names files at the top of the
+    # workdir (no folder of their own to mount writable).
+    top_level = any(
+        len(Path(p).parts) == 1 or any(c in Path(p).parts[0] for c in "*?[") for p in opts.artifacts
+    )
+    mounts = [Mount(str(root), CONTAINER_ROOT, not top_level)]
     from replay_tui.capture.launcher import capture_info
 
     for d in capture_info(opts)["output_dirs"]:

@@ -253,7 +253,17 @@ def _replay_stages(
         on_event(ReplayEvent("pull", "done", f"image {img.id[:19]}"))
         root = dk.CONTAINER_ROOT
         ccwd = root if plan.workdir == "." else f"{root}/{plan.workdir}"
-        mounts = [dk.Mount(str(wt.path), root, True)]
+        top_level = [a.path for a in m.outputs.artifacts if "/" not in a.path]
+        if top_level:  # the run writes beside its code: only a throwaway checkout allows it
+            on_event(
+                ReplayEvent(
+                    "pull",
+                    "note",
+                    f"{top_level[0]} is written at the top of the workdir: the throwaway"
+                    " checkout is mounted writable",
+                )
+            )
+        mounts = [dk.Mount(str(wt.path), root, not top_level)]
         for out_dir in plan.output_dirs:
             mounts.append(dk.Mount(str(cwd / out_dir), f"{ccwd}/{out_dir}", False))
         for dm in plan.data:
