@@ -234,17 +234,32 @@ def show(obj: Ctx, run: str, as_json: bool) -> None:
 
 
 @main.command("verify-store")
+@click.option(
+    "--anchor",
+    "anchors",
+    multiple=True,
+    help="SEQ:HASH of the ledger head as noted down earlier (printed by this command).",
+)
 @json_option
 @click.pass_obj
 @handled
-def verify_store(obj: Ctx, as_json: bool) -> None:
-    """Walk the ledger and re-hash every stored fact; exit 1 if anything was altered."""
+def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
+    """Walk the ledger and re-hash every stored fact; exit 1 if anything was altered.
+
+    It prints the ledger head (SEQ:HASH).  Keep it outside the store (a ticket, a signed
+    bundle, a log) and pass it back with --anchor: a store rewritten consistently after
+    that point then fails too.
+    """
     if not obj.store_path.exists():
         raise BadInput(f"no store at {obj.store_path}")
+    for a in anchors:
+        seq, sep, h = a.partition(":")
+        if not (seq.isdigit() and sep and len(h) == 64):
+            raise BadInput(f"--anchor {a!r} must be SEQ:HASH as verify-store prints it")
     import sqlite3
 
     try:
-        rep = obj.store.verify()
+        rep = obj.store.verify(anchors)
     except sqlite3.DatabaseError as e:  # not a database, or pages corrupted
         fail(f"STORE UNREADABLE: {obj.store_path}: {e}", 1, as_json=as_json)
     if as_json:
@@ -255,6 +270,7 @@ def verify_store(obj: Ctx, as_json: bool) -> None:
                 "manifests": rep.manifests,
                 "blobs": rep.blobs,
                 "facts": rep.facts,
+                "head": rep.head,
                 "problems": rep.problems,
             }
         )
@@ -263,6 +279,7 @@ def verify_store(obj: Ctx, as_json: bool) -> None:
             f"checked {rep.events} events, {rep.manifests} manifests, {rep.blobs} blobs,"
             f" {rep.facts} other facts"
         )
+        click.echo(f"ledger head: {rep.head or '(empty)'}")
         if rep.ok:
             click.echo("store intact: every link and every hash matches")
         else:

@@ -69,6 +69,7 @@ class VerifyReport:
     manifests: int = 0
     blobs: int = 0
     facts: int = 0
+    head: str | None = None  # "SEQ:HASH" of the last event: note it down to anchor the chain
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -544,8 +545,12 @@ class RunStore:
 
     # -- integrity -----------------------------------------------------------------
 
-    def verify(self) -> VerifyReport:
-        """Walk the ledger and re-hash every stored fact."""
+    def verify(self, anchors: Sequence[str] = ()) -> VerifyReport:
+        """Walk the ledger and re-hash every stored fact.
+
+        ``anchors`` are ``SEQ:HASH`` heads noted down earlier (outside this file): a store
+        rewritten consistently from some event on still fails on an anchor after it.
+        """
         rep = VerifyReport()
         conn = self.conn
         conn.execute("BEGIN")  # one consistent snapshot
@@ -553,6 +558,20 @@ class RunStore:
             rep.events, problem = ledger.walk(conn)
             if problem:
                 rep.problems.append(problem)
+            last = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            rep.head = f"{last[0]}:{last[1]}" if last else None
+            for anchor in anchors:
+                seq, _, want = anchor.partition(":")
+                row = conn.execute(
+                    "SELECT hash FROM events WHERE seq = ?", (int(seq) if seq.isdigit() else -1,)
+                ).fetchone()
+                if row is None:
+                    rep.problems.append(f"anchor {anchor[:24]}: event {seq} is gone")
+                elif row[0] != want:
+                    rep.problems.append(
+                        f"anchor {anchor[:24]}: event {seq} no longer has the hash noted down"
+                        " (the ledger was rewritten)"
+                    )
             named = {
                 s
                 for (s,) in conn.execute(

@@ -712,3 +712,58 @@ def test_sigkill_inside_the_transaction_leaves_no_trace_of_that_run(
     with RunStore(store_path) as s:
         s.ingest(manifest_from_data(realistic_manifest(25, history_steps=20)))
         assert s.verify().ok
+
+
+def test_anchor_catches_a_consistent_rewrite_of_the_ledger(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli
+) -> None:
+    with RunStore(store_path) as s:
+        for i in range(3):
+            ingest(s, make_manifest(index=i))
+    noted = json.loads(cli("verify-store", "--json").stdout)
+    assert noted["ok"] and noted["head"].startswith("3:")
+    anchor = noted["head"]
+    # A careful forger: rewrite the first run's manifest and every hash after it, so the
+    # store is consistent again with itself.
+    conn = raw(store_path)
+    for table in ("manifests", "events"):
+        conn.execute(f"DROP TRIGGER {table}_no_update")
+    run_id, body, old_sha = conn.execute(
+        "SELECT run_id, body, sha256 FROM manifests ORDER BY rowid LIMIT 1"
+    ).fetchone()
+    data = json.loads(body)
+    data["name"] = "forged"
+    data.pop("integrity")
+    _, new_sha, new_body = manifest_from_data(data).sealed_json()
+    conn.execute(
+        "UPDATE manifests SET sha256 = ?, body = ? WHERE run_id = ?", (new_sha, new_body, run_id)
+    )
+    conn.execute("UPDATE runs SET manifest_sha256 = ? WHERE id = ?", (new_sha, run_id))
+    conn.execute(
+        "UPDATE events SET subject_sha256 = ? WHERE subject_sha256 = ?", (new_sha, old_sha)
+    )
+    from storage.ledger import GENESIS, event_hash
+
+    prev = GENESIS
+    for seq, ts, kind, rid, subject in conn.execute(
+        "SELECT seq, ts, kind, run_id, subject_sha256 FROM events ORDER BY seq"
+    ).fetchall():
+        h = event_hash(seq, ts, kind, rid, subject, prev)
+        conn.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, h, seq))
+        prev = h
+    conn.execute(
+        "CREATE TRIGGER manifests_no_update BEFORE UPDATE ON manifests"
+        " BEGIN SELECT RAISE(ABORT, 'manifests is append-only: updates are refused'); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER events_no_update BEFORE UPDATE ON events"
+        " BEGIN SELECT RAISE(ABORT, 'events is append-only: updates are refused'); END"
+    )
+    conn.close()
+    # Without the anchor the rewrite cannot be seen from inside the file ...
+    assert cli("verify-store").returncode == 0
+    # ... with the head noted down earlier, it is.
+    proc = cli("verify-store", "--anchor", anchor)
+    assert proc.returncode == 1
+    assert "ledger was rewritten" in proc.stdout
+    assert cli("verify-store", "--anchor", "nonsense").returncode == 2
