@@ -1,44 +1,17 @@
-"""Audit commands: ``export``, ``keygen``, ``verify``, ``drill``, ``stats``.
-
-``register(main)`` adds them to the CLI group.  The shared helpers of ``replay_tui.cli``
-are looked up when a command runs, not at import, because ``cli`` imports this module.
-"""
+"""Audit commands: ``export``, ``keygen``, ``verify``, ``drill``, ``stats``."""
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
+from replay_tui.cli.common import Ctx, echo_json, handled, json_option, print_event
+
 if TYPE_CHECKING:
-    from replay_tui.cli import Ctx
     from replay_tui.replay.runner import ReplayEvent
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-
-
-def handled(fn: F) -> F:
-    """``replay_tui.cli.handled``, resolved when the command runs."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from replay_tui.cli import handled as cli_handled
-
-        return cli_handled(fn)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def echo_json(obj: Any) -> None:
-    from replay_tui.cli import echo_json as cli_echo_json
-
-    cli_echo_json(obj)
 
 
 # -- evidence -----------------------------------------------------------------------------
@@ -203,9 +176,8 @@ def drill(
     )
 
     def on_event(ev: ReplayEvent) -> None:
-        if as_json or quiet or ev.state == "log":
-            return
-        click.echo(f"[{ev.stage:>8}] {ev.state:<6} {ev.message}".rstrip(), err=True)
+        if not quiet:
+            print_event(ev, as_json=as_json, logs=False)
 
     rep = run_drill(
         obj.store,

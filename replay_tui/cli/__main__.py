@@ -1,0 +1,3 @@
+from replay_tui.cli import main
+
+main()

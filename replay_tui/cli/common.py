@@ -1,0 +1,102 @@
+"""What every command shares: the store context, errors to exit codes, JSON output,
+reusable options and the stage-event printer.
+
+Exit codes: 0 success / reproduced, 1 not reproduced or integrity failure, 2 bad input
+or usage, 3 infrastructure failure.  ``--json`` gives machine output everywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from replay_tui.errors import ReplayTuiError
+from storage.manifest import ManifestError
+from storage.store import RunStore, StoreError
+
+if TYPE_CHECKING:
+    from replay_tui.replay.runner import ReplayEvent
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def default_store_path() -> Path:
+    env = os.environ.get("REPLAY_TUI_STORE")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("replay-tui")) / "store.db"
+
+
+class Ctx:
+    """What every command gets: where the store is, opened on first use."""
+
+    def __init__(self, store_path: Path) -> None:
+        self.store_path = store_path
+        self._store: RunStore | None = None
+
+    @property
+    def store(self) -> RunStore:
+        if self._store is None:
+            self._store = RunStore(self.store_path)
+        return self._store
+
+
+def fail(message: str, code: int, hint: str | None = None, as_json: bool = False) -> NoReturn:
+    """Print MESSAGE (and HINT) as text or JSON and exit with CODE."""
+    if as_json:
+        click.echo(json.dumps({"error": message, "hint": hint, "exit_code": code}))
+    else:
+        click.echo(f"error: {message}", err=True)
+        if hint:
+            click.echo(f"  hint: {hint}", err=True)
+    sys.exit(code)
+
+
+def handled(fn: F) -> F:
+    """Turn domain errors into the documented exit codes and messages."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return fn(*args, **kwargs)
+        except ManifestError as e:
+            fail(str(e), 2, as_json=as_json)
+        except StoreError as e:
+            fail(str(e), 2, as_json=as_json)
+        except ReplayTuiError as e:
+            fail(e.message, e.exit_code, e.hint, as_json=as_json)
+        except PermissionError as e:
+            fail(f"permission denied: {e.filename}", 3, as_json=as_json)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def print_event(ev: ReplayEvent, *, as_json: bool, logs: bool) -> None:
+    """One replay stage event on stderr, as ``replay`` and ``drill`` print them.
+
+    Stage lines always; the run's own output lines only when ``logs``; nothing under
+    ``--json`` (stdout carries the JSON, stderr stays quiet).
+    """
+    if as_json or (ev.state == "log" and not logs):
+        return
+    if ev.state == "log":
+        click.echo(f"  | {ev.message}", err=True)
+    else:
+        click.echo(f"[{ev.stage:>8}] {ev.state:<6} {ev.message}".rstrip(), err=True)

@@ -1,0 +1,127 @@
+"""``record``: run a command (locally or in an image) and record its provenance."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from replay_tui.cli.common import Ctx, echo_json, handled, json_option
+from replay_tui.errors import BadInput
+
+
+def _parse_tags(tags: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for t in tags:
+        k, sep, v = t.partition("=")
+        if not sep or not k:
+            raise BadInput(f"--tag {t!r} must be KEY=VALUE")
+        out[k] = v
+    return out
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--name", default="", help="A name for the run.")
+@click.option("--tag", "tags", multiple=True, help="KEY=VALUE (repeatable).")
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**32 - 1),
+    default=None,
+    help="Seed handed to the SDK (REPLAY_TUI_SEED) and recorded.",
+)
+@click.option(
+    "--deterministic/--no-deterministic",
+    default=None,
+    help="Force the SDK's deterministic mode on or off.",
+)
+@click.option("--data", multiple=True, help="PATH or NAME=PATH of a data input (repeatable).")
+@click.option("--artifact", "artifacts", multiple=True, help="Glob of outputs to hash.")
+@click.option("--metrics-file", default=None, help="JSON or JSONL metrics the command writes.")
+@click.option(
+    "--metric-regex",
+    multiple=True,
+    help="Regex with (?P<step>) and (?P<value>), plus (?P<name>) or --metric-name.",
+)
+@click.option("--metric-name", default=None, help="Metric name for --metric-regex.")
+@click.option("--env", "env_names", multiple=True, help="Another environment variable to record.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds.")
+@click.option("--image", default=None, help="Run inside this container image (Docker).")
+@click.option("--quiet", is_flag=True, help="Do not echo the command's output.")
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+@handled
+def record(
+    obj: Ctx,
+    name: str,
+    tags: tuple[str, ...],
+    seed: int | None,
+    deterministic: bool | None,
+    data: tuple[str, ...],
+    artifacts: tuple[str, ...],
+    metrics_file: str | None,
+    metric_regex: tuple[str, ...],
+    metric_name: str | None,
+    env_names: tuple[str, ...],
+    timeout: float | None,
+    image: str | None,
+    quiet: bool,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND (after --) and record its full provenance; exit with its exit code."""
+    from replay_tui.capture.launcher import RecordOptions
+    from replay_tui.capture.launcher import record as do_record
+
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    opts = RecordOptions(
+        argv=argv,
+        cwd=Path.cwd(),
+        name=name,
+        tags=_parse_tags(tags),
+        seed=seed,
+        deterministic=deterministic,
+        data=list(data),
+        artifacts=list(artifacts),
+        metrics_file=metrics_file,
+        metric_regex=list(metric_regex),
+        metric_name=metric_name,
+        env_names=list(env_names),
+        timeout_s=timeout,
+        image=image,
+    )
+    echo = (lambda line: None) if (quiet or as_json) else (lambda line: click.echo(line, err=True))
+    executor = None
+    image_info = None
+    if image:
+        from replay_tui.replay.docker import container_recorder
+
+        executor, image_info = container_recorder(image, opts)
+    res = do_record(opts, obj.store, executor=executor, on_line=echo, image_info=image_info)
+    m = res.manifest
+    if as_json:
+        echo_json(
+            {
+                "run_id": m.run_id,
+                "status": m.status,
+                "exit_code": res.exit.exit_code,
+                "manifest_sha256": m.integrity.manifest_sha256,
+                "log": str(res.log_path),
+            }
+        )
+    else:
+        click.echo(
+            f"recorded run {m.run_id} ({m.status}, exit {res.exit.exit_code}) in {obj.store_path}"
+        )
+        click.echo(
+            f"  {len(m.outputs.artifacts)} artifact(s), {len(m.outputs.metrics)} metric(s),"
+            f" log kept at {res.log_path}"
+        )
+    sys.exit(res.exit.exit_code)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(record)

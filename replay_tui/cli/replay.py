@@ -1,0 +1,159 @@
+"""``replay`` and ``compare``: replay a run, compare any two runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from replay_tui.cli.common import Ctx, echo_json, handled, json_option, print_event
+from replay_tui.errors import BadInput
+
+
+@click.command()
+@click.argument("run")
+@click.option(
+    "--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True
+)
+@click.option(
+    "--gpus", type=click.Choice(["auto", "all", "none"]), default="auto", show_default=True
+)
+@click.option("--allow-cpu", is_flag=True, help="Run a GPU-recorded run on CPU (a gap).")
+@click.option("--network", type=click.Choice(["none", "bridge"]), default="none", show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds.")
+@click.option("--keep-workdir", is_flag=True, help="Keep the checkout for inspection.")
+@click.option("--force-data", is_flag=True, help="Go on when data hashes differ (a gap).")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A clone that has the recorded commit.",
+)
+@click.option("--memory", "memory_limit", default=None, help="Container memory limit, e.g. 2g.")
+@click.option(
+    "--times",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Replay N times and report the noise floor.",
+)
+@click.option(
+    "--determinism",
+    type=click.Choice(["recorded", "off"]),
+    default="recorded",
+    show_default=True,
+    help="'off' also runs a deterministic replay and reports determinism_cost_pct.",
+)
+@click.option("--quiet", is_flag=True, help="Do not stream the run's output.")
+@json_option
+@click.pass_obj
+@handled
+def replay(
+    obj: Ctx,
+    run: str,
+    backend: str,
+    gpus: str,
+    allow_cpu: bool,
+    network: str,
+    timeout: float | None,
+    keep_workdir: bool,
+    force_data: bool,
+    repo: Path | None,
+    memory_limit: str | None,
+    times: int,
+    determinism: str,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Replay RUN from its image digest and git commit; exit 0 if reproduced, else 1."""
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.replay.runner import ReplayEvent
+    from replay_tui.replay.series import replay_many
+
+    opts = ReplayOptions(
+        backend=backend,  # type: ignore[arg-type]
+        gpus=gpus,  # type: ignore[arg-type]
+        allow_cpu=allow_cpu,
+        network=network,  # type: ignore[arg-type]
+        timeout_s=timeout,
+        keep_workdir=keep_workdir,
+        force_data=force_data,
+        repo=repo,
+        memory_limit=memory_limit,
+    )
+
+    def on_event(ev: ReplayEvent) -> None:
+        print_event(ev, as_json=as_json, logs=not quiet)
+
+    report = replay_many(
+        obj.store, run, opts, times=times, determinism=determinism, on_event=on_event
+    )
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(report.text())
+    sys.exit(report.exit_code)
+
+
+def _tolerance(name: str, value: float | None, default: float) -> float:
+    import math
+
+    if value is None:
+        return default
+    if not math.isfinite(value) or value < 0:
+        raise BadInput(f"--{name} must be a finite number >= 0 (got {value})")
+    return value
+
+
+@click.command("compare")
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--rtol", type=float, default=None, help="Relative tolerance (default 1e-5).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance (default 1e-8).")
+@click.option("--no-store", is_flag=True, help="Do not record the comparison in the store.")
+@json_option
+@click.pass_obj
+@handled
+def compare_cmd(
+    obj: Ctx,
+    run_a: str,
+    run_b: str,
+    rtol: float | None,
+    atol: float | None,
+    no_store: bool,
+    as_json: bool,
+) -> None:
+    """Compare any two runs: artifacts, checkpoints, metrics, environment; exit 0 if reproduced."""
+    from replay_tui.compare.render import comparison_text
+    from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, compare_runs
+    from storage.objects import ObjectStore
+
+    rtol_v = _tolerance("rtol", rtol, DEFAULT_RTOL)
+    atol_v = _tolerance("atol", atol, DEFAULT_ATOL)
+    a, b = obj.store.resolve(run_a), obj.store.resolve(run_b)
+    ma, mb = obj.store.manifest(a), obj.store.manifest(b)
+    result = compare_runs(
+        ma, mb, objects=ObjectStore.beside(obj.store_path), rtol=rtol_v, atol=atol_v
+    )
+    body = result.to_dict()
+    if not no_store:
+        body["comparison_id"] = obj.store.add_comparison(
+            a,
+            b,
+            result.verdict,
+            result.to_dict(),
+            rtol=rtol_v,
+            atol=atol_v,
+            set_verdict_on=b if mb.replay_of == a else None,
+        )
+    if as_json:
+        echo_json(body)
+    else:
+        click.echo(comparison_text(result))
+    sys.exit(result.exit_code)
+
+
+def register(main: click.Group) -> None:
+    for cmd in (replay, compare_cmd):
+        main.add_command(cmd)

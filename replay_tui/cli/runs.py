@@ -1,0 +1,219 @@
+"""Store commands: ``schema``, ``ingest``, ``runs``, ``show``, ``gaps``, ``verify-store``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from replay_tui.cli.common import Ctx, echo_json, fail, handled, json_option
+from replay_tui.errors import BadInput
+from storage.manifest import (
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    RunManifest,
+    json_schema,
+    parse_manifest,
+)
+from storage.store import RunQuery
+
+
+@click.command()
+def schema() -> None:
+    """Print the JSON Schema of the run manifest."""
+    echo_json(json_schema())
+
+
+def compute_gaps(m: RunManifest) -> Any:
+    from replay_tui.gaps import gap_counts
+
+    return gap_counts(m)
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@json_option
+@click.pass_obj
+@handled
+def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
+    """Validate and import manifest JSON files.
+
+    Every file is checked before anything is written: if any is invalid, nothing is
+    stored and the command exits 2 naming the file, the field and the reason.
+    """
+    manifests: list[RunManifest] = []
+    errors: list[str] = []
+    for f in files:
+        try:
+            with f.open("rb") as fh:  # bounded: never read a huge file or /dev/zero whole
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as e:
+            errors.append(f"{f}: cannot read: {e.strerror}")
+            continue
+        if len(raw) > MAX_MANIFEST_BYTES:
+            errors.append(
+                f"{f}: manifest is more than {MAX_MANIFEST_BYTES} bytes;"
+                f" the limit is {MAX_MANIFEST_BYTES}"
+            )
+            continue
+        try:
+            manifests.append(parse_manifest(raw, source=str(f)))
+        except ManifestError as e:
+            errors.append(str(e))
+    if errors:
+        if as_json:
+            echo_json({"ingested": [], "errors": errors})
+        else:
+            for problem in errors:
+                click.echo(f"error: {problem}", err=True)
+            click.echo("nothing was stored", err=True)
+        sys.exit(2)
+    items: list[Any] = [(m, compute_gaps(m), (), {}) for m in manifests]
+    results = obj.store.ingest_many(items)
+    if as_json:
+        echo_json(
+            {
+                "ingested": [
+                    {"run_id": r.run_id, "manifest_sha256": r.manifest_sha256, "new": r.created}
+                    for r in results
+                ],
+                "errors": [],
+            }
+        )
+        return
+    for f, r in zip(files, results, strict=True):
+        state = "stored" if r.created else "already stored (unchanged)"
+        click.echo(f"{r.run_id}  {state}  {r.manifest_sha256[:12]}  {f}")
+
+
+@click.command()
+@click.option(
+    "--search", default=None, help="Full-text search: name, command, commit, image, tags."
+)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--kind", type=click.Choice(["original", "replay"]), default=None)
+@click.option("--verdict", default=None, help="IDENTICAL, EQUIVALENT, DIVERGED, INCOMPLETE, none")
+@json_option
+@click.pass_obj
+@handled
+def runs(
+    obj: Ctx, search: str | None, limit: int, kind: str | None, verdict: str | None, as_json: bool
+) -> None:
+    """List runs, newest first."""
+    from replay_tui import render
+
+    q = RunQuery(search=search, limit=limit, kind=kind, verdict=verdict)
+    records = obj.store.list_runs(q)
+    if as_json:
+        echo_json([r.to_dict() for r in records])
+    else:
+        click.echo(render.runs_table(records))
+
+
+@click.command()
+@click.argument("run")
+@json_option
+@click.pass_obj
+@handled
+def show(obj: Ctx, run: str, as_json: bool) -> None:
+    """Show one run's manifest, gaps and replays."""
+    from replay_tui import render
+    from replay_tui.gaps import evaluate
+
+    rec = obj.store.get_run(run)
+    m = obj.store.manifest(rec.id)
+    gaps = evaluate(m)
+    replays = obj.store.replays_of(rec.id)
+    if as_json:
+        echo_json(
+            {
+                "run": rec.to_dict(),
+                "manifest": m.model_dump(mode="json"),
+                "gaps": [g.to_dict() for g in gaps],
+                "replays": replays,
+                "locations": [loc.__dict__ for loc in obj.store.locations(rec.id)],
+            }
+        )
+    else:
+        click.echo(render.manifest_text(rec, m, gaps, replays))
+
+
+@click.command("verify-store")
+@click.option(
+    "--anchor",
+    "anchors",
+    multiple=True,
+    help="SEQ:HASH of the ledger head as noted down earlier (printed by this command).",
+)
+@json_option
+@click.pass_obj
+@handled
+def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
+    """Walk the ledger and re-hash every stored fact; exit 1 if anything was altered.
+
+    It prints the ledger head (SEQ:HASH).  Keep it outside the store (a ticket, a signed
+    bundle, a log) and pass it back with --anchor: a store rewritten consistently after
+    that point then fails too.
+    """
+    if not obj.store_path.exists():
+        raise BadInput(f"no store at {obj.store_path}")
+    for a in anchors:
+        seq, sep, h = a.partition(":")
+        if not (seq.isdigit() and sep and len(h) == 64):
+            raise BadInput(f"--anchor {a!r} must be SEQ:HASH as verify-store prints it")
+    import sqlite3
+
+    try:
+        rep = obj.store.verify(anchors)
+    except sqlite3.DatabaseError as e:  # not a database, or pages corrupted
+        fail(f"STORE UNREADABLE: {obj.store_path}: {e}", 1, as_json=as_json)
+    if as_json:
+        echo_json(
+            {
+                "ok": rep.ok,
+                "events": rep.events,
+                "manifests": rep.manifests,
+                "blobs": rep.blobs,
+                "facts": rep.facts,
+                "head": rep.head,
+                "problems": rep.problems,
+            }
+        )
+    else:
+        click.echo(
+            f"checked {rep.events} events, {rep.manifests} manifests, {rep.blobs} blobs,"
+            f" {rep.facts} other facts"
+        )
+        click.echo(f"ledger head: {rep.head or '(empty)'}")
+        if rep.ok:
+            click.echo("store intact: every link and every hash matches")
+        else:
+            click.echo(f"STORE ALTERED: first problem: {rep.problems[0]}")
+            for p in rep.problems[1:20]:
+                click.echo(f"  also: {p}")
+    if not rep.ok:
+        sys.exit(1)
+
+
+@click.command("gaps")
+@click.argument("run")
+@json_option
+@click.pass_obj
+@handled
+def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
+    """List one run's provenance gaps, most severe first."""
+    from replay_tui import render
+    from replay_tui.gaps import evaluate
+
+    found = evaluate(obj.store.manifest(run))
+    if as_json:
+        echo_json([g.to_dict() for g in found])
+    else:
+        click.echo(render.gaps_text(found))
+
+
+def register(main: click.Group) -> None:
+    for cmd in (schema, ingest, runs, show, gaps_cmd, verify_store):
+        main.add_command(cmd)
