@@ -8,9 +8,10 @@ written through a temporary name and renamed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-import shutil
+import stat
 from pathlib import Path
 
 
@@ -30,15 +31,42 @@ class ObjectStore:
         return p if p.is_file() else None
 
     def put(self, src: str | os.PathLike[str], sha256: str) -> Path:
-        """Keep a copy of ``src`` (whose sha256 the caller computed) and return its path."""
+        """Keep a copy of ``src`` (whose sha256 the caller computed) and return its path.
+
+        ``src`` is opened without following a symlink and must be a regular file; its
+        bytes are hashed while copied and the copy is refused (``ValueError``) unless they
+        hash to ``sha256``.  Objects are owner-only: files 0400, folders 0700.
+        """
         dst = self.path_for(sha256)
         if dst.is_file():
             return dst
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dst.parent.mkdir(mode=0o700, exist_ok=True)
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(src, flags)
         tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o444)
-        os.replace(tmp, dst)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ValueError(f"{os.fspath(src)!r} is not a regular file")
+            h = hashlib.sha256()
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                with open(fd, "rb", closefd=False) as fin, open(out, "wb", closefd=False) as fout:
+                    while chunk := fin.read(1 << 20):
+                        h.update(chunk)
+                        fout.write(chunk)
+            finally:
+                os.close(out)
+            if h.hexdigest() != sha256:
+                raise ValueError(f"{os.fspath(src)!r} no longer hashes to {sha256[:12]}: not kept")
+            os.chmod(tmp, 0o400)
+            os.replace(tmp, dst)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        finally:
+            os.close(fd)
         return dst
 
     def verify(self, sha256: str) -> bool:

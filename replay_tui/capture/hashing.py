@@ -29,6 +29,7 @@ __all__ = [
     "TreeDigest",
     "hash_path",
     "sha256_file",
+    "sha256_regular_file",
     "verify_path",
 ]
 
@@ -114,6 +115,16 @@ def sha256_file(path: StrPath) -> str:
         return _digest_fd(fd, size)[0]
     finally:
         os.close(fd)
+
+
+def sha256_regular_file(path: StrPath) -> tuple[str, int]:
+    """SHA-256 hex and size of a regular file, never through a symlink.
+
+    Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``: a link, a device,
+    a FIFO or a socket raises ``OSError``/``ValueError`` instead of being read.
+    """
+    digest, size, _ = _digest_file(os.fsencode(path))
+    return digest, size
 
 
 def _digest_file(path: bytes) -> tuple[str, int, _StatKey]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replay_tui.capture import probes
-from replay_tui.capture.hashing import StatCache, hash_path, sha256_file
+from replay_tui.capture.hashing import StatCache, hash_path, sha256_regular_file
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.errors import BadInput
 from replay_tui.sdk import DETERMINISM_ENV, HANDOFF_ENV, INSIDE_FILE, SEED_ENV, _uuid7
@@ -219,34 +219,119 @@ def data_entries(
 
 
 def artifact_entries(
-    base: Path, patterns: Sequence[str], extra: Sequence[str]
+    base: Path,
+    patterns: Sequence[str],
+    extra: Sequence[str],
+    refused: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths."""
+    """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths.
+
+    The output folder was written by the run (in a replay: by code from a manifest), so
+    nothing in it is followed out of it: every path is walked with ``lstat`` from
+    ``base`` down, a symbolic link or a special file (device, FIFO, socket) anywhere on the
+    way is refused, and the file is opened with ``O_NOFOLLOW``.  A refused match is listed
+    without a hash (so it shows as a gap and never compares equal) and its reason goes
+    to ``refused``.
+    """
     found: dict[str, Path] = {}
+    problems: dict[str, str] = {}
     base = base.resolve()
     for pat in patterns:
         if Path(pat).is_absolute() or ".." in Path(pat).parts:
             raise BadInput(f"--artifact {pat!r} must be a relative glob inside the workdir")
         for p in sorted(base.glob(pat)):
-            if p.is_file():
-                found[p.relative_to(base).as_posix()] = p
+            rel = p.relative_to(base).as_posix()
+            why = _unsafe_member(base, rel)
+            if why is None:
+                if p.is_file():
+                    found[rel] = p
+            elif not why.endswith(_IS_FOLDER):
+                problems[rel] = why
     for e in extra:
-        p = (base / e).resolve()
-        if p.is_file() and p.is_relative_to(base):
-            found[p.relative_to(base).as_posix()] = p
+        if not isinstance(e, str) or not e or "\x00" in e:
+            continue
+        p = Path(os.path.normpath(base / e))
+        if not p.is_relative_to(base) or p == base:
+            problems[e[:200]] = f"{e[:200]!r} is outside the output folder: not collected"
+            continue
+        rel = p.relative_to(base).as_posix()
+        why = _unsafe_member(base, rel)
+        if why is None:
+            found[rel] = p
+        elif not why.endswith(_IS_FOLDER):
+            problems[rel] = why
     out = []
     for rel, p in sorted(found.items()):
         kind = "checkpoint" if p.suffix in CHECKPOINT_SUFFIXES else "file"
-        entry: dict[str, Any] = {
-            "path": rel,
-            "sha256": sha256_file(p),
-            "size_bytes": p.stat().st_size,
-            "kind": kind,
-        }
+        try:
+            digest, size = sha256_regular_file(p)
+        except (OSError, ValueError, RuntimeError) as exc:
+            problems[rel] = f"{rel}: not hashed ({exc})"
+            continue
+        entry: dict[str, Any] = {"path": rel, "sha256": digest, "size_bytes": size, "kind": kind}
         if kind == "checkpoint":
             entry["tensor_sha256"] = _tensor_digest(p)
         out.append(entry)
+    listed = 0
+    for rel, why in sorted(problems.items()):
+        if refused is not None:
+            refused.append(why)
+        if _rel_path_ok(rel) and listed < MAX_REFUSED_LISTED:
+            listed += 1  # in the manifest without a hash: an ARTIFACT_NO_HASH gap
+            out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
+    out.sort(key=lambda a: a["path"])
     return out
+
+
+_IS_FOLDER = "is a folder"
+MAX_REFUSED_LISTED = 100
+
+
+def _rel_path_ok(rel: str) -> bool:
+    """Whether ``rel`` can stand in a manifest as an artifact path."""
+    return (
+        0 < len(rel) <= 1024
+        and not rel.startswith("/")
+        and os.path.normpath(rel) == rel
+        and ".." not in rel.split("/")
+        and not any(ord(c) < 0x20 or c == "\x7f" for c in rel)
+    )
+
+
+def _unsafe_member(base: Path, rel: str) -> str | None:
+    """Why ``base/rel`` may not be collected, or None when it is a regular file in ``base``.
+
+    Every component is ``lstat``-ed: a link anywhere (even one pointing back inside) is
+    refused, so what is hashed is what lies in the folder, never what a link names.
+    """
+    import stat as st_mod
+
+    cur = base
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except OSError as e:
+            return f"{rel}: cannot inspect it ({e.strerror})"
+        shown = "/".join(parts[: i + 1])
+        if st_mod.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(cur)
+            except OSError:
+                target = "?"
+            return (
+                f"{rel}: {shown} is a symbolic link (-> {target[:200]}); links in a run's"
+                " output are never followed"
+            )
+        if i < len(parts) - 1:
+            if not st_mod.S_ISDIR(st.st_mode):
+                return f"{rel}: {shown} is not a folder"
+        elif st_mod.S_ISDIR(st.st_mode):
+            return f"{rel} {_IS_FOLDER}"
+        elif not st_mod.S_ISREG(st.st_mode):
+            return f"{rel}: not a regular file (a device, FIFO or socket): refused"
+    return None
 
 
 def _tensor_digest(p: Path) -> str | None:
@@ -276,15 +361,28 @@ def capture_info(opts: RecordOptions) -> dict[str, Any]:
     }
 
 
-def keep_artifacts(store: RunStore, base: Path, manifest: RunManifest) -> None:
-    """Copy hashed artifacts into the object store beside the run store."""
+def keep_artifacts(store: RunStore, base: Path, manifest: RunManifest) -> list[str]:
+    """Copy hashed artifacts into the object store beside the run store.
+
+    Each file is walked and opened like ``artifact_entries`` did (no links, regular files
+    only) and kept only if its bytes still hash to the recorded sha256.  Returns what was
+    not kept, and why.
+    """
     objects = ObjectStore.beside(store.path)
+    base = base.resolve()
+    skipped: list[str] = []
     for a in manifest.outputs.artifacts:
         if a.sha256 is None:
             continue
-        src = base / a.path
-        if src.is_file():  # hashed a moment ago by artifact_entries
-            objects.put(src, a.sha256)
+        why = _unsafe_member(base, a.path)
+        if why is not None:
+            skipped.append(why)
+            continue
+        try:
+            objects.put(base / a.path, a.sha256)
+        except (OSError, ValueError) as e:
+            skipped.append(f"{a.path}: not kept ({e})")
+    return skipped
 
 
 def keep_log(store: RunStore, run_id: str, data: bytes) -> Path:
@@ -295,12 +393,133 @@ def keep_log(store: RunStore, run_id: str, data: bytes) -> Path:
     return path
 
 
+MAX_HANDOFF_BYTES = 64 * 1024 * 1024
+
+
 def read_inside(handoff_dir: Path) -> dict[str, Any]:
+    """The SDK's inside view, validated like any untrusted input.
+
+    The handoff file is written by the training code, which in a replay came from a
+    manifest.  It is read bounded (a regular file, not a link, at most 64 MiB), and each
+    part that does not have the shape the manifest needs is dropped, not trusted: the run
+    is kept, the dropped part shows as the gap it leaves (no seed, no metrics...), and
+    the reasons are listed under ``"problems"``.
+    """
+    path = handoff_dir / INSIDE_FILE
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        data = json.loads((handoff_dir / INSIDE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except OSError as e:
+        return {"problems": [f"handoff file {INSIDE_FILE}: cannot open it ({e.strerror})"]}
+    try:
+        import stat as st_mod
+
+        if not st_mod.S_ISREG(os.fstat(fd).st_mode):
+            return {"problems": [f"handoff file {INSIDE_FILE} is not a regular file: ignored"]}
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(MAX_HANDOFF_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_HANDOFF_BYTES:
+        return {"problems": [f"handoff file {INSIDE_FILE} is over {MAX_HANDOFF_BYTES} bytes"]}
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        return {"problems": [f"handoff file {INSIDE_FILE} is not JSON ({str(e)[:120]})"]}
+    if not isinstance(data, dict):
+        return {"problems": [f"handoff file {INSIDE_FILE} is not a JSON object: ignored"]}
+    clean, problems = validate_inside(data)
+    if problems:
+        clean["problems"] = problems
+    return clean
+
+
+def _inside_checks() -> dict[str, Callable[[Any], Any]]:
+    """One validator per part of the inside view, built from the manifest's own types."""
+    from pydantic import TypeAdapter
+
+    from storage import manifest as mf
+
+    def model(cls: Any, keys: Sequence[str]) -> Callable[[Any], Any]:
+        adapter = TypeAdapter(cls)
+
+        def check(v: Any) -> Any:
+            if not isinstance(v, dict) or set(v) - set(keys):
+                raise ValueError(f"expected a map with keys among {', '.join(keys)}")
+            adapter.validate_python(v, strict=True)
+            return v
+
+        return check
+
+    def typed(tp: Any) -> Callable[[Any], Any]:
+        adapter = TypeAdapter(tp)
+        return lambda v: adapter.validate_python(v, strict=True)
+
+    def config(v: Any) -> Any:
+        if not isinstance(v, dict):
+            raise ValueError("expected a map")
+        mf._check_config(v, "config")
+        typed(dict[mf.Label, Any])(v)
+        mf.config_hash(v)
+        return v
+
+    def history(v: Any) -> Any:
+        typed(dict[mf.Label, list[tuple[mf.SafeInt, mf.Finite]]])(
+            {k: [tuple(p) if isinstance(p, list) else p for p in pts] for k, pts in v.items()}
+            if isinstance(v, dict) and all(isinstance(p, list) for p in v.values())
+            else v
+        )
+        return v
+
+    env_keys = (
+        "python_version",
+        "packages",
+        "packages_sha256",
+        "torch_version",
+        "cuda_version",
+        "cudnn_version",
+        "nccl_version",
+        "os",
+    )
+    return {
+        "name": typed(mf.Label),
+        "seed": typed(mf.Seed | None),
+        "seeds": model(
+            mf.RandomnessInfo, ("python", "numpy", "torch", "cuda", "dataloader_workers")
+        ),
+        "python_hash_seed": typed(mf.Label | None),
+        "determinism": model(mf.DeterminismInfo, tuple(mf.DeterminismInfo.model_fields)),
+        "nondeterministic_ops": typed(list[mf.Str]),
+        "environment": model(mf.EnvironmentInfo, env_keys),
+        "gpus": typed(list[mf.GpuInfo] | None),
+        "warnings": typed(list[mf.LongStr]),
+        "config": config,
+        "metrics": typed(dict[mf.Label, mf.Finite]),
+        "metric_history": history,
+        "artifacts": typed(list[mf.Str]),
+    }
+
+
+def validate_inside(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Keep the parts of an inside view that are well formed; say why the others were not."""
+    checks = _inside_checks()
+    clean: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in data.items():
+        check = checks.get(key) if isinstance(key, str) else None
+        if check is None:
+            continue  # an SDK from another version may send more: ignored, as before
+        try:
+            check(value)
+        except Exception as e:  # pydantic, ManifestError, ValueError: all mean "not this"
+            first = str(e).splitlines()
+            why = (first[1] if len(first) > 1 else first[0]).strip()[:160] if first else ""
+            problems.append(f"handoff file: {key} is malformed ({why}): ignored")
+            continue
+        clean[key] = value
+    return clean, problems
 
 
 def _log_tail(log_path: Path) -> str:
@@ -512,7 +731,12 @@ def record(
         spec = ExecSpec(opts.argv, opts.cwd, env, handoff, log_path, opts.timeout_s)
         result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
         inside = read_inside(handoff)
-        artifacts = artifact_entries(opts.cwd, opts.artifacts, inside.get("artifacts") or [])
+        refused: list[str] = list(inside.get("problems") or [])
+        artifacts = artifact_entries(
+            opts.cwd, opts.artifacts, inside.get("artifacts") or [], refused
+        )
+        for why in refused:  # said on stderr; a refused artifact is also a gap
+            (on_line or (lambda _: None))(f"replay-tui: refused: {why}")
         if opts.metrics_file:
             series.merge(read_metrics_file(opts.cwd / opts.metrics_file))
         log_bytes = log_path.read_bytes() if log_path.exists() else b""

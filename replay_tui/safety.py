@@ -1,0 +1,99 @@
+"""Small guards for untrusted input: printing manifest strings, reading files.
+
+Manifests, imported runs and bundles come from elsewhere.  A string in them may carry
+terminal escape sequences (an OSC or CSI sequence can retitle the window, move the
+cursor, or overwrite what was printed so a hostile command looks harmless), and a path
+given on the command line may name ``/dev/zero``, a FIFO or a huge file.  Everything that
+prints a manifest string goes through :func:`escape_control`; every read of a file that
+is not ours goes through :func:`read_bounded`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from replay_tui.errors import BadInput
+
+# Bidirectional overrides and isolates reorder what a terminal shows (CVE-2021-42574).
+_BIDI = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
+)
+
+
+def _escape_char(ch: str) -> str:
+    o = ord(ch)
+    if o < 0x100:
+        return f"\\x{o:02x}"
+    return f"\\u{o:04x}"
+
+
+def is_unsafe_char(ch: str, *, keep_newlines: bool = False) -> bool:
+    """A C0/C1 control character, DEL, or a bidi control (newline/tab kept on request)."""
+    o = ord(ch)
+    if keep_newlines and ch in "\n\t":
+        return False
+    return o < 0x20 or 0x7F <= o <= 0x9F or ch in _BIDI
+
+
+def escape_control(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character shown as a visible ``\\xNN`` escape.
+
+    ESC (``\\x1b``), CR, backspace, DEL, the C1 range (``\\x9b`` is a one-byte CSI) and
+    the bidi overrides become escapes, so a terminal prints exactly what is there.
+    A backslash stays a backslash.  ``keep_newlines`` leaves ``\\n`` and ``\\t`` (for log
+    tails printed as blocks); everything else is escaped in every mode.
+    """
+    if text.isprintable() and not any(ch in _BIDI for ch in text):
+        return text  # the common case: nothing to do
+    return "".join(
+        _escape_char(ch) if is_unsafe_char(ch, keep_newlines=keep_newlines) else ch for ch in text
+    )
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`escape_control` would escape."""
+    return any(is_unsafe_char(ch) for ch in text)
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file ``path``, refusing anything else or anything larger.
+
+    Opened non-blocking (a FIFO does not hang the open), checked with ``fstat`` on the
+    open descriptor (no race with a swapped path), and read at most ``limit + 1`` bytes
+    so a file that grows while being read is still caught.  Errors are ``BadInput``
+    naming ``what`` and the path.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise BadInput(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise BadInput(f"{what} {path} is a folder, not a file") from None
+    except OSError as e:
+        raise BadInput(f"{what} {path}: cannot open it ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise BadInput(f"{what} {path} is a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(
+                f"{what} {path} is not a regular file (a device, FIFO or socket): refused"
+            )
+        if st.st_size > limit:
+            raise BadInput(f"{what} {path} is {st.st_size} bytes; the limit is {limit}")
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise BadInput(f"{what} {path} is more than {limit} bytes; the limit is {limit}")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
