@@ -179,7 +179,7 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
         in_image=True,
     )
     say(f"replaying the pinned run with the {backend} backend")
-    report = replay_many(store, ids["pinned"], ReplayOptions(backend=backend))  # type: ignore[arg-type]
+    report = replay_many(store, ids["pinned"], ReplayOptions(backend=backend))
     verdict = report.outcomes[0].verdict if report.outcomes else None
     say(f"  -> {verdict}")
     store.close()

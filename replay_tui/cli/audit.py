@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from replay_tui.cli.common import Ctx, echo_json, handled, json_option, print_event
+from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
 
 if TYPE_CHECKING:
     from replay_tui.replay.runner import ReplayEvent
@@ -143,9 +143,7 @@ def verify(bundle: Path, key: Path | None, as_json: bool) -> None:
     help="Seed of a random pick (default: drawn, and recorded so it can be repeated).",
 )
 @click.option("--since", default=None, help="Only runs started on or after this date.")
-@click.option(
-    "--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True
-)
+@backend_option
 @click.option("--allow-cpu", is_flag=True, help="Replay GPU-recorded runs on CPU (a gap).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
 @click.option("--quiet", is_flag=True, help="Only the summary.")
@@ -170,7 +168,7 @@ def drill(
     from replay_tui.replay.plan import ReplayOptions
 
     opts = ReplayOptions(
-        backend=backend,  # type: ignore[arg-type]
+        backend=backend,
         allow_cpu=allow_cpu,
         timeout_s=timeout,
     )

@@ -88,6 +88,19 @@ def echo_json(obj: Any) -> None:
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 
+def backend_option(fn: F) -> F:
+    """``--backend``, its choices taken from the backend registry."""
+    from replay_tui.replay.backends import DEFAULT_BACKEND, backend_names
+
+    return click.option(
+        "--backend",
+        type=click.Choice(backend_names()),
+        default=DEFAULT_BACKEND,
+        show_default=True,
+        help="Where the replay runs (see the backends in the README).",
+    )(fn)
+
+
 def print_event(ev: ReplayEvent, *, as_json: bool, logs: bool) -> None:
     """One replay stage event on stderr, as ``replay`` and ``drill`` print them.
 

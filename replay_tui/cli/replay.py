@@ -7,15 +7,13 @@ from pathlib import Path
 
 import click
 
-from replay_tui.cli.common import Ctx, echo_json, handled, json_option, print_event
+from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
 from replay_tui.errors import BadInput
 
 
 @click.command()
 @click.argument("run")
-@click.option(
-    "--backend", type=click.Choice(["docker", "local"]), default="docker", show_default=True
-)
+@backend_option
 @click.option(
     "--gpus", type=click.Choice(["auto", "all", "none"]), default="auto", show_default=True
 )
@@ -72,7 +70,7 @@ def replay(
     from replay_tui.replay.series import replay_many
 
     opts = ReplayOptions(
-        backend=backend,  # type: ignore[arg-type]
+        backend=backend,
         gpus=gpus,  # type: ignore[arg-type]
         allow_cpu=allow_cpu,
         network=network,  # type: ignore[arg-type]

@@ -93,9 +93,11 @@ def find_repo(
     )
 
 
-def make_worktree(repo: Path, commit: str, diff: bytes | None) -> Worktree:
-    """Check ``commit`` out into a new temporary folder and apply the stored diff."""
-    path = Path(tempfile.mkdtemp(prefix="replay-tui-wt-"))
+def make_worktree(
+    repo: Path, commit: str, diff: bytes | None, *, base: Path | None = None
+) -> Worktree:
+    """Check ``commit`` out into a new temporary folder (under ``base``) and apply the diff."""
+    path = Path(tempfile.mkdtemp(prefix="replay-tui-wt-", dir=base))
     proc = subprocess.run(
         ["git", "-C", str(repo), "worktree", "add", "--detach", "--force", str(path), commit],
         capture_output=True,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Literal
 
 from replay_tui.errors import BadInput
+from replay_tui.replay.backends import DEFAULT_BACKEND, get_backend
 from storage.manifest import DataInfo, RunManifest
 
-Backend = Literal["docker", "local"]
 GpuMode = Literal["auto", "all", "none"]
 
 # Variables a manifest may never set in a replay: they would change what runs, not how.
@@ -28,7 +28,7 @@ CONTAINER_ROOT = "/workspace"
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    backend: Backend = "docker"
+    backend: str = DEFAULT_BACKEND  # a name in replay_tui.replay.backends
     gpus: GpuMode = "auto"
     allow_cpu: bool = False
     network: Literal["none", "bridge"] = "none"
@@ -108,14 +108,16 @@ def make_plan(
     if any("\x00" in a for a in m.argv):
         raise BadInput("manifest argv contains NUL")
     image = None
-    if options.backend == "docker":
+    backend = get_backend(options.backend)
+    if backend.needs_image:
         image = image_reference(m)
         if image is None:
             ref = m.image.reference if m.image else None
             raise BadInput(
                 f"run {m.run_id} has no image digest to replay from"
                 + (f" (only the tag {ref!r}, which can move)" if ref else ""),
-                "use --backend local to replay in this host's environment (recorded as a gap)",
+                f"the {backend.name} backend runs only a pinned image; use --backend local to"
+                " replay in this host's environment (recorded as a gap)",
             )
     recorded_gpus = bool(m.hardware.gpus)
     use_gpus = False

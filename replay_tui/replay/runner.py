@@ -1,6 +1,8 @@
 """Replay a recorded run, stage by stage, and store what happened.
 
-Stages: plan, checkout, verify (data hashes), pull (image by digest), run, hash, compare.
+Stages: plan, checkout, verify (data hashes), place (data and output folders in the
+checkout), pull (the backend prepares its executor: the image by digest, a Slurm job...),
+run, hash, compare: one function each, sharing a :class:`ReplayContext`.
 Every stage reports through ``on_event``; ``should_cancel`` stops the run.  A replay
 that fails after planning is still stored as a replay fact with its reason, so the
 ledger says what was tried and why it did not work.
@@ -12,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,6 @@ from replay_tui.capture.hashing import StatCache, hash_path
 from replay_tui.capture.launcher import (
     ExecResult,
     ExecSpec,
-    Executor,
-    LocalExecutor,
     Outside,
     artifact_entries,
     build_manifest,
@@ -32,6 +32,7 @@ from replay_tui.capture.launcher import (
 )
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
+from replay_tui.replay.backends import Prepared, ReplayBackend, get_backend
 from replay_tui.replay.checkout import Worktree, find_repo, make_worktree
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan, make_plan
 from replay_tui.sdk import HANDOFF_ENV, _uuid7
@@ -68,6 +69,38 @@ def _noop(_: ReplayEvent) -> None:
     pass
 
 
+@dataclass
+class ReplayContext:
+    """What the stages share: the plan, the backend, and what each stage left behind."""
+
+    store: RunStore
+    plan: ReplayPlan
+    backend: ReplayBackend
+    tmp: Path
+    repo_location: Path | None
+    on_event: OnEvent
+    should_cancel: Callable[[], bool]
+    docker_client: Any
+    t0: float
+    persist: bool = True
+    worktree: Worktree | None = None
+    diff: bytes | None = None
+    verified_data: list[dict[str, Any]] = field(default_factory=list)
+    forced_data: bool = False
+    placed_data: set[str] = field(default_factory=set)  # data paths placed in the checkout
+    cwd: Path | None = None
+    prepared: Prepared | None = None
+    result: ExecResult | None = None
+    series: MetricSeries = field(default_factory=MetricSeries)
+    handoff: Path | None = None
+    log_path: Path | None = None
+    replay: RunManifest | None = None
+    replay_info: dict[str, Any] = field(default_factory=dict)
+
+    def emit(self, stage: str, state: str, message: str = "") -> None:
+        self.on_event(ReplayEvent(stage, state, message))
+
+
 def replay_run(
     store: RunStore,
     run_ref: str,
@@ -78,120 +111,185 @@ def replay_run(
     docker_client: Any = None,
 ) -> ReplayOutcome:
     """Replay one run and store the replay manifest, the comparison and a replay fact."""
-    t0 = time.monotonic()
-    stage = "plan"
-    on_event(ReplayEvent(stage, "start"))
     original_id = store.resolve(run_ref)
     original = store.manifest(original_id)
     locations = store.locations(original_id)
     data_locs = {loc.name: loc.host_path for loc in locations if loc.role == "data"}
     repo_loc = next((Path(loc.host_path) for loc in locations if loc.role == "repo"), None)
-    host_gpu = (
-        probes.gpu_available() if (original.hardware.gpus or options.gpus == "all") else False
+    return replay_manifest(
+        store,
+        original,
+        options,
+        data_locations=data_locs,
+        repo_location=repo_loc,
+        on_event=on_event,
+        should_cancel=should_cancel,
+        docker_client=docker_client,
     )
-    plan = make_plan(original, options, data_locations=data_locs, host_has_gpu=host_gpu)
-    on_event(
-        ReplayEvent(
-            stage,
-            "done",
-            f"{options.backend} backend, image {plan.image or '(host)'}, commit {plan.commit[:12]}"
-            + (", CPU fallback" if plan.cpu_fallback else ""),
-        )
-    )
-    holder: list[Worktree] = []
-    tmp = Path(tempfile.mkdtemp(prefix="replay-tui-replay-"))
+
+
+def replay_manifest(
+    store: RunStore,
+    original: RunManifest,
+    options: ReplayOptions,
+    *,
+    data_locations: dict[str, str],
+    repo_location: Path | None,
+    on_event: OnEvent = _noop,
+    should_cancel: Callable[[], bool] = lambda: False,
+    docker_client: Any = None,
+    persist: bool = True,
+) -> ReplayOutcome:
+    """Run ``original`` (a manifest, stored or built in memory) through every stage.
+
+    With ``persist`` the replay manifest, its comparison with ``original`` and a replay
+    fact are stored (a failure after planning is stored too, with its reason).  Without
+    it (a bisect probe) nothing is written but the artifacts' content-addressed copies:
+    the outcome carries the replay manifest for the caller to compare.
+    """
+    t0 = time.monotonic()
+    backend = get_backend(options.backend)
+    ctx_plan = stage_plan(store, original, options, backend, data_locations, on_event)
+    holder: list[ReplayContext] = []
+    tmp: Path | None = None
     try:
         try:
-            return _replay_stages(
+            base = backend.scratch_base(store, options)
+            if base is not None:
+                base.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix="replay-tui-replay-", dir=base))
+            ctx = ReplayContext(
                 store,
-                plan,
+                ctx_plan,
+                backend,
                 tmp,
-                repo_loc,
+                repo_location,
                 on_event,
                 should_cancel,
                 docker_client,
                 t0,
-                set_worktree=holder.append,
+                persist=persist,
             )
+            holder.append(ctx)
+            for stage in (
+                stage_checkout,
+                stage_verify,
+                stage_place,
+                stage_pull,
+                stage_run,
+                stage_hash,
+            ):
+                stage(ctx)
+            if not persist:
+                return ReplayOutcome(
+                    original,
+                    ctx.replay,
+                    None,
+                    None,
+                    0,
+                    ctx.result.reason if ctx.result else None,
+                    None,
+                    time.monotonic() - t0,
+                )
+            return stage_compare(ctx)
         except KeyboardInterrupt:
-            store.add_replay(
-                original_id,
-                replay_run=None,
-                backend=options.backend,
-                status="interrupted",
-                verdict=None,
-                reason="interrupted before the replay finished (Ctrl-C)",
-                duration_s=time.monotonic() - t0,
-                comparison_id=None,
-                body={"reason": "interrupted"},
-            )
+            if persist:
+                store.add_replay(
+                    original.run_id,
+                    replay_run=None,
+                    backend=options.backend,
+                    status="interrupted",
+                    verdict=None,
+                    reason="interrupted before the replay finished (Ctrl-C)",
+                    duration_s=time.monotonic() - t0,
+                    comparison_id=None,
+                    body={"reason": "interrupted"},
+                )
             raise
         except ReplayTuiError as e:
             reason = e.message
-            fid = store.add_replay(
-                original_id,
-                replay_run=None,
-                backend=options.backend,
-                status="error",
-                verdict=None,
-                reason=reason,
-                duration_s=time.monotonic() - t0,
-                comparison_id=None,
-                body={"reason": reason, "hint": e.hint, "exit_code": e.exit_code},
-            )
+            if persist:
+                fid = store.add_replay(
+                    original.run_id,
+                    replay_run=None,
+                    backend=options.backend,
+                    status="error",
+                    verdict=None,
+                    reason=reason,
+                    duration_s=time.monotonic() - t0,
+                    comparison_id=None,
+                    body={"reason": reason, "hint": e.hint, "exit_code": e.exit_code},
+                )
+                e.fact_id = fid  # type: ignore[attr-defined]
             on_event(ReplayEvent("replay", "failed", reason))
-            e.fact_id = fid  # type: ignore[attr-defined]
             raise
     finally:
-        for wt in holder:
+        for c in holder:
+            if c.worktree is None:
+                continue
             if options.keep_workdir:
-                on_event(ReplayEvent("run", "note", f"worktree kept at {wt.path}"))
+                on_event(ReplayEvent("run", "note", f"worktree kept at {c.worktree.path}"))
             else:
-                wt.remove()
-        shutil.rmtree(tmp, ignore_errors=True)
+                c.worktree.remove()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _replay_stages(
+# -- the stages, in order ---------------------------------------------------------------
+
+
+def stage_plan(
     store: RunStore,
-    plan: ReplayPlan,
-    tmp: Path,
-    repo_loc: Path | None,
+    original: RunManifest,
+    options: ReplayOptions,
+    backend: ReplayBackend,
+    data_locations: dict[str, str],
     on_event: OnEvent,
-    should_cancel: Callable[[], bool],
-    docker_client: Any,
-    t0: float,
-    set_worktree: Callable[[Worktree], None],
-) -> ReplayOutcome:
-    m = plan.original
-    opts = plan.options
-    # -- checkout
-    on_event(ReplayEvent("checkout", "start", f"commit {plan.commit}"))
+) -> ReplayPlan:
+    on_event(ReplayEvent("plan", "start"))
+    host_gpu = (
+        probes.gpu_available() if (original.hardware.gpus or options.gpus == "all") else False
+    )
+    plan = make_plan(original, options, data_locations=data_locations, host_has_gpu=host_gpu)
+    on_event(
+        ReplayEvent(
+            "plan",
+            "done",
+            f"{backend.name} backend, image {plan.image or '(host)'}, commit {plan.commit[:12]}"
+            + (", CPU fallback" if plan.cpu_fallback else ""),
+        )
+    )
+    return plan
+
+
+def stage_checkout(ctx: ReplayContext) -> None:
+    plan, opts, m = ctx.plan, ctx.plan.options, ctx.plan.original
+    ctx.emit("checkout", "start", f"commit {plan.commit}")
     repo = find_repo(
         plan.commit,
         explicit=opts.repo,
-        recorded=repo_loc,
+        recorded=ctx.repo_location,
         repo_url=m.code.repo_url,
-        cache_dir=store.path.parent / "repos",
+        cache_dir=ctx.store.path.parent / "repos",
     )
-    diff = None
     if m.code.dirty and m.code.diff_sha256:
-        diff = store.get_blob(m.code.diff_sha256)
-        if diff is None:
+        ctx.diff = ctx.store.get_blob(m.code.diff_sha256)
+        if ctx.diff is None:
             raise InfraError(f"the stored diff {m.code.diff_sha256[:12]} is missing from the store")
-    wt = make_worktree(repo, plan.commit, diff)
-    set_worktree(wt)
-    on_event(
-        ReplayEvent(
-            "checkout",
-            "done",
-            f"worktree {wt.path}" + (" with the stored diff applied" if wt.diff_applied else ""),
-        )
+    base = ctx.backend.scratch_base(ctx.store, opts)
+    ctx.worktree = wt = make_worktree(repo, plan.commit, ctx.diff, base=base)
+    ctx.emit(
+        "checkout",
+        "done",
+        f"worktree {wt.path}" + (" with the stored diff applied" if wt.diff_applied else ""),
     )
-    # -- verify data
-    on_event(ReplayEvent("verify", "start", f"{len(plan.data)} data input(s)"))
-    with StatCache(store.path.parent / "hashcache.db") as cache:
-        forced = False
-        verified: list[dict[str, Any]] = []
+
+
+def stage_verify(ctx: ReplayContext) -> None:
+    """Every data input is where this host recorded it and hashes as recorded."""
+    plan, opts = ctx.plan, ctx.plan.options
+    ctx.emit("verify", "start", f"{len(plan.data)} data input(s)")
+    with StatCache(ctx.store.path.parent / "hashcache.db") as cache:
         for dm in plan.data:
             d = dm.info
             problem = None
@@ -213,164 +311,158 @@ def _replay_stages(
             if problem:
                 if not opts.force_data:
                     raise InfraError(problem, "restore the recorded data, or --force-data (a gap)")
-                forced = True
-                on_event(ReplayEvent("verify", "note", problem + " (--force-data: going on)"))
+                ctx.forced_data = True
+                ctx.emit("verify", "note", problem + " (--force-data: going on)")
             entry = d.model_dump(mode="json")
             if digest is not None:
                 entry.update(
                     sha256=digest.sha256, size_bytes=digest.size_bytes, file_count=digest.file_count
                 )
-            verified.append(entry)
-    on_event(ReplayEvent("verify", "done", "data forced" if forced else "every data hash matches"))
-    # -- place data and outputs in the worktree
-    cwd = (wt.path / plan.workdir).resolve()
-    if not cwd.is_relative_to(wt.path.resolve()):
+            ctx.verified_data.append(entry)
+    ctx.emit("verify", "done", "data forced" if ctx.forced_data else "every data hash matches")
+
+
+def stage_place(ctx: ReplayContext) -> None:
+    """Put exactly the verified data and empty output folders into the checkout.
+
+    Data that lived in the recording repository goes to its recorded place in the
+    checkout, replacing whatever the commit tracks there: a folder only partly tracked
+    by git (a ``prepare.py`` committed, the generated ``train.bin`` ignored) must show
+    the program every file the data hash covered, not the tracked subset.  A backend
+    that mounts data gets an empty mount point there; the local backend a link.
+    """
+    plan = ctx.plan
+    assert ctx.worktree is not None
+    wt_root = ctx.worktree.path.resolve()
+    cwd = (wt_root / plan.workdir).resolve()
+    if not cwd.is_relative_to(wt_root):
         raise BadInput(f"workdir {plan.workdir!r} escapes the repository")
     cwd.mkdir(parents=True, exist_ok=True)
+    ctx.cwd = cwd
+    repo_loc = ctx.repo_location
     for dm in plan.data:
         if dm.host_path is None or not dm.host_path.exists():
             continue
-        if repo_loc is not None and dm.host_path.is_relative_to(repo_loc):
-            target = wt.path / dm.info.path
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.symlink_to(dm.host_path)
+        if repo_loc is None or not dm.host_path.resolve().is_relative_to(repo_loc.resolve()):
+            continue  # outside the repository: used (or mounted) at its own path
+        target = (wt_root / dm.info.path).resolve() if dm.info.path != "." else wt_root
+        if target == wt_root or not target.is_relative_to(wt_root):
+            raise BadInput(f"data path {dm.info.path!r} does not name a place in the checkout")
+        _clear(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if ctx.backend.mounts_data:
+            if dm.host_path.is_dir():
+                target.mkdir()
+            else:
+                target.touch()
+        else:
+            target.symlink_to(dm.host_path.resolve(), target_is_directory=dm.host_path.is_dir())
+        ctx.placed_data.add(dm.info.path)
     for out_dir in plan.output_dirs:
         out = cwd / out_dir
         if out.is_symlink() or (out.exists() and not out.is_dir()):
             raise BadInput(f"output folder {out_dir!r} is not a folder in the checkout")
         out.mkdir(parents=True, exist_ok=True)
-    # -- pull / executor
-    executor: Executor
-    env_override: dict[str, Any] = {}
-    if opts.backend == "docker":
-        from replay_tui.replay import docker as dk
 
-        on_event(ReplayEvent("pull", "start", plan.image or ""))
-        c = docker_client or dk.client()
-        assert plan.image is not None
-        img = dk.ensure_image(c, plan.image)
-        on_event(ReplayEvent("pull", "done", f"image {img.id[:19]}"))
-        root = dk.CONTAINER_ROOT
-        ccwd = root if plan.workdir == "." else f"{root}/{plan.workdir}"
-        top_level = [a.path for a in m.outputs.artifacts if "/" not in a.path]
-        if top_level:  # the run writes beside its code: only a throwaway checkout allows it
-            on_event(
-                ReplayEvent(
-                    "pull",
-                    "note",
-                    f"{top_level[0]} is written at the top of the workdir: the throwaway"
-                    " checkout is mounted writable",
-                )
-            )
-        mounts = [dk.Mount(str(wt.path), root, not top_level)]
-        for out_dir in plan.output_dirs:
-            mounts.append(dk.Mount(str(cwd / out_dir), f"{ccwd}/{out_dir}", False))
-        for dm in plan.data:
-            if dm.host_path is None or not dm.host_path.exists():
-                continue
-            if repo_loc is not None and dm.host_path.is_relative_to(repo_loc):
-                mounts.append(dk.Mount(str(dm.host_path), f"{root}/{dm.info.path}", True))
-            else:
-                mounts.append(dk.Mount(str(dm.host_path), str(dm.host_path), True))
-        executor = dk.DockerExecutor(
-            img.id,
-            mounts,
-            ccwd,
-            dk.Sandbox(
-                network=opts.network,
-                gpus=plan.use_gpus,
-                pids_limit=opts.pids_limit,
-                memory_limit=opts.memory_limit,
-            ),
-            c,
-            probe_cache=store.path.parent / "image-probes",
-        )
-        env_override = {"image": dk.image_info(c, plan.image)}
-    else:
-        on_event(
-            ReplayEvent(
-                "pull",
-                "done",
-                "local backend: no image (environment not pinned); the recorded command runs"
-                " on this host without a sandbox",
-            )
-        )
-        executor = LocalExecutor()
-    # -- run
-    on_event(ReplayEvent("run", "start", " ".join(plan.argv)))
-    handoff = tmp / "handoff"
-    handoff.mkdir()
-    log_path = tmp / "output.log"
+
+def _clear(path: Path) -> None:
+    """Remove what the checkout has at ``path`` (a tracked file, folder or link)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def stage_pull(ctx: ReplayContext) -> None:
+    prepared = ctx.backend.prepare(ctx)
+    for note in prepared.notes:
+        ctx.emit("pull", "note", note)
+    ctx.emit("pull", "done", prepared.message)
+    ctx.prepared = prepared
+
+
+def stage_run(ctx: ReplayContext) -> None:
+    plan, m = ctx.plan, ctx.plan.original
+    assert ctx.prepared is not None and ctx.cwd is not None
+    ctx.emit("run", "start", " ".join(plan.argv))
+    ctx.handoff = ctx.tmp / "handoff"
+    ctx.handoff.mkdir()
+    ctx.log_path = ctx.tmp / "output.log"
     env = dict(plan.env)
-    env[HANDOFF_ENV] = str(handoff)
-    series = MetricSeries()
+    env[HANDOFF_ENV] = str(ctx.handoff)
     regexes = (
         [MetricRegex(p, m.capture.metric_name) for p in m.capture.metric_regex] if m.capture else []
     )
 
     def line(text: str) -> None:
         for rx in regexes:
-            rx.feed(text, series)
-        on_event(ReplayEvent("run", "log", text))
+            rx.feed(text, ctx.series)
+        ctx.emit("run", "log", text)
 
-    result: ExecResult = executor.run(
-        ExecSpec(plan.argv, cwd, env, handoff, log_path, opts.timeout_s), line, should_cancel
+    result = ctx.prepared.executor.run(
+        ExecSpec(plan.argv, ctx.cwd, env, ctx.handoff, ctx.log_path, plan.options.timeout_s),
+        line,
+        ctx.should_cancel,
     )
-    on_event(
-        ReplayEvent(
-            "run",
-            "done" if result.status == "succeeded" else "failed",
-            f"{result.status} in {result.duration_s:.1f}s"
-            + (f": {result.reason}" if result.reason else ""),
-        )
+    ctx.result = result
+    ctx.emit(
+        "run",
+        "done" if result.status == "succeeded" else "failed",
+        f"{result.status} in {result.duration_s:.1f}s"
+        + (f": {result.reason}" if result.reason else ""),
     )
-    # -- hash
-    on_event(ReplayEvent("hash", "start"))
-    inside = read_inside(handoff)
+
+
+def stage_hash(ctx: ReplayContext) -> None:
+    """Hash what the run left behind and build the replay manifest."""
+    plan, opts, m = ctx.plan, ctx.plan.options, ctx.plan.original
+    assert ctx.result is not None and ctx.cwd is not None and ctx.worktree is not None
+    assert ctx.handoff is not None and ctx.log_path is not None and ctx.prepared is not None
+    result, cwd, log_path = ctx.result, ctx.cwd, ctx.log_path
+    ctx.emit("hash", "start")
+    inside = read_inside(ctx.handoff)
     patterns = [a.path for a in m.outputs.artifacts]
     if m.capture:
         patterns += [g for g in m.capture.artifact_globs if g not in patterns]
     artifacts = artifact_entries(cwd, patterns, inside.get("artifacts") or [])
     if m.capture and m.capture.metrics_file:
-        series.merge(read_metrics_file(cwd / m.capture.metrics_file))
+        ctx.series.merge(read_metrics_file(cwd / m.capture.metrics_file))
     log_bytes = log_path.read_bytes() if log_path.exists() else b""
     log_sha = sha256_hex(log_bytes)
-    if opts.backend == "local":
-        python = probes.probe_python(probes.interpreter_for(plan.argv, "python3"))
-    else:
-        python = probes.PythonEnv()
     g = probes.GitState(
-        root=wt.path,
+        root=ctx.worktree.path,
         repo_url=m.code.repo_url,
         commit=m.code.commit,
         branch=m.code.branch,
         dirty=m.code.dirty,
-        diff=diff,
+        diff=ctx.diff,
         untracked=[],
         workdir=m.workdir,
     )
     outside = Outside(
         git=g,
-        python=python,
+        python=ctx.backend.python_env(ctx),
         gpus=probes.probe_gpus() if plan.use_gpus else probes.GpuProbe(),
-        data=verified,
+        data=ctx.verified_data,
         locations=[],
         env=plan.env,
     )
-    replay_info = {
+    ctx.replay_info = {
         "backend": opts.backend,
-        "environment_pinned": opts.backend == "docker",
+        "environment_pinned": ctx.backend.pins_environment,
         "network": opts.network,
         "gpus": "all" if plan.use_gpus else "none",
         "cpu_fallback": plan.cpu_fallback,
-        "forced_data": forced,
-        "diff_applied": wt.diff_applied,
+        "forced_data": ctx.forced_data,
+        "diff_applied": ctx.worktree.diff_applied,
         "determinism": opts.determinism,
         "reason": result.reason,
     }
     from replay_tui.capture.launcher import _log_tail
 
+    image = ctx.prepared.image
+    if image is None and m.image and ctx.backend.pins_environment:
+        image = m.image.model_dump()
     rm = build_manifest(
         run_id=_uuid7(),
         name=m.name,
@@ -380,46 +472,51 @@ def _replay_stages(
         result=result,
         inside=inside,
         artifacts=artifacts,
-        metrics=series,
+        metrics=ctx.series,
         log_sha256=log_sha,
         log_tail=_log_tail(log_path) if result.status != "succeeded" else "",
         seed=m.randomness.seed,
-        image=env_override.get("image")
-        or (m.image.model_dump() if m.image and opts.backend == "docker" else None),
+        image=image,
         diff_sha256=m.code.diff_sha256,
         kind="replay",
         replay_of=m.run_id,
-        replay=replay_info,
+        replay=ctx.replay_info,
         capture=m.capture.model_dump() if m.capture else None,
     )
-    from replay_tui.gaps import gap_counts
+    if ctx.persist:
+        from replay_tui.gaps import gap_counts
 
-    store.ingest(
-        rm,
-        gaps=gap_counts(rm),
-        locations=[Location("workdir", "cwd", str(cwd))] if opts.keep_workdir else [],
-        blobs={log_sha: ("log", log_bytes)},
-    )
-    keep_artifacts(store, cwd, rm)
-    keep_log(store, rm.run_id, log_bytes)
-    on_event(ReplayEvent("hash", "done", f"{len(artifacts)} artifact(s) hashed"))
-    # -- compare
-    on_event(ReplayEvent("compare", "start"))
-    verdict, body, cid = compare_and_store(store, m, rm)
-    fid = store.add_replay(
+        ctx.store.ingest(
+            rm,
+            gaps=gap_counts(rm),
+            locations=[Location("workdir", "cwd", str(cwd))] if opts.keep_workdir else [],
+            blobs={log_sha: ("log", log_bytes)},
+        )
+        keep_log(ctx.store, rm.run_id, log_bytes)
+    keep_artifacts(ctx.store, cwd, rm)
+    ctx.replay = rm
+    ctx.emit("hash", "done", f"{len(artifacts)} artifact(s) hashed")
+
+
+def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
+    m, rm, result = ctx.plan.original, ctx.replay, ctx.result
+    assert rm is not None and result is not None
+    ctx.emit("compare", "start")
+    verdict, body, cid = compare_and_store(ctx.store, m, rm)
+    fid = ctx.store.add_replay(
         m.run_id,
         replay_run=rm.run_id,
-        backend=opts.backend,
+        backend=ctx.plan.options.backend,
         status=result.status,
         verdict=verdict,
         reason=result.reason,
         duration_s=result.duration_s,
         comparison_id=cid,
-        body={"replay": replay_info, "verdict": verdict, "duration_s": result.duration_s},
+        body={"replay": ctx.replay_info, "verdict": verdict, "duration_s": result.duration_s},
     )
-    on_event(ReplayEvent("compare", "done", verdict))
+    ctx.emit("compare", "done", verdict)
     code = 0 if verdict in ("IDENTICAL", "EQUIVALENT") else 1
-    return ReplayOutcome(m, rm, verdict, body, code, result.reason, fid, time.monotonic() - t0)
+    return ReplayOutcome(m, rm, verdict, body, code, result.reason, fid, time.monotonic() - ctx.t0)
 
 
 def compare_and_store(

@@ -22,6 +22,7 @@ from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Log,
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
+from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.screens.base import AppScreen
@@ -29,7 +30,6 @@ from replay_tui.screens.queries import ReplaySummary, open_store, replay
 from replay_tui.widgets.stages import StageBoard
 from replay_tui.widgets.style import Palette, short
 
-BACKENDS = [("docker (image by digest)", "docker"), ("local (this host)", "local")]
 GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
 MAX_LOG_LINES = 10_000
 
@@ -78,7 +78,7 @@ class ReplayScreen(AppScreen[None]):
             with Horizontal(classes="field"):
                 yield Label("backend", classes="label")
                 yield Select(
-                    BACKENDS,
+                    backend_choices(),
                     id="backend",
                     value=self.options.backend,
                     allow_blank=False,
@@ -151,7 +151,7 @@ class ReplayScreen(AppScreen[None]):
             timeout = None
         options = replace(
             self.options,
-            backend=backend if backend in ("docker", "local") else self.options.backend,
+            backend=backend if backend in backend_names() else self.options.backend,
             gpus=gpus if gpus in ("auto", "all", "none") else self.options.gpus,
             allow_cpu=self.query_one("#allow-cpu", Checkbox).value,
             force_data=self.query_one("#force-data", Checkbox).value,

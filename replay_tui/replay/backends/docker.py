@@ -1,0 +1,98 @@
+"""The docker backend: the recorded image by digest, in the sandbox of
+``replay_tui.replay.docker`` (no network, read-only code and data, caps dropped).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from replay_tui.capture import probes
+from replay_tui.replay import docker as dk
+from replay_tui.replay.backends import Prepared
+
+if TYPE_CHECKING:
+    from replay_tui.capture.launcher import Executor
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.replay.runner import ReplayContext
+    from storage.store import RunStore
+
+
+def container_workdir(workdir: str) -> str:
+    root = dk.CONTAINER_ROOT
+    return root if workdir == "." else f"{root}/{workdir}"
+
+
+def replay_mounts(ctx: ReplayContext) -> list[dk.Mount]:
+    """The checkout read-only, each output folder writable, each data input read-only.
+
+    Data that lived in the recording repository is mounted at its place in the checkout
+    (over whatever the commit tracks there); data outside it at its own absolute path.
+    """
+    plan = ctx.plan
+    assert ctx.worktree is not None and ctx.cwd is not None
+    root = dk.CONTAINER_ROOT
+    ccwd = container_workdir(plan.workdir)
+    top_level = [a.path for a in plan.original.outputs.artifacts if "/" not in a.path]
+    mounts = [dk.Mount(str(ctx.worktree.path), root, not top_level)]
+    for out_dir in plan.output_dirs:
+        mounts.append(dk.Mount(str(ctx.cwd / out_dir), f"{ccwd}/{out_dir}", False))
+    for dm in plan.data:
+        if dm.host_path is None or not dm.host_path.exists():
+            continue
+        if dm.info.path in ctx.placed_data:
+            mounts.append(dk.Mount(str(dm.host_path), f"{root}/{dm.info.path}", True))
+        else:
+            mounts.append(dk.Mount(str(dm.host_path), str(dm.host_path), True))
+    return mounts
+
+
+class DockerBackend:
+    name = "docker"
+    summary = "image by digest, sandboxed"
+    pins_environment = True
+    needs_image = True
+    mounts_data = True
+
+    def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
+        return None
+
+    def client(self, ctx: ReplayContext) -> Any:
+        return ctx.docker_client or dk.client()
+
+    def executor(
+        self, ctx: ReplayContext, c: Any, image_id: str, mounts: list[dk.Mount]
+    ) -> Executor:
+        plan, opts = ctx.plan, ctx.plan.options
+        return dk.DockerExecutor(
+            image_id,
+            mounts,
+            container_workdir(plan.workdir),
+            dk.Sandbox(
+                network=opts.network,
+                gpus=plan.use_gpus,
+                pids_limit=opts.pids_limit,
+                memory_limit=opts.memory_limit,
+            ),
+            c,
+            probe_cache=ctx.store.path.parent / "image-probes",
+        )
+
+    def prepare(self, ctx: ReplayContext) -> Prepared:
+        plan = ctx.plan
+        assert plan.image is not None
+        ctx.emit("pull", "start", plan.image)
+        c = self.client(ctx)
+        img = dk.ensure_image(c, plan.image)
+        notes = []
+        top_level = [a.path for a in plan.original.outputs.artifacts if "/" not in a.path]
+        if top_level:  # the run writes beside its code: only a throwaway checkout allows it
+            notes.append(
+                f"{top_level[0]} is written at the top of the workdir: the throwaway"
+                " checkout is mounted writable"
+            )
+        ex = self.executor(ctx, c, img.id, replay_mounts(ctx))
+        return Prepared(ex, f"image {img.id[:19]}", dk.image_info(c, plan.image), notes)
+
+    def python_env(self, ctx: ReplayContext) -> probes.PythonEnv:
+        return probes.PythonEnv()  # the image probe fills the environment in

@@ -1,0 +1,40 @@
+"""The local backend: the recorded command runs on this host, in its environment.
+
+Nothing is pinned and nothing is sandboxed: the replay records that as a gap.  Data is
+linked into the checkout where the recording had it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from replay_tui.capture import probes
+from replay_tui.capture.launcher import LocalExecutor
+from replay_tui.replay.backends import Prepared
+
+if TYPE_CHECKING:
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.replay.runner import ReplayContext
+    from storage.store import RunStore
+
+
+class LocalBackend:
+    name = "local"
+    summary = "this host, no sandbox"
+    pins_environment = False
+    needs_image = False
+    mounts_data = False
+
+    def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
+        return None
+
+    def prepare(self, ctx: ReplayContext) -> Prepared:
+        return Prepared(
+            LocalExecutor(),
+            "local backend: no image (environment not pinned); the recorded command runs"
+            " on this host without a sandbox",
+        )
+
+    def python_env(self, ctx: ReplayContext) -> probes.PythonEnv:
+        return probes.probe_python(probes.interpreter_for(ctx.plan.argv, "python3"))
