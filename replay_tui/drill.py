@@ -27,12 +27,12 @@ from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
 from replay_tui.replay.series import replay_many
+from replay_tui.verdicts import REPRODUCED
 from storage import ledger
 from storage.store import RunStore
 
 Pick = Literal["random", "oldest", "unverified"]
 ItemStatus = Literal["reproduced", "not_reproduced", "error"]
-REPRODUCED = ("IDENTICAL", "EQUIVALENT")
 MAX_COUNT = 1000
 
 

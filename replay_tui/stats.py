@@ -3,8 +3,11 @@
 Definitions (every figure is over *original* runs and the replays run from this store;
 replays with determinism switched off are experiments and never count):
 
-- reproducible run rate: of original runs with a judged replay, the share whose latest
-  judged replay's verdict is IDENTICAL or EQUIVALENT.
+- reproducible run rate: of original runs with a completed replay, the share whose latest
+  completed replay's verdict is IDENTICAL or EQUIVALENT.  Cancelled, interrupted,
+  timed-out and infrastructure-failed replays never count here (``replay_tui.verdicts``).
+- aborted replay rate: of replays tried, the share that did not complete (cancelled,
+  interrupted, timed out, infrastructure error), with the count per status.
 - checkpoint hash match rate: over (replay, checkpoint of its original with a sha256)
   pairs, the share where the replay wrote a file of the same path and sha256.
 - metric variance: population variance of a metric's final value over an original run
@@ -34,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.compare.metrics import is_timing_metric
+from replay_tui.verdicts import ABORTED, is_reproduced, summarize
 from storage.store import RunStore
 
-REPRODUCED = ("IDENTICAL", "EQUIVALENT")
 # replays that count: determinism as recorded (error facts have no replay info at all)
 _COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
 
@@ -83,6 +86,8 @@ class Stats:
     original_runs: int
     replays: int
     reproducible: Ratio
+    aborted: Ratio
+    aborted_by_status: dict[str, int]
     checkpoint_match: Ratio
     metric_variance: Spread
     worst_metrics: list[dict[str, Any]]
@@ -103,6 +108,7 @@ class Stats:
             "original_runs": self.original_runs,
             "replays": self.replays,
             "reproducible_run_rate": self.reproducible.to_dict(),
+            "aborted_replay_rate": {**self.aborted.to_dict(), "by_status": self.aborted_by_status},
             "checkpoint_hash_match_rate": self.checkpoint_match.to_dict(),
             "metric_variance": {**self.metric_variance.to_dict(), "worst": self.worst_metrics},
             "data_verification_rate": self.data_verified.to_dict(),
@@ -128,7 +134,14 @@ class Stats:
         rows = [
             ("original runs", str(self.original_runs)),
             ("replays", str(self.replays)),
-            ("reproducible run rate", self.reproducible.text("replayed runs")),
+            ("reproducible run rate", self.reproducible.text("runs with a completed replay")),
+            (
+                "aborted replay rate",
+                self.aborted.text("replays tried")
+                + "".join(
+                    f", {n} {s.replace('_', ' ')}" for s, n in self.aborted_by_status.items() if n
+                ),
+            ),
             ("checkpoint hash match rate", self.checkpoint_match.text("checkpoints compared")),
             ("metric variance", f"max {g(mv.max)}, mean {g(mv.mean)}  ({mv.groups} run-metrics)"),
             ("data verification rate", self.data_verified.text("replays with data")),
@@ -189,14 +202,18 @@ def _compute(store: RunStore, now: str) -> Stats:
             f" AND o.kind = 'original' WHERE {_COUNTED}"
         ).fetchone()[0]
     )
-    # latest judged verdict per original run
-    latest: dict[str, str] = {}
-    for run, verdict in q(
-        "SELECT r.original_run, r.verdict FROM replays r JOIN runs o ON o.id = r.original_run"
-        f" AND o.kind = 'original' WHERE r.verdict IS NOT NULL AND {_COUNTED} ORDER BY r.id"
+    # every counted replay per original run: the latest completed verdict, the aborted
+    facts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run, status, verdict in q(
+        "SELECT r.original_run, r.status, r.verdict FROM replays r JOIN runs o"
+        f" ON o.id = r.original_run AND o.kind = 'original' WHERE {_COUNTED} ORDER BY r.id"
     ):
-        latest[run] = verdict
-    reproducible = Ratio(sum(v in REPRODUCED for v in latest.values()), len(latest))
+        facts[run].append({"status": status, "verdict": verdict})
+    sums = [summarize(f) for f in facts.values()]
+    judged = [x for x in sums if x.verdict is not None]
+    reproducible = Ratio(sum(is_reproduced(x.verdict) for x in judged), len(judged))
+    by_status = {st: sum(x.aborted.get(st, 0) for x in sums) for st in ABORTED}
+    aborted = Ratio(sum(by_status.values()), sum(x.attempts for x in sums))
 
     compared, matched = q(
         "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
@@ -283,6 +300,8 @@ def _compute(store: RunStore, now: str) -> Stats:
         original_runs=originals,
         replays=replays,
         reproducible=reproducible,
+        aborted=aborted,
+        aborted_by_status=by_status,
         checkpoint_match=checkpoint_match,
         metric_variance=Spread.of(list(metric_var.values())),
         worst_metrics=[{"run_id": r, "metric": m, "variance": v} for (r, m), v in worst],
@@ -321,10 +340,17 @@ def prometheus_samples(s: Stats) -> list[tuple[str, str, float]]:
         ("replays", "Replays run from this store (determinism as recorded).", s.replays),
         (
             "reproducible_run_ratio",
-            "Share of replayed runs whose latest verdict is IDENTICAL or EQUIVALENT.",
+            "Share of replayed runs whose latest completed replay is IDENTICAL or EQUIVALENT.",
             _nan(s.reproducible.value),
         ),
-        ("replayed_runs", "Original runs with a judged replay.", s.reproducible.denominator),
+        ("replayed_runs", "Original runs with a completed replay.", s.reproducible.denominator),
+        (
+            "aborted_replay_ratio",
+            "Share of replays that did not complete (cancelled, interrupted, timed out,"
+            " infrastructure error); they never count as not reproduced.",
+            _nan(s.aborted.value),
+        ),
+        ("aborted_replays", "Replays that did not complete.", s.aborted.numerator),
         (
             "checkpoint_hash_match_ratio",
             "Share of replayed checkpoints whose sha256 equals the original's.",

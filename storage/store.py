@@ -335,7 +335,14 @@ class RunStore:
         duration_s: float | None,
         comparison_id: int | None,
         body: Mapping[str, Any],
+        sets_verdict: bool | None = None,
     ) -> int:
+        """Record a replay.  ``sets_verdict``: whether ``verdict`` becomes the original's
+        badge (``last_verdict``); the caller decides (``replay_tui.verdicts.
+        counts_as_evidence``: only a completed replay does).  None keeps the older rule
+        for callers not yet passing it: a verdict of a command that ran to its end."""
+        if sets_verdict is None:
+            sets_verdict = status in ("completed", "succeeded", "failed")
         with self._write() as conn:
             rid = self._append_fact(
                 conn,
@@ -354,7 +361,7 @@ class RunStore:
                 },
                 dict(body),
             )
-            if verdict is not None:
+            if verdict is not None and sets_verdict:
                 conn.execute(
                     "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
                     (verdict, ledger.utc_now(), original_run),
@@ -509,6 +516,33 @@ class RunStore:
             "comparison_id",
         )
         return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def replay_outcomes(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Per original run, its replay facts oldest first: ``id``, ``status``, ``verdict``,
+        ``determinism``, ``replay_run``, ``created_at`` (one query for a page of runs)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        ids = list(dict.fromkeys(run_ids))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            rows = self.conn.execute(
+                "SELECT original_run, id, status, verdict,"
+                " json_extract(body, '$.replay.determinism'), replay_run, created_at"
+                f" FROM replays WHERE original_run IN ({','.join('?' * len(chunk))})"
+                " ORDER BY id",
+                chunk,
+            ).fetchall()
+            for run, fid, status, verdict, det, rep, created in rows:
+                out.setdefault(run, []).append(
+                    {
+                        "id": fid,
+                        "status": status,
+                        "verdict": verdict,
+                        "determinism": det,
+                        "replay_run": rep,
+                        "created_at": created,
+                    }
+                )
+        return out
 
     def comparison(self, cid: int) -> dict[str, Any]:
         row = self.conn.execute("SELECT body FROM comparisons WHERE id = ?", (cid,)).fetchone()

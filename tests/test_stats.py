@@ -158,6 +158,12 @@ def expected(store: Path) -> dict[str, Any]:
         "original_runs": 4,
         "replays": 4,  # A1, A2, the failed attempt, B1 (A3 off)
         "reproducible_run_rate": {"value": 0.5, "numerator": 1, "denominator": 2},
+        "aborted_replay_rate": {  # the attempt that hit "no Docker engine"
+            "value": 0.25,
+            "numerator": 1,
+            "denominator": 4,
+            "by_status": {"cancelled": 0, "interrupted": 0, "timed_out": 0, "infra-error": 1},
+        },
         # A1: a.pt yes, b.pt no; A2: a.pt yes, b.pt yes; B1: c.pt yes
         "checkpoint_hash_match_rate": {"value": 0.8, "numerator": 4, "denominator": 5},
         "metric_variance": {"groups": 3, "max": 1 / 18, "mean": 1 / 54},
@@ -203,7 +209,8 @@ def test_stats_cli_json_and_text(cli: RunCli, hand_store: Path) -> None:
     _close(json.loads(r.stdout), expected(hand_store))
     text = cli("stats", store=hand_store)
     assert text.returncode == 0
-    assert "reproducible run rate       50.0%  (1 of 2 replayed runs)" in text.stdout
+    assert "reproducible run rate       50.0%  (1 of 2 runs with a completed replay)" in text.stdout
+    assert "aborted replay rate         25.0%  (1 of 4 replays tried), 1 infra-error" in text.stdout
     assert "attested (signed) run rate  25.0%  (1 of 4 original runs)" in text.stdout
     assert "drill pass rate             66.7%  (2 of 3 drills)" in text.stdout
 
@@ -227,6 +234,8 @@ def test_prometheus_file_parses_and_carries_the_figures(cli: RunCli, hand_store:
         "replay_tui_replays": 4,
         "replay_tui_reproducible_run_ratio": 0.5,
         "replay_tui_replayed_runs": 2,
+        "replay_tui_aborted_replay_ratio": 0.25,
+        "replay_tui_aborted_replays": 1,
         "replay_tui_checkpoint_hash_match_ratio": 0.8,
         "replay_tui_checkpoints_compared": 5,
         "replay_tui_metric_variance_max": 1 / 18,
@@ -273,3 +282,53 @@ def test_empty_store_gives_no_rates_and_nan_gauges(store_path: Path, tmp_path: P
     got = _parse(prom)
     assert math.isnan(got["replay_tui_reproducible_run_ratio"])
     assert got["replay_tui_original_runs"] == 0
+
+
+def test_aborted_replays_never_override_a_completed_verdict(store_path: Path) -> None:
+    """Three IDENTICAL replays, then one cancelled (its partial outputs compared INCOMPLETE),
+    one interrupted and one that hit an infrastructure error: the run stays IDENTICAL, the
+    reproducible rate stays 100 %, and the aborted ones have their own SLI."""
+    from replay_tui.verdicts import counts_as_evidence, summarize
+
+    orig = _manifest("run-E-0001", duration=10, metrics={"loss": 1.0})
+    reps = [
+        _manifest(f"run-E{i}-rep", duration=10, metrics={"loss": 1.0}, replay_of="run-E-0001")
+        for i in range(4)
+    ]
+    with RunStore(store_path) as s:
+        s.ingest_many([(manifest_from_data(m), None, (), {}) for m in (orig, *reps)])
+        attempts = [
+            ("completed", "IDENTICAL", "run-E0-rep"),
+            ("completed", "IDENTICAL", "run-E1-rep"),
+            ("completed", "IDENTICAL", "run-E2-rep"),
+            ("cancelled", "INCOMPLETE", "run-E3-rep"),
+            ("interrupted", None, None),
+            ("infra-error", None, None),
+        ]
+        for status, verdict, rep in attempts:
+            s.add_replay(
+                "run-E-0001",
+                replay_run=rep,
+                backend="local",
+                status=status,
+                verdict=verdict,
+                reason=None,
+                duration_s=1.0,
+                comparison_id=None,
+                body={"replay": {"determinism": "recorded"}},
+                sets_verdict=counts_as_evidence(status, verdict),
+            )
+        assert s.get_run("run-E-0001").last_verdict == "IDENTICAL"
+        got = compute_stats(s).to_dict()
+        summary = summarize(s.replay_outcomes(["run-E-0001"])["run-E-0001"])
+    assert got["reproducible_run_rate"] == {"value": 1.0, "numerator": 1, "denominator": 1}
+    assert got["aborted_replay_rate"]["numerator"] == 3
+    assert got["aborted_replay_rate"]["denominator"] == 6
+    assert got["aborted_replay_rate"]["by_status"] == {
+        "cancelled": 1,
+        "interrupted": 1,
+        "timed_out": 0,
+        "infra-error": 1,
+    }
+    assert summary.text() == "IDENTICAL 3/3, 1 cancelled, 1 infra-error, 1 interrupted"
+    assert summary.text(wide=False) == "IDENTICAL 3/3"

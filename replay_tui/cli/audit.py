@@ -32,14 +32,23 @@ if TYPE_CHECKING:
     default=None,
     help="Ed25519 private key (from `replay-tui keygen`) to sign the statement with.",
 )
+@click.option(
+    "--replay",
+    "replay_ref",
+    default=None,
+    metavar="ID",
+    help="The replay whose verdict the bundle carries (default: the latest completed one).",
+)
 @json_option
 @click.pass_obj
 @handled
-def export(obj: Ctx, run: str, out: Path, key: Path | None, as_json: bool) -> None:
+def export(
+    obj: Ctx, run: str, out: Path, key: Path | None, replay_ref: str | None, as_json: bool
+) -> None:
     """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signature."""
     from replay_tui.evidence.export import export_bundle
 
-    res = export_bundle(obj.store, run, out, key_path=key)
+    res = export_bundle(obj.store, run, out, key_path=key, replay=replay_ref)
     if as_json:
         echo_json(res.to_dict())
         return

@@ -22,20 +22,19 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
 from replay_tui.gaps import Gap, evaluate, evaluate_pair
+from replay_tui.verdicts import VERDICTS as VERDICTS
+from replay_tui.verdicts import Verdict as Verdict
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 
 if TYPE_CHECKING:
     from replay_tui.compare.tensors import TensorDiff
-
-Verdict = Literal["IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE"]
-VERDICTS: tuple[Verdict, ...] = ("IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE")
 
 DEFAULT_RTOL = 1e-5
 DEFAULT_ATOL = 1e-8

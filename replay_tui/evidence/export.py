@@ -184,9 +184,13 @@ def export_bundle(
     *,
     key_path: Path | None = None,
     now: Callable[[], str] = ledger.utc_now,
+    replay: str | None = None,
 ) -> ExportResult:
-    """Write the bundle of ``run_ref`` to ``out`` (new or empty) and record it in the store."""
-    ev = gather(store, run_ref)
+    """Write the bundle of ``run_ref`` to ``out`` (new or empty) and record it in the store.
+
+    The bundle's verdict is the latest *completed* replay's (a cancelled or interrupted
+    attempt never overrides it), or that of ``replay`` (a replay run id or prefix)."""
+    ev = gather(store, run_ref, replay=replay)
     private_key = keys.load_private_key(key_path) if key_path is not None else None
     out = Path(os.path.abspath(out))
     _check_out(out)

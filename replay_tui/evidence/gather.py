@@ -10,7 +10,6 @@ from storage.manifest import RunManifest, sha256_hex
 from storage.records import RunRecord
 from storage.store import RunQuery, RunStore
 
-REPRODUCED = ("IDENTICAL", "EQUIVALENT")
 MAX_REPLAYS = 10_000
 
 
@@ -37,6 +36,24 @@ class ReplayEntry:
         m = self.manifest
         return bool(m and m.replay and m.replay.determinism == "off")
 
+    @property
+    def status(self) -> str:
+        """The replay status (``replay_tui.verdicts``): the fact's, else, for a replay
+        ingested from elsewhere, its manifest's (a command that ran to its end)."""
+        from replay_tui.verdicts import normalize_status
+
+        if self.fact is not None:
+            return normalize_status(self.fact.get("status"))
+        return normalize_status(self.manifest.status if self.manifest else None)
+
+    @property
+    def counts(self) -> bool:
+        """Evidence: completed, judged, determinism as recorded."""
+        from replay_tui.verdicts import counts_as_evidence
+
+        det = "off" if self.determinism_off else "recorded"
+        return counts_as_evidence(self.status, self.verdict, det)
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -44,11 +61,16 @@ class Evidence:
     original: RunManifest
     gaps: list[Gap]
     replays: list[ReplayEntry]
+    chosen: str | None = None
+    """A replay run id picked by the caller (``export --replay``) over the latest."""
 
     @property
     def latest(self) -> ReplayEntry | None:
-        """The newest replay that reached a verdict with the recorded determinism."""
-        judged = [r for r in self.replays if r.verdict and not r.determinism_off]
+        """The chosen replay, else the newest completed one that reached a verdict with the
+        recorded determinism: a cancelled, interrupted or failed attempt is never it."""
+        if self.chosen is not None:
+            return next((r for r in self.replays if r.run_id == self.chosen), None)
+        judged = [r for r in self.replays if r.counts]
         return judged[-1] if judged else None
 
     @property
@@ -57,7 +79,9 @@ class Evidence:
         return latest.verdict if latest else None
 
 
-def gather(store: RunStore, run_ref: str) -> Evidence:
+def gather(store: RunStore, run_ref: str, *, replay: str | None = None) -> Evidence:
+    """The evidence of ``run_ref``; ``replay`` (an id or prefix of one of its replays)
+    names the replay whose verdict it carries instead of the latest completed one."""
     from replay_tui.errors import BadInput
 
     rec = store.get_run(run_ref)
@@ -99,7 +123,27 @@ def gather(store: RunStore, run_ref: str) -> Evidence:
         )
     )
     ingested = [entry(r.id, None) for r in others if r.id not in seen]
-    return Evidence(rec, original, evaluate(original), ingested + entries)
+    replays = ingested + entries
+    chosen = None
+    if replay is not None:
+        chosen = _pick_replay(store, rec.id, replay, replays)
+    return Evidence(rec, original, evaluate(original), replays, chosen)
+
+
+def _pick_replay(store: RunStore, run_id: str, ref: str, replays: list[ReplayEntry]) -> str:
+    from replay_tui.errors import BadInput
+    from storage.store import StoreError
+
+    try:
+        rid = store.resolve(ref)
+    except StoreError as e:
+        raise BadInput(f"--replay {ref!r}: {e}") from None
+    entry = next((r for r in replays if r.run_id == rid), None)
+    if entry is None:
+        raise BadInput(f"--replay {ref!r}: run {rid} is not a replay of {run_id}")
+    if entry.verdict is None:
+        raise BadInput(f"--replay {ref!r}: replay {rid} has no verdict ({entry.status})")
+    return rid
 
 
 def log_bytes(store: RunStore, m: RunManifest) -> bytes | None:

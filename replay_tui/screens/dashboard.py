@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -100,6 +100,7 @@ class DashboardScreen(AppScreen[None]):
         self.query_one("#card-repro", Card).show(
             _pct(repro),
             f"% of {s.reproducible.whole:,} replayed runs reproduce"
+            + (f" · {s.aborted.part:,} aborted replays apart" if s.aborted.part else "")
             if s.reproducible.whole
             else "no run replayed yet",
             tone=_tone(repro),
@@ -113,7 +114,9 @@ class DashboardScreen(AppScreen[None]):
             tone=_tone(match),
         )
         self.query_one("#card-runs", Card).show(
-            str(s.total_runs), f"{s.originals:,} original · {s.replays:,} replays"
+            str(s.total_runs),
+            f"{s.originals:,} original · {s.replay_runs:,} replay"
+            + (f" · {s.aborted.part:,} attempts aborted" if s.aborted.part else ""),
         )
         self.query_one("#card-critical", Card).show(
             str(s.critical_total),
@@ -160,7 +163,7 @@ class DashboardScreen(AppScreen[None]):
                 Text(when(r.get("created_at"))),
                 Text(short(r.get("original_run"), 13)),
                 Text(str(r.get("backend") or "-")),
-                palette.verdict(r.get("verdict") or "ERROR"),
+                palette.verdict(_replay_word(r)),
                 Text(str(r.get("reason") or ""), style=palette.muted),
                 key=f"replay-{r.get('id')}",
             )
@@ -210,3 +213,13 @@ class DashboardScreen(AppScreen[None]):
 
     def action_back(self) -> None:
         self.dismiss()
+
+
+def _replay_word(fact: dict[str, Any]) -> str:
+    """A replay fact's word: its verdict when it completed, else its status (CANCELLED...)."""
+    from replay_tui.verdicts import is_completed
+
+    verdict = fact.get("verdict")
+    if is_completed(fact.get("status")) and verdict:
+        return str(verdict)
+    return str(fact.get("status") or "error").upper().replace("_", " ")

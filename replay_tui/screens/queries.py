@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay_tui.gaps import Gap, evaluate
+from replay_tui.verdicts import REPRODUCED, VERDICTS, Reproduction, summarize
 from storage.manifest import RunManifest
 from storage.records import RUN_SELECT, RunRecord
 from storage.store import Location, RunQuery, RunStore, StoreError
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
 
-REPRODUCED = ("IDENTICAL", "EQUIVALENT")
-VERDICTS = ("IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE")
+__all__ = ["REPRODUCED", "VERDICTS"]
 
 
 _thread = threading.local()
@@ -252,8 +252,9 @@ class DashboardStats:
     total_runs: int
     originals: int
     replays: int
+    """Replay attempts of original runs (facts), completed or not."""
     reproducible: Share
-    """Original runs whose latest judged replay is IDENTICAL or EQUIVALENT (as ``stats``)."""
+    """Original runs whose latest completed replay is IDENTICAL or EQUIVALENT (as ``stats``)."""
     artifact_match: Share
     """(replay, hashed artifact of its original) pairs where the replay wrote the same sha256."""
     drills: Share
@@ -261,18 +262,27 @@ class DashboardStats:
     critical_runs: list[RunRecord]
     recent_replays: list[dict[str, Any]]
     recent_drills: list[dict[str, Any]] = field(default_factory=list)
+    aborted: Share = Share(0, 0)
+    """Replay attempts that did not complete (cancelled, interrupted, timed out, infra)."""
+
+    @property
+    def replay_runs(self) -> int:
+        """Runs in the store that are replays (``total_runs - originals``)."""
+        return self.total_runs - self.originals
 
 
 def load_dashboard(
     store: RunStore, *, critical_limit: int = 50, recent: int = 10
 ) -> DashboardStats:
     q = store.conn.execute
-    latest: dict[str, str] = {}
-    for run, verdict in q(
-        "SELECT r.original_run, r.verdict FROM replays r JOIN runs o ON o.id = r.original_run"
-        f" AND o.kind = 'original' WHERE r.verdict IS NOT NULL AND {_COUNTED} ORDER BY r.id"
+    facts: dict[str, list[dict[str, Any]]] = {}
+    for run, status, verdict in q(
+        "SELECT r.original_run, r.status, r.verdict FROM replays r JOIN runs o"
+        f" ON o.id = r.original_run AND o.kind = 'original' WHERE {_COUNTED} ORDER BY r.id"
     ):
-        latest[str(run)] = str(verdict)
+        facts.setdefault(str(run), []).append({"status": status, "verdict": verdict})
+    sums: list[Reproduction] = [summarize(f) for f in facts.values()]
+    judged = [x for x in sums if x.verdict is not None]
     compared, matched = q(
         "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
         " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
@@ -307,13 +317,14 @@ def load_dashboard(
         total_runs=store.count_runs(),
         originals=store.count_runs(RunQuery(kind="original")),
         replays=int(replays),
-        reproducible=Share(sum(v in REPRODUCED for v in latest.values()), len(latest)),
+        reproducible=Share(sum(x.verdict in REPRODUCED for x in judged), len(judged)),
         artifact_match=Share(int(matched), int(compared)),
         drills=Share(int(drill_passed), int(drill_total)),
         critical_total=store.count_runs(RunQuery(has_critical=True)),
         critical_runs=store.list_runs(RunQuery(has_critical=True, limit=critical_limit)),
         recent_replays=recent_replays,
         recent_drills=drills,
+        aborted=Share(sum(sum(x.aborted.values()) for x in sums), sum(x.attempts for x in sums)),
     )
 
 

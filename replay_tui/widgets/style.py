@@ -21,6 +21,10 @@ VERDICT_COLOUR = {
     "EQUIVALENT": "primary",
     "DIVERGED": "error",
     "INCOMPLETE": "warning",
+    "CANCELLED": "secondary",
+    "INTERRUPTED": "secondary",
+    "TIMED OUT": "secondary",
+    "INFRA-ERROR": "secondary",
 }
 SEVERITY_COLOUR = {"critical": "error", "warning": "warning", "info": "primary"}
 STATUS_COLOUR = {

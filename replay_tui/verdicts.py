@@ -1,0 +1,183 @@
+"""The one definition of verdicts and replay statuses, and how they add up.
+
+A **verdict** judges a comparison of two runs (``replay_tui.compare.verdict``):
+IDENTICAL, EQUIVALENT (both: *reproduced*), DIVERGED, INCOMPLETE (both: *not
+reproduced*).
+
+A **replay status** says how far a replay got (the ``status`` of a replay fact):
+
+- ``completed``: the command ran to its own end (exit 0 or not) and was compared.  Only
+  a completed replay is evidence: its verdict counts towards the run's verdict and the
+  reproducible rate.
+- ``cancelled``: someone stopped it (``x`` in the TUI, leaving the replay screen).
+- ``interrupted``: Ctrl-C, SIGTERM, quitting the app mid-replay.
+- ``timed_out``: it ran past ``--timeout``.
+- ``infra-error``: the machine could not run it (no Docker engine, data missing, the
+  host lacks a module the run imports...).
+
+Cancelled, interrupted, timed-out and infra-error replays are *aborted*: they are
+counted apart (their own SLI) and never override a completed verdict, whatever the
+comparison of their partial outputs said.  Facts written before this vocabulary carry
+the command's own status (``succeeded`` / ``failed`` mean completed, ``error`` means
+infra-error); :func:`normalize_status` reads both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+# -- verdicts -----------------------------------------------------------------------------
+
+Verdict = Literal["IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE"]
+IDENTICAL: Final = "IDENTICAL"
+EQUIVALENT: Final = "EQUIVALENT"
+DIVERGED: Final = "DIVERGED"
+INCOMPLETE: Final = "INCOMPLETE"
+VERDICTS: Final[tuple[Verdict, ...]] = (IDENTICAL, EQUIVALENT, DIVERGED, INCOMPLETE)
+REPRODUCED: Final[tuple[Verdict, ...]] = (IDENTICAL, EQUIVALENT)
+NOT_REPRODUCED: Final[tuple[Verdict, ...]] = (DIVERGED, INCOMPLETE)
+SEVERITY: Final = {IDENTICAL: 0, EQUIVALENT: 1, INCOMPLETE: 2, DIVERGED: 3}
+"""Worse is larger: a sort by verdict severity puts DIVERGED last (first, descending)."""
+
+# -- replay statuses ----------------------------------------------------------------------
+
+ReplayStatus = Literal["completed", "cancelled", "interrupted", "timed_out", "infra-error"]
+COMPLETED: Final = "completed"
+CANCELLED: Final = "cancelled"
+INTERRUPTED: Final = "interrupted"
+TIMED_OUT: Final = "timed_out"
+INFRA_ERROR: Final = "infra-error"
+STATUSES: Final = (COMPLETED, CANCELLED, INTERRUPTED, TIMED_OUT, INFRA_ERROR)
+ABORTED: Final = (CANCELLED, INTERRUPTED, TIMED_OUT, INFRA_ERROR)
+
+_LEGACY: Final = {"succeeded": COMPLETED, "failed": COMPLETED, "error": INFRA_ERROR}
+
+
+def is_reproduced(verdict: str | None) -> bool:
+    return verdict in REPRODUCED
+
+
+def normalize_status(status: str | None) -> str:
+    """A replay fact's status in this vocabulary (older facts used the command's)."""
+    s = (status or "").strip().lower()
+    return _LEGACY.get(s, s if s in STATUSES else INFRA_ERROR)
+
+
+def is_completed(status: str | None) -> bool:
+    return normalize_status(status) == COMPLETED
+
+
+def counts_as_evidence(
+    status: str | None, verdict: str | None, determinism: str | None = None
+) -> bool:
+    """Does this replay's verdict count?  Completed, judged, determinism as recorded
+    (a replay with determinism switched off is an experiment, never evidence)."""
+    return is_completed(status) and verdict in VERDICTS and (determinism or "recorded") != "off"
+
+
+def replay_status(exec_status: str, *, cancel_requested: bool, exit_code: int | None) -> str:
+    """The replay status for a command that ended with ``exec_status``.
+
+    ``exec_status`` is the executor's (succeeded / failed / interrupted / timed_out).  A
+    command that exited 0 completed even if a cancel arrived while it was exiting (the
+    run finished all its steps); a stopped one was ``cancelled`` when someone asked for
+    it (``should_cancel``), else ``interrupted`` (a signal).
+    """
+    if exec_status in ("succeeded", "failed"):
+        return COMPLETED
+    if exec_status == "interrupted":
+        if exit_code == 0:
+            return COMPLETED
+        return CANCELLED if cancel_requested else INTERRUPTED
+    if exec_status == "timed_out":
+        return TIMED_OUT
+    return INFRA_ERROR
+
+
+_MISSING_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): (.+)$", re.MULTILINE)
+
+
+def environment_failure(exec_status: str, log_tail: str, original_status: str) -> str | None:
+    """Why a failed replay is the host's fault rather than a failed reproduction, or None.
+
+    A replay whose command dies importing a module the original ran with (``No module
+    named 'torch'`` on a host without torch) says nothing about reproducibility: it is an
+    infrastructure error (exit 3), not NOT REPRODUCED (exit 1).
+    """
+    if exec_status != "failed" or original_status != "succeeded":
+        return None
+    found = _MISSING_MODULE.findall(log_tail or "")
+    if not found:
+        return None
+    return f"the replay environment cannot import what the run needs: {found[-1].strip()}"
+
+
+# -- a run's reproduction state from all its replays ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What every replay of one run adds up to.
+
+    ``verdict`` is the latest completed replay's (None when none completed);
+    ``reproduced`` of ``completed`` replays reproduced; ``aborted`` counts the others
+    by status.  ``text()`` is the runs list's cell: ``IDENTICAL 3/3, 1 cancelled``.
+    """
+
+    verdict: str | None = None
+    completed: int = 0
+    reproduced: int = 0
+    aborted: Mapping[str, int] = field(default_factory=dict)
+    experiments: int = 0
+    """Completed replays with determinism switched off (shown, never counted)."""
+
+    @property
+    def attempts(self) -> int:
+        return self.completed + sum(self.aborted.values())
+
+    def text(self, *, wide: bool = True) -> str:
+        if self.verdict is None and not self.aborted:
+            return "-"
+        head = f"{self.verdict} {self.reproduced}/{self.completed}" if self.verdict else "-"
+        if not wide:
+            return head
+        extra = [f"{n} {s.replace('_', ' ')}" for s, n in sorted(self.aborted.items()) if n]
+        return ", ".join([head, *extra]) if extra else head
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "completed": self.completed,
+            "reproduced": self.reproduced,
+            "aborted": dict(self.aborted),
+            "experiments": self.experiments,
+            "text": self.text(),
+        }
+
+
+def summarize(facts: Iterable[Mapping[str, Any]]) -> Reproduction:
+    """Fold replay facts (oldest first: ``status``, ``verdict`` and, when known,
+    ``determinism``) into a :class:`Reproduction`."""
+    verdict: str | None = None
+    completed = reproduced = experiments = 0
+    aborted: dict[str, int] = {}
+    for f in facts:
+        status = normalize_status(f.get("status"))
+        v = f.get("verdict")
+        determinism = f.get("determinism")
+        if status != COMPLETED:
+            aborted[status] = aborted.get(status, 0) + 1
+            continue
+        if (determinism or "recorded") == "off":
+            experiments += 1
+            continue
+        if v not in VERDICTS:  # completed but never judged: the comparison itself failed
+            aborted[INFRA_ERROR] = aborted.get(INFRA_ERROR, 0) + 1
+            continue
+        completed += 1
+        reproduced += is_reproduced(v)
+        verdict = str(v)
+    return Reproduction(verdict, completed, reproduced, aborted, experiments)

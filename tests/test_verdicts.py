@@ -1,0 +1,138 @@
+"""One vocabulary of verdicts and replay statuses: aborted replays never count as evidence.
+
+Real stores (SQLite files), real comparisons and real CLI processes; the replay facts are
+written the way the runner writes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from replay_tui.evidence.export import export_bundle
+from replay_tui.replay.runner import compare_and_store
+from replay_tui.verdicts import counts_as_evidence, summarize
+from storage.manifest import manifest_from_data
+from storage.store import RunStore
+from tests.conftest import MakeManifest, RunCli
+
+
+def _replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
+    rep = copy.deepcopy(orig)
+    rep.update(
+        run_id=run_id,
+        kind="replay",
+        replay_of=orig["run_id"],
+        replay={"backend": "docker", "environment_pinned": True},
+    )
+    return rep
+
+
+def _store_with_attempts(store_path: Path, make_manifest: MakeManifest) -> tuple[str, list[str]]:
+    """An original, three IDENTICAL replays, then a cancelled one whose partial outputs
+    compared INCOMPLETE (a failed run), then an interrupted attempt with no replay run."""
+    orig = make_manifest(index=0)
+    reps = [_replay_of(orig, make_manifest(index=i)["run_id"]) for i in range(1, 5)]
+    reps[-1]["status"] = "interrupted"
+    reps[-1]["exit_code"] = 143
+    with RunStore(store_path) as store:
+        store.ingest(manifest_from_data(orig))
+        a = store.manifest(orig["run_id"])
+        for i, rep in enumerate(reps):
+            store.ingest(manifest_from_data(rep))
+            b = store.manifest(rep["run_id"])
+            verdict, _, cid = compare_and_store(store, a, b)
+            status = "cancelled" if i == 3 else "completed"
+            assert verdict == ("INCOMPLETE" if i == 3 else "IDENTICAL")
+            store.add_replay(
+                a.run_id,
+                replay_run=b.run_id,
+                backend="docker",
+                status=status,
+                verdict=verdict,
+                reason=None,
+                duration_s=1.0,
+                comparison_id=cid,
+                body={"replay": {"determinism": "recorded"}, "verdict": verdict},
+                sets_verdict=counts_as_evidence(status, verdict),
+            )
+        store.add_replay(
+            a.run_id,
+            replay_run=None,
+            backend="docker",
+            status="interrupted",
+            verdict=None,
+            reason="interrupted before the replay finished (Ctrl-C)",
+            duration_s=0.5,
+            comparison_id=None,
+            body={"reason": "interrupted"},
+            sets_verdict=False,
+        )
+    return orig["run_id"], [r["run_id"] for r in reps]
+
+
+def test_a_cancelled_replay_leaves_verdict_sli_and_export_unchanged(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli, tmp_path: Path
+) -> None:
+    run_id, reps = _store_with_attempts(store_path, make_manifest)
+    with RunStore(store_path) as store:
+        assert store.get_run(run_id).last_verdict == "IDENTICAL"
+        summary = summarize(store.replay_outcomes([run_id])[run_id])
+        res = export_bundle(store, run_id, tmp_path / "latest")
+        chosen = export_bundle(store, run_id, tmp_path / "chosen", replay=reps[0][:13])
+    assert summary.text() == "IDENTICAL 3/3, 1 cancelled, 1 interrupted"
+    assert res.verdict == "IDENTICAL"  # the latest *completed* replay, not the cancelled one
+    doc = json.loads((tmp_path / "latest" / "comparison.json").read_text())
+    assert doc["verdict"] == "IDENTICAL" and doc["replay_run"] == reps[2]
+    assert "Verdict: IDENTICAL" in (tmp_path / "latest" / "report.md").read_text()
+    assert chosen.verdict == "IDENTICAL"
+    doc = json.loads((tmp_path / "chosen" / "comparison.json").read_text())
+    assert doc["replay_run"] == reps[0]
+    stats = cli("stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    got = json.loads(stats.stdout)
+    assert got["reproducible_run_rate"]["value"] == 1.0
+    assert got["aborted_replay_rate"]["numerator"] == 2
+    assert got["aborted_replay_rate"]["denominator"] == 5
+
+
+def test_export_replay_option_checks_what_it_names(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli, tmp_path: Path
+) -> None:
+    run_id, reps = _store_with_attempts(store_path, make_manifest)
+    r = cli("export", run_id, "--out", tmp_path / "b", "--replay", reps[3])
+    assert r.returncode == 0, r.stderr  # a cancelled replay can be exported on purpose
+    assert "verdict: INCOMPLETE" in r.stdout
+    bad = cli("export", run_id, "--out", tmp_path / "c", "--replay", run_id)
+    assert bad.returncode == 2
+    assert f"is not a replay of {run_id}" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert not (tmp_path / "c").exists()
+    missing = cli("export", run_id, "--out", tmp_path / "d", "--replay", "zzzz")
+    assert missing.returncode == 2 and "--replay 'zzzz'" in missing.stderr
+
+
+def test_replay_status_vocabulary() -> None:
+    from replay_tui.verdicts import environment_failure, normalize_status, replay_status
+
+    assert replay_status("succeeded", cancel_requested=True, exit_code=0) == "completed"
+    assert replay_status("failed", cancel_requested=False, exit_code=1) == "completed"
+    # the command finished all its steps while the cancel arrived: completed
+    assert replay_status("interrupted", cancel_requested=True, exit_code=0) == "completed"
+    assert replay_status("interrupted", cancel_requested=True, exit_code=143) == "cancelled"
+    assert replay_status("interrupted", cancel_requested=False, exit_code=130) == "interrupted"
+    assert replay_status("timed_out", cancel_requested=False, exit_code=137) == "timed_out"
+    assert [normalize_status(x) for x in ("succeeded", "failed", "error", "cancelled")] == [
+        "completed",
+        "completed",
+        "infra-error",
+        "cancelled",
+    ]
+    tail = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'torch'\n"
+    assert environment_failure("failed", tail, "succeeded") == (
+        "the replay environment cannot import what the run needs: No module named 'torch'"
+    )
+    assert environment_failure("failed", "ValueError: nan loss\n", "succeeded") is None
+    assert environment_failure("succeeded", tail, "succeeded") is None
