@@ -354,6 +354,40 @@ def output_rules(m: RunManifest) -> Iterator[Gap]:
 
 
 @rule
+def config_source_rules(m: RunManifest) -> Iterator[Gap]:
+    cs = m.config_source
+    if cs is not None and cs.source == "argv":
+        yield Gap(
+            "CONFIG_FROM_ARGV",
+            "info",
+            "config_source",
+            "the config was read from the command line, not reported by the program:"
+            " defaults the program filled in are not in it",
+            "call run.log_config() with the full resolved config",
+        )
+    for i, f in enumerate(cs.files if cs is not None else []):
+        if f.in_repo is None:
+            yield Gap(
+                "CONFIG_FILE_OUTSIDE_REPO",
+                "warning",
+                f"config_source.files[{i}]",
+                f"config file {f.path} lies outside the repository: only its hash is"
+                " recorded, another host may not have it",
+                "commit the config file to the repository",
+            )
+    src = m.source
+    if src is not None:
+        yield Gap(
+            "IMPORTED_RUN",
+            "info",
+            "source",
+            f"imported from {src.tracker} (run {src.run_id}): only what the tracker"
+            " recorded is known",
+            "record new runs with replay-tui record so every input is captured",
+        )
+
+
+@rule
 def replay_rules(m: RunManifest) -> Iterator[Gap]:
     r = m.replay
     if m.kind != "replay" or r is None:

@@ -339,6 +339,48 @@ class CaptureInfo(_Model):
     output_dirs: list[RelPath] = Field(default_factory=list, max_length=256)
 
 
+class ConfigFileInfo(_Model):
+    """A config file named on the command line, pinned by content (never executed)."""
+
+    path: Str
+    sha256: Hex64
+    size_bytes: Count
+    format: Literal["yaml", "json", "toml", "python", "cfg", "ini"]
+    parsed: bool = False
+    in_repo: RelPath | None = None
+
+
+class ConfigSourceInfo(_Model):
+    """Where ``config`` came from when the program did not report it alone.
+
+    ``source`` names what ``config`` holds: ``sdk`` (the program's own, which wins; the
+    command line's view is then kept in ``argv``), ``argv`` (read from the command line
+    and the config files it names) or ``tracker`` (an imported run's parameters).
+    """
+
+    source: Literal["sdk", "argv", "tracker"]
+    argv: dict[Label, JSONValue] | None = None
+    raw: dict[Label, Str | list[Str | None] | None] = Field(
+        default_factory=dict, max_length=MAX_LIST
+    )
+    positional: list[Str] = Field(default_factory=list, max_length=4096)
+    files: list[ConfigFileInfo] = Field(default_factory=list, max_length=256)
+
+
+class SourceInfo(_Model):
+    """An imported run's origin: the tracker, where it keeps runs, and the run's id there."""
+
+    tracker: Label
+    uri: Str
+    run_id: Label
+    experiment: Label | None = None
+    url: Str | None = None
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
 class IntegrityInfo(_Model):
     manifest_sha256: Hex64 | None = None
     signature: Str | None = None
@@ -379,6 +421,10 @@ class RunManifest(_Model):
     outputs: OutputsInfo = Field(default_factory=OutputsInfo)
     capture: CaptureInfo | None = None
     replay: ReplayInfo | None = None
+    # optional groups added after v1 shipped: left out of the JSON (and so of every
+    # hash) when unset, so manifests stored before them keep their manifest_sha256
+    config_source: ConfigSourceInfo | None = Field(default=None, exclude_if=_unset)
+    source: SourceInfo | None = Field(default=None, exclude_if=_unset)
     integrity: IntegrityInfo = Field(default_factory=IntegrityInfo)
 
     # -- hashing -------------------------------------------------------------------
@@ -525,6 +571,12 @@ def manifest_from_data(data: Any, *, source: str = "") -> RunManifest:
             f"unsupported schema_version {version!r}; this tool reads version {SCHEMA_VERSION}",
             "schema_version",
             source,
+    cs = data.get("config_source")
+    if isinstance(cs, dict) and isinstance(cs.get("argv"), dict):
+        try:
+            _check_config(cs["argv"], "config_source.argv")
+        except ManifestError as e:
+            raise ManifestError(e.message, e.location, source) from None
         )
     cfg = data.get("config")
     if isinstance(cfg, dict):

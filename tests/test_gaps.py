@@ -24,6 +24,8 @@ Data = dict[str, Any]
 Edit = Callable[[Data], None]
 
 OTHER_SHA = "f" * 64
+ARGV_FILE = {"path": "/etc/cfg.yaml", "sha256": OTHER_SHA, "size_bytes": 3, "format": "yaml"}
+IN_REPO = {"in_repo": "configs/cfg.yaml"}
 
 
 def clean() -> Data:
@@ -208,6 +210,18 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
     "CONFIG_MISSING": (
         both(setter("config", {}), setter("config_hash", None)),
         setter("config_hash", None),
+    ),
+    "CONFIG_FROM_ARGV": (
+        setter("config_source", {"source": "argv"}),
+        setter("config_source", {"source": "sdk", "argv": {"lr": 0.1}}),
+    ),
+    "CONFIG_FILE_OUTSIDE_REPO": (
+        setter("config_source", {"source": "argv", "files": [ARGV_FILE]}),
+        setter("config_source", {"source": "argv", "files": [ARGV_FILE | IN_REPO]}),
+    ),
+    "IMPORTED_RUN": (
+        setter("source", {"tracker": "mlflow", "uri": "sqlite:///m.db", "run_id": "ab12"}),
+        setter("source", None),
     ),
     "RUN_NOT_SUCCEEDED": (
         both(setter("status", "failed"), setter("exit_code", 1)),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replay_tui.capture import probes
+from replay_tui.capture.argv_config import ArgvConfig, merge_config, parse_argv
 from replay_tui.capture.hashing import StatCache, hash_path, sha256_regular_file
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.errors import BadInput
@@ -566,6 +567,7 @@ def build_manifest(
     replay_of: str | None = None,
     replay: Mapping[str, Any] | None = None,
     capture: Mapping[str, Any] | None = None,
+    argv_config: ArgvConfig | None = None,
 ) -> RunManifest:
     g = outside.git
     seeds = dict(inside.get("seeds") or {})
@@ -584,7 +586,7 @@ def build_manifest(
     for n, v in (inside.get("metrics") or {}).items():
         sdk_metrics.set_final(str(n), float(v))
     sdk_metrics.merge(metrics)
-    config = dict(inside.get("config") or {})
+    config, config_source = merge_config(dict(inside.get("config") or {}), argv_config)
     data: dict[str, Any] = {
         "schema_version": 1,
         "run_id": run_id,
@@ -611,6 +613,7 @@ def build_manifest(
         "image": dict(image) if image else None,
         "data": outside.data,
         "config": config,
+        "config_source": config_source,
         "randomness": {
             "seed": inside["seed"] if inside.get("seed") is not None else seed,
             "python": seeds.get("python"),
@@ -710,6 +713,7 @@ def record(
     interpreter = probes.interpreter_for(opts.argv, sys.executable)
     try:
         outside = probe_outside(opts, cache, interpreter)
+        argv_cfg = parse_argv(opts.argv, opts.cwd, outside.git.root)
     finally:
         if cache is not None:
             cache.close()
@@ -747,6 +751,7 @@ def record(
         if outside.git.diff is not None:
             diff_sha = sha256_hex(outside.git.diff)
             blobs[diff_sha] = ("diff", outside.git.diff)
+        blobs.update(argv_cfg.blobs())
         manifest = build_manifest(
             run_id=run_id,
             name=opts.name,
@@ -763,6 +768,7 @@ def record(
             image=image_info() if image_info else None,
             diff_sha256=diff_sha,
             capture=capture_info(opts),
+            argv_config=argv_cfg,
         )
         keep_artifacts(store, opts.cwd, manifest)
         from replay_tui.gaps import gap_counts
