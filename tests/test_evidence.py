@@ -100,7 +100,13 @@ def _files(bundle: Path) -> list[str]:
 
 
 def _check(path: Path, pub: Path | None) -> BundleCheck:
-    return verify_bundle(path, public_key=load_public_key(pub) if pub else None)
+    """Verify against ``pub``; with None, integrity only (the key inside, or unsigned)."""
+    return verify_bundle(
+        path,
+        public_key=load_public_key(pub) if pub else None,
+        allow_embedded_key=pub is None,
+        allow_unsigned=pub is None,
+    )
 
 
 # -- keys -------------------------------------------------------------------------------
@@ -301,7 +307,12 @@ def test_unsigned_bundle(
     out = tmp_path / "unsigned"
     assert cli("export", run_id, "--out", out).returncode == 0
     assert "signer.pub" not in _files(out)
-    ok = cli("verify", out)
+    untrusted = cli("verify", out)
+    assert untrusted.returncode == 1
+    assert "the bundle is not signed: signature not checked against a trusted key" in (
+        untrusted.stdout
+    )
+    ok = cli("verify", out, "--allow-unsigned")
     assert ok.returncode == 0 and "not signed" in ok.stdout
     r = cli("verify", out, "--key", keypair[1])
     assert r.returncode == 1 and "the bundle is not signed" in r.stdout

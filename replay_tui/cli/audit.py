@@ -100,17 +100,44 @@ def keygen(out: Path, force: bool, as_json: bool) -> None:
     "--key",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The public key the bundle must be signed with.",
+    help="The public key the bundle must be signed with (else the trusted-keys file).",
 )
+@click.option(
+    "--allow-embedded-key",
+    is_flag=True,
+    help="Check the signature with the key inside the bundle (proves nothing about who).",
+)
+@click.option("--allow-unsigned", is_flag=True, help="Accept a bundle that is not signed.")
 @json_option
 @handled
-def verify(bundle: Path, key: Path | None, as_json: bool) -> None:
-    """Re-hash every file of BUNDLE and check its signature; exit 1 on any difference."""
-    from replay_tui.evidence.keys import load_public_key
+def verify(
+    bundle: Path,
+    key: Path | None,
+    allow_embedded_key: bool,
+    allow_unsigned: bool,
+    as_json: bool,
+) -> None:
+    """Re-hash every file of BUNDLE and check its signature against a trusted key.
+
+    The key is --key, else the keys in the trusted-keys file ($REPLAY_TUI_TRUSTED_KEYS,
+    else trusted-keys.pem in the user config folder).  Exit 1 on any difference, and when
+    the signature was not checked against a trusted key.
+    """
+    from replay_tui.evidence.keys import load_public_key, load_trusted_keys
     from replay_tui.evidence.verify import verify_bundle
+    from replay_tui.safety import escape_control
 
     public_key = load_public_key(key) if key is not None else None
-    chk = verify_bundle(bundle, public_key=public_key)
+    trusted = load_trusted_keys() if key is None else []
+    chk = verify_bundle(
+        bundle,
+        public_key=public_key,
+        trusted_keys=trusted,
+        allow_embedded_key=allow_embedded_key,
+        allow_unsigned=allow_unsigned,
+    )
+    chk.run_id = escape_control(chk.run_id) if chk.run_id else chk.run_id
+    chk.verdict = escape_control(chk.verdict) if chk.verdict else chk.verdict
     if as_json:
         echo_json(chk.to_dict())
     else:
@@ -129,7 +156,8 @@ def verify(bundle: Path, key: Path | None, as_json: bool) -> None:
             for p in chk.problems[1:20]:
                 click.echo(f"  also: {p.text()}")
         for note in chk.notes:
-            click.echo(f"  note: {note}")
+            red = chk.embedded_fingerprint is not None and chk.embedded_fingerprint in note
+            click.echo(click.style(f"  note: {note}", fg="red") if red else f"  note: {note}")
     if not chk.ok:
         sys.exit(1)
 

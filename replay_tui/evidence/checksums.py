@@ -39,12 +39,14 @@ def bundle_files(root: Path) -> tuple[list[str], list[str]]:
     """Every regular file under ``root`` as a relative POSIX name, and anything else found.
 
     The second list names what a bundle never holds (symlinks, devices, sockets,
-    unreadable names): verify reports those as added.
+    unreadable names, empty folders as ``name/``): verify reports those as added.
     """
     files: list[str] = []
     odd: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         base = Path(dirpath)
+        if not dirnames and not filenames and base != root:
+            odd.append(base.relative_to(root).as_posix() + "/")  # an empty folder
         for d in list(dirnames):
             if (base / d).is_symlink():
                 odd.append((base / d).relative_to(root).as_posix())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,15 +82,10 @@ def generate(
 
 
 def _read_key_file(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > MAX_KEY_FILE_BYTES:
-            raise BadInput(f"{path} is {size} bytes: not a PEM key file")
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise BadInput(f"key file {path} does not exist") from None
-    except IsADirectoryError:
-        raise BadInput(f"key file {path} is a folder") from None
+    """A key file's bytes: a regular file of at most 64 KiB (never /dev/zero or a FIFO)."""
+    from replay_tui.safety import read_bounded
+
+    return read_bounded(path, MAX_KEY_FILE_BYTES, "key file")
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
@@ -122,3 +118,46 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise BadInput(f"{source} is not an Ed25519 public key")
     return key
+
+
+# -- trusted keys -----------------------------------------------------------------------
+
+TRUSTED_KEYS_ENV = "REPLAY_TUI_TRUSTED_KEYS"
+MAX_TRUSTED_KEYS_BYTES = 1024 * 1024
+_PEM_BLOCK = re.compile(
+    rb"-----BEGIN PUBLIC KEY-----\r?\n[A-Za-z0-9+/=\r\n]*?-----END PUBLIC KEY-----"
+)
+
+
+def trusted_keys_path() -> Path:
+    """Where the trusted-keys file is: ``$REPLAY_TUI_TRUSTED_KEYS``, else the user config.
+
+    The file holds the PEM public keys (as ``keygen`` writes them) whose signatures
+    ``verify`` accepts, one after the other; lines outside the PEM blocks are comments.
+    """
+    env = os.environ.get(TRUSTED_KEYS_ENV)
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("replay-tui")) / "trusted-keys.pem"
+
+
+def load_trusted_keys(path: Path | None = None) -> list[Ed25519PublicKey]:
+    """The keys of the trusted-keys file; none when it does not exist."""
+    from replay_tui.safety import read_bounded
+
+    path = path or trusted_keys_path()
+    if not path.exists() and not path.is_symlink():
+        return []
+    raw = read_bounded(path, MAX_TRUSTED_KEYS_BYTES, "trusted-keys file")
+    blocks = _PEM_BLOCK.findall(raw)
+    if not blocks and raw.strip():
+        raise BadInput(f"trusted-keys file {path} holds no PEM public key")
+    return [parse_public_key(b, f"{path} (key {i + 1})") for i, b in enumerate(blocks)]
+
+
+def fingerprint(public_key: Ed25519PublicKey) -> str:
+    """The key id grouped for reading aloud: ``ab12 cd34 ...`` (first 32 hex digits)."""
+    kid = key_id(public_key)[:32]
+    return " ".join(kid[i : i + 4] for i in range(0, 32, 4))

@@ -3,12 +3,17 @@
 ``SHA256SUMS`` names every file but itself and the envelope; the signed Statement in the
 envelope names the digest of ``SHA256SUMS``.  So a changed, missing or added file, an
 edited checksum list or an edited envelope each show up, and each problem names its file.
-Without ``--key`` the signature is checked against the public key inside the bundle, which
-proves the bundle is intact but not who made it: pass the key you trust.
+The signature counts only when it verifies against a key the user trusts (``--key``, or
+the trusted-keys file): a forger can re-sign a forged bundle with a key of their own and
+put that key inside it.  Checking with the key inside the bundle needs an explicit
+``allow_embedded_key`` and is reported as such, with its fingerprint; an unsigned bundle
+needs ``allow_unsigned``.  A signature beside the trusted one, an added empty folder, a
+link or a special file are each reported.  Every file is read bounded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,10 +32,15 @@ from replay_tui.evidence.statement import (
     statement_of,
     verify_signature,
 )
+from replay_tui.safety import escape_control, read_bounded
 from storage.manifest import sha256_hex
+
+MAX_SUMS_BYTES = 16 * 1024 * 1024
+MAX_ENVELOPE_READ = 64 * 1024 * 1024
 
 ProblemKind = Literal["changed", "missing", "added", "malformed", "signature"]
 KeySource = Literal["given", "bundle"]
+NOT_TRUSTED = "signature not checked against a trusted key"
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,7 @@ class Problem:
         return {"file": self.file, "kind": self.kind, "message": self.message}
 
     def text(self) -> str:
-        return f"{self.kind}: {self.file}: {self.message}"
+        return escape_control(f"{self.kind}: {self.file}: {self.message}")
 
 
 @dataclass
@@ -53,6 +63,8 @@ class BundleCheck:
     signed: bool = False
     key_id: str | None = None
     key_source: KeySource | None = None
+    trusted: bool = False  # the signature verified against a key the user trusts
+    embedded_fingerprint: str | None = None  # when checked with the key inside the bundle
     run_id: str | None = None
     verdict: str | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -72,6 +84,8 @@ class BundleCheck:
             "signed": self.signed,
             "key_id": self.key_id,
             "key_source": self.key_source,
+            "trusted": self.trusted,
+            "embedded_fingerprint": self.embedded_fingerprint,
             "problems": [p.to_dict() for p in self.problems],
             "notes": self.notes,
         }
@@ -85,25 +99,47 @@ def _dig(d: Any, *path: str) -> Any:
     return d
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
+def _read(path: Path, limit: int, chk: BundleCheck) -> bytes | None:
+    """A bundle file's bytes, bounded; None (with a problem unless it is absent) otherwise."""
+    if not path.exists() and not path.is_symlink():
         return None
+    if path.is_symlink():
+        return None  # reported as "added: not a regular file" by the walk
+    try:
+        return read_bounded(path, limit, "bundle file")
+    except ReplayTuiError as e:
+        chk.problems.append(Problem(path.name, "malformed", e.message))
+        return b""
 
 
-def verify_bundle(path: Path, *, public_key: Ed25519PublicKey | None = None) -> BundleCheck:
-    """Re-hash every file and check the signature (with ``public_key`` when given)."""
+def verify_bundle(
+    path: Path,
+    *,
+    public_key: Ed25519PublicKey | None = None,
+    trusted_keys: Sequence[Ed25519PublicKey] = (),
+    allow_embedded_key: bool = False,
+    allow_unsigned: bool = False,
+) -> BundleCheck:
+    """Re-hash every file and check the signature against the trusted keys.
+
+    ``public_key`` (``--key``) and ``trusted_keys`` (the trusted-keys file) are the keys
+    whose signature counts.  With none of them, a signed bundle fails with
+    "signature not checked against a trusted key" unless ``allow_embedded_key``; an
+    unsigned bundle fails unless ``allow_unsigned``.
+    """
     if not path.is_dir():
         raise BadInput(f"{path} is not a bundle folder")
+    trusted = ([public_key] if public_key is not None else []) + list(trusted_keys)
     chk = BundleCheck(path)
     bad = chk.problems.append
     files, odd = checksums.bundle_files(path)
+    empty = [name for name in odd if name.endswith("/")]
     for name in odd:
-        bad(Problem(name, "added", "not a regular file; a bundle holds only files"))
+        if not name.endswith("/"):
+            bad(Problem(name, "added", "not a regular file; a bundle holds only files"))
     # -- the envelope: its form, then its signature, then the statement it carries
     stmt: dict[str, Any] | None = None
-    raw_env = _read(path / ENVELOPE_NAME)
+    raw_env = _read(path / ENVELOPE_NAME, MAX_ENVELOPE_READ, chk)
     if raw_env is None:
         bad(Problem(ENVELOPE_NAME, "missing", "the signed statement is gone"))
     else:
@@ -112,7 +148,7 @@ def verify_bundle(path: Path, *, public_key: Ed25519PublicKey | None = None) -> 
         except EnvelopeError as e:
             bad(Problem(ENVELOPE_NAME, "malformed", str(e)))
         else:
-            if _check_signature(path, env, public_key, chk):
+            if _check_signature(path, env, trusted, chk, allow_embedded_key, allow_unsigned):
                 try:
                     stmt = statement_of(env)
                 except EnvelopeError as e:
@@ -123,7 +159,7 @@ def verify_bundle(path: Path, *, public_key: Ed25519PublicKey | None = None) -> 
     verdict = _dig(predicate, "replay", "verdict")
     chk.verdict = verdict if isinstance(verdict, str) else None
     # -- the checksum list, against the statement
-    raw_sums = _read(path / checksums.SUMS_NAME)
+    raw_sums = _read(path / checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
     listed: dict[str, str] = {}
     if raw_sums is None:
         bad(Problem(checksums.SUMS_NAME, "missing", "the checksum list is gone"))
@@ -155,45 +191,114 @@ def verify_bundle(path: Path, *, public_key: Ed25519PublicKey | None = None) -> 
             bad(Problem(name, "changed", f"sha256 is {actual[:16]}, listed as {digest[:16]}"))
     for name in sorted(present - set(listed) - {checksums.SUMS_NAME, ENVELOPE_NAME}):
         bad(Problem(name, "added", "not listed in SHA256SUMS"))
+    for name in empty:  # unless it held a listed file that is now missing
+        if not any(n.startswith(name) for n in listed):
+            bad(Problem(name, "added", "an empty folder; a bundle holds only files"))
     return chk
 
 
+def _ids(ids: Sequence[str]) -> str:
+    return ", ".join(escape_control(i[:16]) for i in ids)
+
+
 def _check_signature(
-    path: Path, env: Envelope, public_key: Ed25519PublicKey | None, chk: BundleCheck
+    path: Path,
+    env: Envelope,
+    trusted: Sequence[Ed25519PublicKey],
+    chk: BundleCheck,
+    allow_embedded_key: bool,
+    allow_unsigned: bool,
 ) -> bool:
-    """Check the envelope's signature; False when its statement cannot be trusted."""
-    chk.signed = bool(signer_ids(env))
-    if public_key is None and not chk.signed:
-        chk.notes.append("the bundle is not signed: its checksums catch accidents, not forgery")
+    """Check the envelope's signatures; False when its statement cannot be trusted."""
+    ids = signer_ids(env)
+    chk.signed = bool(ids)
+    bad = chk.problems.append
+    if not ids:
+        if trusted:
+            bad(Problem(ENVELOPE_NAME, "signature", "the bundle is not signed"))
+        elif allow_unsigned:
+            chk.notes.append("the bundle is not signed: its checksums catch accidents, not forgery")
+        else:
+            bad(
+                Problem(
+                    ENVELOPE_NAME,
+                    "signature",
+                    f"the bundle is not signed: {NOT_TRUSTED}; its checksums alone catch"
+                    " accidents, not forgery (--allow-unsigned to accept that)",
+                )
+            )
         return True
-    if public_key is None:
-        public_key = _bundled_key(path, chk)
-        if public_key is None:
+    if trusted:
+        by_id = {keys.key_id(k): k for k in trusted}
+        good = [kid for kid in ids if kid in by_id]
+        if not good:
+            bad(
+                Problem(
+                    ENVELOPE_NAME,
+                    "signature",
+                    f"signed by key {_ids(ids)}, not by the given key"
+                    f" {_ids(sorted(by_id))}: {NOT_TRUSTED}",
+                )
+            )
             return False
-        chk.key_source = "bundle"
-    else:
-        chk.key_source = "given"
-    chk.key_id = keys.key_id(public_key)
-    if chk.key_source == "bundle" and chk.key_id not in signer_ids(env):
-        chk.problems.append(
-            Problem(keys.BUNDLE_KEY_NAME, "changed", "it is not the key that signed the bundle")
+        for kid in good:
+            try:
+                verify_signature(env, by_id[kid])
+            except SignatureError as e:
+                bad(Problem(ENVELOPE_NAME, "signature", str(e)))
+                return False
+        chk.key_id, chk.key_source, chk.trusted = good[0], "given", True
+        _extra_signatures(ids, set(good), chk)
+        return True
+    if not allow_embedded_key:
+        bad(
+            Problem(
+                ENVELOPE_NAME,
+                "signature",
+                f"{NOT_TRUSTED}: pass --key with the signer's public key, or list it in the"
+                f" trusted-keys file ({keys.trusted_keys_path()}); the key inside the bundle"
+                " proves nothing about who made it (--allow-embedded-key to check with it"
+                " anyway)",
+            )
         )
+        return False
+    public_key = _bundled_key(path, chk)
+    if public_key is None:
+        return False
+    chk.key_source = "bundle"
+    chk.key_id = keys.key_id(public_key)
+    if chk.key_id not in ids:
+        bad(Problem(keys.BUNDLE_KEY_NAME, "changed", "it is not the key that signed the bundle"))
         return False
     try:
         verify_signature(env, public_key)
     except SignatureError as e:
-        chk.problems.append(Problem(ENVELOPE_NAME, "signature", str(e)))
+        bad(Problem(ENVELOPE_NAME, "signature", str(e)))
         return False
-    if chk.key_source == "bundle":
-        chk.notes.append(
-            f"signature checked with the key inside the bundle ({chk.key_id[:16]}): this shows"
-            " the bundle is intact, not who made it; pass --key with the key you trust"
-        )
+    chk.embedded_fingerprint = keys.fingerprint(public_key)
+    chk.notes.append(
+        f"{NOT_TRUSTED}: checked with the key inside the bundle, fingerprint"
+        f" {chk.embedded_fingerprint}; this shows the bundle is intact, not who made it"
+    )
+    _extra_signatures(ids, {chk.key_id}, chk)
     return True
 
 
+def _extra_signatures(ids: Sequence[str], checked: set[str], chk: BundleCheck) -> None:
+    extra = [kid for kid in ids if kid not in checked]
+    if extra:
+        chk.problems.append(
+            Problem(
+                ENVELOPE_NAME,
+                "added",
+                f"{len(extra)} more signature(s) beside the checked one, by key {_ids(extra)}:"
+                " an export writes one; someone added them",
+            )
+        )
+
+
 def _bundled_key(path: Path, chk: BundleCheck) -> Ed25519PublicKey | None:
-    raw = _read(path / keys.BUNDLE_KEY_NAME)
+    raw = _read(path / keys.BUNDLE_KEY_NAME, keys.MAX_KEY_FILE_BYTES, chk)
     if raw is None:
         chk.problems.append(
             Problem(keys.BUNDLE_KEY_NAME, "missing", "signed, but no public key to check it with")
