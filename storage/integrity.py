@@ -1,0 +1,315 @@
+"""The derived tables, checked against the ledger and the stored facts.
+
+The ledger chains every fact (manifests, blobs, comparisons, replays...), but the tables
+that summarise them for fast listing (``runs``, ``artifacts``, ``metrics``, ``locations``)
+are plain rows.  Each one is either rebuilt here from what the ledger covers and
+compared, or covered by the ledger itself:
+
+- ``runs`` columns that come from the manifest, and every ``artifacts`` and ``metrics``
+  row, are rebuilt from the stored manifest (whose hash the ledger names);
+- the values set after ingest (gap counts, where a run's files live, the verdict badge)
+  each get a *state event* in the ledger when they are written: ``state:gaps``,
+  ``state:locations``, ``state:verdict``, whose subject is the hash of the value.  The
+  latest state event of a run must name what the row holds;
+- ``signed`` must be 1 exactly when a signed bundle fact exists for the run;
+- a replay fact must name a stored replay run of its original and a stored comparison;
+- the set of triggers must be exactly what the migrations create, name and SQL.
+
+Runs stored before state events existed have none: for them the badge must at least be
+the verdict of some replay or comparison fact of the run.  What no check can catch is a
+consistent forgery appended *after* the last head noted elsewhere; that is why every
+drill report and every bundle carries the ledger head (``verify-store --anchor``).
+
+The origin of a run is a ledger event too: ``origin:<how>`` (``origin:ingest``,
+``origin:import:mlflow``), written in the ingest transaction for every run that did not
+come from this host's own recording or replay.  Manifest fields (host, user) are
+forgeable; this event is not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from storage.manifest import manifest_from_data
+from storage.records import history_json, run_row
+
+LOCAL = "local"
+ORIGIN_PREFIX = "origin:"
+_ORIGIN = re.compile(r"[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9_.-]{1,64})?")
+# runs columns rebuilt from the manifest (the rest are state or bookkeeping)
+_FROM_MANIFEST = (
+    "name",
+    "kind",
+    "replay_of",
+    "status",
+    "exit_code",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "commit",
+    "branch",
+    "dirty",
+    "repo_url",
+    "image_ref",
+    "image_digest",
+    "config_hash",
+    "command",
+    "tags",
+)
+MAX_PROBLEMS = 200
+
+
+def check_origin(origin: str) -> str:
+    """``origin`` if it is ``local`` or a well-formed ``how[:detail]``; ValueError if not."""
+    if origin != LOCAL and not _ORIGIN.fullmatch(origin):
+        raise ValueError(f"origin {origin!r} is not 'local' or 'how[:detail]'")
+    return origin
+
+
+def state_subject(kind: str, run_id: str, value: Any) -> str:
+    """The subject hash of a ``state:<kind>`` event: what the row must hold."""
+    text = json.dumps([kind, run_id, value], separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def gaps_value(critical: int | None, warning: int | None, info: int | None) -> list[Any]:
+    return [critical, warning, info]
+
+
+def locations_value(rows: Iterable[Sequence[str]]) -> list[list[str]]:
+    return sorted([str(r[0]), str(r[1]), str(r[2])] for r in rows)
+
+
+def state_event(kind: str, run_id: str, value: Any) -> tuple[str, str, str]:
+    """``(event kind, run_id, subject)`` for the ledger."""
+    return (f"state:{kind}", run_id, state_subject(kind, run_id, value))
+
+
+def ingest_events(
+    run_id: str,
+    gaps: Any,
+    locations: Iterable[Any],
+    origin: str,
+) -> list[tuple[str, str, str]]:
+    """The events that go with one ingest, after its ``ingest`` event."""
+    g = (
+        gaps_value(*(gaps.critical, gaps.warning, gaps.info))
+        if gaps
+        else gaps_value(None, None, None)
+    )
+    locs = locations_value((loc.role, loc.name, loc.host_path) for loc in locations)
+    out = [state_event("gaps", run_id, g), state_event("locations", run_id, locs)]
+    if origin != LOCAL:
+        out.append((ORIGIN_PREFIX + origin, run_id, state_subject("origin", run_id, origin)))
+    return out
+
+
+def run_origin(conn: sqlite3.Connection, run_id: str) -> str:
+    """How ``run_id`` entered the store: ``local``, or what its ``origin:`` event says."""
+    row = conn.execute(
+        "SELECT kind FROM events WHERE run_id = ? AND kind LIKE 'origin:%' ORDER BY seq LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    return LOCAL if row is None else str(row[0])[len(ORIGIN_PREFIX) :]
+
+
+def foreign_runs(conn: sqlite3.Connection) -> dict[str, str]:
+    """Every run that came from elsewhere, with its origin (for SLIs and listings)."""
+    return {
+        str(r): str(k)[len(ORIGIN_PREFIX) :]
+        for r, k in conn.execute(
+            "SELECT run_id, kind FROM events WHERE kind LIKE 'origin:%' ORDER BY seq"
+        )
+    }
+
+
+def expected_triggers() -> dict[str, str]:
+    """Name -> normalised SQL of every trigger the migrations create (on a fresh store)."""
+    from storage import migrations
+    from storage.migrations import Database
+
+    mem = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrations.apply(Database(mem))
+        return {
+            n: _norm(s)
+            for n, s in mem.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        }
+    finally:
+        mem.close()
+
+
+def _norm(sql: str | None) -> str:
+    return " ".join((sql or "").split()).rstrip(";")
+
+
+def _latest(conn: sqlite3.Connection, kind: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for run_id, subject in conn.execute(
+        "SELECT run_id, subject_sha256 FROM events WHERE kind = ? ORDER BY seq", (kind,)
+    ):
+        out[run_id] = subject
+    return out
+
+
+def check(conn: sqlite3.Connection) -> list[str]:
+    """Every way the derived tables disagree with the ledger and the facts (inside the
+    caller's read transaction)."""
+    problems: list[str] = []
+    add = problems.append
+    _check_triggers(conn, add)
+    rows = {
+        r[0]: dict(
+            zip(
+                ("id", *_FROM_MANIFEST, "manifest_sha256", "gc", "gw", "gi", "lv", "signed"),
+                r,
+                strict=True,
+            )
+        )
+        for r in conn.execute(
+            "SELECT id, "
+            + ", ".join(f'"{c}"' for c in _FROM_MANIFEST)
+            + ", manifest_sha256, gaps_critical, gaps_warning, gaps_info, last_verdict, signed"
+            " FROM runs"
+        )
+    }
+    artifacts: dict[str, set[tuple[Any, ...]]] = {}
+    for r in conn.execute(
+        "SELECT run_id, path, sha256, size_bytes, kind, tensor_sha256 FROM artifacts"
+    ):
+        artifacts.setdefault(r[0], set()).add(tuple(r[1:]))
+    metrics: dict[str, set[tuple[Any, ...]]] = {}
+    for r in conn.execute("SELECT run_id, name, final, history FROM metrics"):
+        metrics.setdefault(r[0], set()).add(tuple(r[1:]))
+    seen: set[str] = set()
+    for sha, run_id, body, ingested_at in conn.execute(
+        "SELECT sha256, run_id, body, ingested_at FROM manifests"
+    ):
+        if len(problems) >= MAX_PROBLEMS:
+            break
+        seen.add(run_id)
+        row = rows.get(run_id)
+        if row is None:
+            add(f"run {run_id}: its runs row was deleted (the manifest is stored)")
+            continue
+        try:
+            m = manifest_from_data(json.loads(body), source=f"store:{run_id}")
+        except Exception:
+            continue  # the manifest check reports it
+        want = run_row(m, sha, None, ingested_at)
+        for col in _FROM_MANIFEST:
+            if row[col] != want[col]:
+                add(f"run {run_id}: runs.{col} was edited (it does not match the manifest)")
+                break
+        if row["manifest_sha256"] != sha:
+            add(f"run {run_id}: runs.manifest_sha256 was edited")
+        a_want = {
+            (a.path, a.sha256, a.size_bytes, a.kind, a.tensor_sha256) for a in m.outputs.artifacts
+        }
+        if artifacts.get(run_id, set()) != a_want:
+            add(f"run {run_id}: its artifacts rows do not match the manifest (edited)")
+        history = m.outputs.metric_history
+        m_want = {
+            (n, m.outputs.metrics.get(n), history_json(list(history.get(n, []))))
+            for n in set(m.outputs.metrics) | set(history)
+        }
+        if metrics.get(run_id, set()) != m_want:
+            add(f"run {run_id}: its metrics rows do not match the manifest (edited)")
+    for run_id in sorted(set(rows) - seen)[:20]:
+        add(f"run {run_id}: a runs row with no stored manifest")
+    for run_id in sorted((set(artifacts) | set(metrics)) - seen)[:20]:
+        add(f"run {run_id}: artifacts or metrics rows with no stored manifest")
+    _check_state(conn, rows, add)
+    _check_facts(conn, rows, add)
+    return problems[:MAX_PROBLEMS]
+
+
+def _check_triggers(conn: sqlite3.Connection, add: Any) -> None:
+    want = expected_triggers()
+    have = {
+        n: _norm(s)
+        for n, s in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+    }
+    for name in sorted(set(want) - set(have)):
+        add(f"trigger {name} was dropped")
+    for name in sorted(set(have) - set(want)):
+        add(f"trigger {name} is not one the migrations create (added)")
+    for name in sorted(set(want) & set(have)):
+        if want[name] != have[name]:
+            add(f"trigger {name} was replaced: its SQL is not what the migrations create")
+
+
+def _check_state(conn: sqlite3.Connection, rows: dict[str, dict[str, Any]], add: Any) -> None:
+    gaps = _latest(conn, "state:gaps")
+    locs = _latest(conn, "state:locations")
+    verdicts = _latest(conn, "state:verdict")
+    loc_rows: dict[str, list[tuple[str, str, str]]] = {}
+    for run_id, role, name, path in conn.execute(
+        "SELECT run_id, role, name, host_path FROM locations"
+    ):
+        loc_rows.setdefault(run_id, []).append((role, name, path))
+    for run_id, row in rows.items():
+        if run_id in gaps:
+            value = gaps_value(row["gc"], row["gw"], row["gi"])
+            if state_subject("gaps", run_id, value) != gaps[run_id]:
+                add(f"run {run_id}: its gap counts were edited (the ledger says otherwise)")
+        if run_id in locs:
+            value = locations_value(loc_rows.get(run_id, []))
+            if state_subject("locations", run_id, value) != locs[run_id]:
+                add(f"run {run_id}: its locations were edited (the ledger says otherwise)")
+        if run_id in verdicts:
+            if state_subject("verdict", run_id, row["lv"]) != verdicts[run_id]:
+                add(f"run {run_id}: its verdict badge was edited (the ledger says otherwise)")
+        elif row["lv"] is not None and not _verdict_backed(conn, run_id, row["lv"]):
+            add(
+                f"run {run_id}: its verdict badge {row['lv']} is not the verdict of any"
+                " replay or comparison of it (edited)"
+            )
+    for run_id in sorted(set(loc_rows) - set(rows))[:20]:
+        add(f"run {run_id}: locations rows with no run")
+
+
+def _verdict_backed(conn: sqlite3.Connection, run_id: str, verdict: str) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM replays WHERE original_run = ? AND verdict = ?"
+            " UNION ALL SELECT 1 FROM comparisons WHERE (a_run = ? OR b_run = ?) AND verdict = ?"
+            " LIMIT 1",
+            (run_id, verdict, run_id, run_id, verdict),
+        ).fetchone()
+        is not None
+    )
+
+
+def _check_facts(conn: sqlite3.Connection, rows: dict[str, dict[str, Any]], add: Any) -> None:
+    signed = {r for (r,) in conn.execute("SELECT DISTINCT run_id FROM bundles WHERE signed = 1")}
+    for run_id, row in rows.items():
+        if bool(row["signed"]) != (run_id in signed):
+            add(f"run {run_id}: runs.signed was edited (no signed bundle fact says so)")
+    comparisons = {
+        cid: (a, b, v)
+        for cid, a, b, v in conn.execute("SELECT id, a_run, b_run, verdict FROM comparisons")
+    }
+    for fid, original, replay_run, cid in conn.execute(
+        "SELECT id, original_run, replay_run, comparison_id FROM replays"
+    ):
+        if original not in rows:
+            add(f"replays #{fid}: its original run {original} is not stored")
+            continue
+        if replay_run is None:
+            continue
+        rep = rows.get(replay_run)
+        if rep is None or rep["kind"] != "replay" or rep["replay_of"] != original:
+            add(f"replays #{fid}: its replay run {replay_run} is not a stored replay of {original}")
+        if cid is not None:
+            c = comparisons.get(cid)
+            if c is None or c[0] != original or c[1] != replay_run:
+                add(f"replays #{fid}: comparison #{cid} does not compare these two runs")
+    for cid, (a, b, _) in comparisons.items():
+        if a not in rows or b not in rows:
+            add(f"comparisons #{cid}: it names a run that is not stored")
