@@ -240,6 +240,45 @@ def m002_fts_prefix_index(db: Database) -> None:
     db.execute("INSERT INTO [runs_fts] ([runs_fts]) VALUES ('rebuild')")
 
 
+BISECT_TABLES = ("bisects",)
+
+
+@migrations()
+def m003_bisects(db: Database) -> None:
+    """Bisect results (``replay-tui bisect``): append-only facts like comparisons."""
+    _script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS bisects (
+            id INTEGER PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            good_run TEXT NOT NULL,
+            bad_run TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            causes TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL,
+            body_sha256 TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS bisects_good ON bisects (good_run);
+        CREATE INDEX IF NOT EXISTS bisects_bad ON bisects (bad_run);
+        """,
+    )
+    for table in BISECT_TABLES:
+        _script(
+            db,
+            f"""
+            CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+            BEGIN SELECT RAISE(ABORT, '{table} is append-only: updates are refused'); END;
+            CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
+            BEGIN SELECT RAISE(ABORT, '{table} is append-only: deletes are refused'); END;
+            """,
+        )
+
+
+# every append-only table, whichever migration made it (m001 makes APPEND_ONLY's)
+FACT_TABLES = APPEND_ONLY + BISECT_TABLES
+
+
 def apply(db: Database) -> None:
     """Bring ``db`` up to the current schema."""
     migrations.apply(db)

@@ -401,6 +401,45 @@ class RunStore:
                 conn.execute("UPDATE runs SET signed = 1 WHERE id = ?", (run_id,))
         return bid
 
+    def add_bisect(
+        self,
+        good_run: str,
+        bad_run: str,
+        outcome: str,
+        causes: Sequence[str],
+        body: Mapping[str, Any],
+    ) -> int:
+        """Record a bisect of GOOD against BAD (``replay-tui bisect``)."""
+        with self._write() as conn:
+            return self._append_fact(
+                conn,
+                "bisects",
+                "bisect",
+                bad_run,
+                {
+                    "good_run": good_run,
+                    "bad_run": bad_run,
+                    "outcome": outcome,
+                    "causes": ",".join(causes),
+                },
+                dict(body),
+            )
+
+    def bisects_of(self, run_id: str) -> list[dict[str, Any]]:
+        """Every bisect with ``run_id`` as GOOD or BAD, oldest first, bodies decoded."""
+        rows = self.conn.execute(
+            "SELECT id, created_at, good_run, bad_run, outcome, causes, body FROM bisects"
+            " WHERE good_run = ? OR bad_run = ? ORDER BY id",
+            (run_id, run_id),
+        ).fetchall()
+        keys = ("id", "created_at", "good_run", "bad_run", "outcome", "causes", "body")
+        out = []
+        for r in rows:
+            d = dict(zip(keys, r, strict=True))
+            d["body"] = json.loads(d["body"])
+            out.append(d)
+        return out
+
     # -- reading -------------------------------------------------------------------
 
     def resolve(self, ref: str) -> str:
@@ -560,7 +599,7 @@ class RunStore:
 
     def facts(self, table: str) -> list[dict[str, Any]]:
         """All rows of an append-only fact table, bodies decoded."""
-        if table not in migrations.APPEND_ONLY or table in ("events", "blobs", "manifests"):
+        if table not in migrations.FACT_TABLES or table in ("events", "blobs", "manifests"):
             raise StoreError(f"{table} is not a fact table")
         cur = self.conn.execute(f"SELECT * FROM {table} ORDER BY id")
         names = [d[0] for d in cur.description]
@@ -634,7 +673,7 @@ class RunStore:
                     rep.problems.append(f"blob {sha[:12]} was altered")
                 if sha not in named:
                     rep.problems.append(f"blob {sha[:12]} has no ledger event")
-            for table in ("comparisons", "replays", "noise_floors", "drills", "bundles"):
+            for table in ("comparisons", "replays", "noise_floors", "drills", "bundles", "bisects"):
                 for fid, body, sha in conn.execute(f"SELECT id, body, body_sha256 FROM {table}"):
                     rep.facts += 1
                     if hashlib.sha256(body.encode("utf-8")).hexdigest() != sha:
@@ -655,7 +694,7 @@ class RunStore:
             for (trig,) in conn.execute(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_%'"
             ):
-                if trig != 2 * len(migrations.APPEND_ONLY):
+                if trig != 2 * len(migrations.FACT_TABLES):
                     rep.problems.append("append-only triggers were removed")
         finally:
             conn.execute("COMMIT")

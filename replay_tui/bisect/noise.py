@@ -1,0 +1,211 @@
+"""How far apart two runs are, GOOD's noise floor, and what a probe behaves like.
+
+The distance between two runs is two numbers: the largest gap between their metrics
+(finals and every history step both logged; timing metrics are left out, they measure
+the machine) and the largest relative L2 between the tensors of their checkpoints
+(0 when the files are byte-identical).  GOOD's noise floor is the largest distance
+between any two of: GOOD as recorded and its ``--times N`` replays.
+
+A probe behaves like BAD when it is further from GOOD than the noise floor and within
+it of BAD (or within the comparison's tolerance of BAD); like GOOD the other way round.
+When GOOD and BAD are not clearly further apart than the noise floor (``MARGIN`` times
+it), nothing can be attributed: the run is not reproducible enough.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from replay_tui.compare.metrics import is_timing_metric
+from replay_tui.compare.verdict import Comparison, compare_runs
+from storage.manifest import RunManifest
+from storage.objects import ObjectStore
+
+MARGIN = 10.0
+"""GOOD and BAD must be this many times further apart than GOOD's noise floor."""
+
+Behaviour = Literal["BAD", "GOOD", "neither", "failed"]
+
+
+@dataclass(frozen=True)
+class Distance:
+    metric_gap: float
+    weight_rel_l2: float
+
+    def within(self, floor: Distance) -> bool:
+        return self.metric_gap <= floor.metric_gap and self.weight_rel_l2 <= floor.weight_rel_l2
+
+    def beyond(self, floor: Distance, margin: float = 1.0) -> bool:
+        return (
+            self.metric_gap > margin * floor.metric_gap
+            or self.weight_rel_l2 > margin * floor.weight_rel_l2
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return {"metric_gap": self.metric_gap, "weight_rel_l2": self.weight_rel_l2}
+
+
+ZERO = Distance(0.0, 0.0)
+
+
+def metric_gap(a: RunManifest, b: RunManifest) -> float:
+    gap = 0.0
+    ma, mb = a.outputs.metrics, b.outputs.metrics
+    for name in set(ma) & set(mb):
+        if not is_timing_metric(name):
+            gap = max(gap, abs(ma[name] - mb[name]))
+    ha, hb = a.outputs.metric_history, b.outputs.metric_history
+    for name in set(ha) & set(hb):
+        if is_timing_metric(name):
+            continue
+        other: dict[int, list[float]] = {}
+        for step, v in hb[name]:
+            other.setdefault(step, []).append(v)
+        seen: dict[int, int] = {}
+        for step, v in ha[name]:
+            k = seen.get(step, 0)
+            seen[step] = k + 1
+            vals = other.get(step)
+            if vals is not None and k < len(vals):
+                gap = max(gap, abs(v - vals[k]))
+    return gap
+
+
+def weight_rel_l2(a: RunManifest, b: RunManifest, objects: ObjectStore | None) -> float:
+    worst = 0.0
+    if objects is None:
+        return worst
+    arts_b = {x.path: x for x in b.outputs.artifacts}
+    for x in a.outputs.artifacts:
+        y = arts_b.get(x.path)
+        if x.kind != "checkpoint" or y is None or not x.sha256 or not y.sha256:
+            continue
+        if x.sha256 == y.sha256 or (x.tensor_sha256 and x.tensor_sha256 == y.tensor_sha256):
+            continue
+        pa, pb = objects.get(x.sha256), objects.get(y.sha256)
+        if pa is None or pb is None:
+            continue
+        from replay_tui.compare.tensors import compare_checkpoints
+
+        try:
+            diff = compare_checkpoints(pa, pb).to_dict()
+        except Exception:  # an unreadable checkpoint: the metrics still speak
+            continue
+        for t in diff.get("tensors", []):
+            v = t.get("rel_l2")
+            if isinstance(v, int | float):
+                worst = max(worst, float(v))
+    return worst
+
+
+def distance(a: RunManifest, b: RunManifest, objects: ObjectStore | None) -> Distance:
+    return Distance(metric_gap(a, b), weight_rel_l2(a, b, objects))
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The spread of GOOD over its recorded run and its replays."""
+
+    runs: int
+    floor: Distance
+    identical: bool  # every replay bit-identical to GOOD as recorded
+    replay_runs: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "replays": self.runs - 1,
+            **self.floor.to_dict(),
+            "identical": self.identical,
+        }
+
+
+def noise_floor(
+    good: RunManifest, replicas: list[RunManifest], objects: ObjectStore | None
+) -> NoiseFloor:
+    runs = [good, *replicas]
+    gap, l2 = 0.0, 0.0
+    for a, b in itertools.combinations(runs, 2):
+        d = distance(a, b, objects)
+        gap, l2 = max(gap, d.metric_gap), max(l2, d.weight_rel_l2)
+    key = {tuple(sorted((x.path, x.sha256) for x in good.outputs.artifacts))}
+    same = all(
+        tuple(sorted((x.path, x.sha256) for x in r.outputs.artifacts)) in key for r in replicas
+    )
+    return NoiseFloor(
+        len(runs), Distance(gap, l2), same and gap == 0.0, tuple(r.run_id for r in replicas)
+    )
+
+
+def first_divergent_step(cmp: Comparison) -> int | None:
+    steps = [
+        m.first_step_differs
+        for m in cmp.metrics
+        if not m.timing and m.first_step_differs is not None
+    ]
+    return min(steps) if steps else None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    behaves: Behaviour
+    vs_good: str  # comparison verdict
+    vs_bad: str
+    d_good: Distance
+    d_bad: Distance
+    first_divergent_step: int | None  # vs GOOD
+    first_divergent_step_bad: int | None  # vs BAD
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "behaves_like": self.behaves,
+            "vs_good": self.vs_good,
+            "vs_bad": self.vs_bad,
+            "distance_to_good": self.d_good.to_dict(),
+            "distance_to_bad": self.d_bad.to_dict(),
+            "first_divergent_step": self.first_divergent_step,
+            "first_divergent_step_vs_bad": self.first_divergent_step_bad,
+        }
+
+
+def _close(cmp: Comparison, d: Distance, floor: Distance) -> bool:
+    return cmp.verdict in ("IDENTICAL", "EQUIVALENT") or d.within(floor)
+
+
+def judge(
+    probe: RunManifest,
+    good: RunManifest,
+    bad: RunManifest,
+    floor: NoiseFloor,
+    objects: ObjectStore | None,
+    *,
+    rtol: float,
+    atol: float,
+) -> Judgement:
+    """What ``probe`` (a replay manifest) behaves like: GOOD, BAD, neither, or failed."""
+    cg = compare_runs(good, probe, objects=objects, rtol=rtol, atol=atol)
+    cb = compare_runs(bad, probe, objects=objects, rtol=rtol, atol=atol)
+    dg, db = distance(good, probe, objects), distance(bad, probe, objects)
+    behaves: Behaviour
+    if probe.status != "succeeded":
+        behaves = "BAD" if bad.status == probe.status and good.status == "succeeded" else "failed"
+    else:
+        near_good = _close(cg, dg, floor.floor)
+        near_bad = _close(cb, db, floor.floor)
+        if near_bad and not near_good:
+            behaves = "BAD"
+        elif near_good:
+            behaves = "GOOD"
+        else:
+            behaves = "neither"
+    return Judgement(
+        behaves,
+        cg.verdict,
+        cb.verdict,
+        dg,
+        db,
+        first_divergent_step(cg),
+        first_divergent_step(cb),
+    )

@@ -1,0 +1,480 @@
+"""``bisect GOOD BAD``: the whole experiment over the replay pipeline.
+
+1. Load both runs, refuse what cannot be bisected (exit 2): the same run twice, a replay,
+   a pair that already agrees within tolerance, an unknown ``--factors`` name.
+2. Find the differing factors; mark untestable those whose inputs are not here any more
+   (BAD's image not pullable, its commit or stored diff gone, a data version not kept,
+   hardware), with the reason.
+3. GOOD's noise floor: ``times`` replays of GOOD (an infrastructure failure here is exit
+   3: nothing can be attributed without a working GOOD).
+4. The search (``search``), each probe an ordinary replay (``replay_manifest`` with
+   ``persist=False``: probes are not evidence about GOOD), judged against GOOD and BAD
+   as recorded (``noise.judge``).
+5. The answer (``verdict``), stored in the store and the ledger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replay_tui.bisect import factors as fx
+from replay_tui.bisect.noise import (
+    MARGIN,
+    Behaviour,
+    NoiseFloor,
+    distance,
+    first_divergent_step,
+    judge,
+    noise_floor,
+)
+from replay_tui.bisect.probe import Probe, Side, build_probe
+from replay_tui.bisect.search import search
+from replay_tui.bisect.verdict import BisectResult, ProbeRecord, noun
+from replay_tui.errors import BadInput, InfraError, ReplayTuiError
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.runner import OnEvent, ReplayEvent
+from storage.manifest import RunManifest
+from storage.objects import ObjectStore
+from storage.store import RunStore
+
+DEFAULT_BUDGET = 16
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    replay: ReplayOptions = dataclasses.field(default_factory=ReplayOptions)
+    times: int | None = None  # GOOD's replays for the noise floor (None: from its settings)
+    factors: tuple[str, ...] | None = None  # only these (default: every differing one)
+    budget: int = DEFAULT_BUDGET
+    rtol: float | None = None
+    atol: float | None = None
+
+
+def default_times(good: RunManifest) -> int:
+    """One replay for a seeded run with deterministic algorithms on, else three."""
+    det = good.determinism.deterministic_algorithms
+    return 1 if good.randomness.seed is not None and det else 3
+
+
+def _noop(_: ReplayEvent) -> None:
+    pass
+
+
+def check_factor_names(names: Sequence[str]) -> tuple[str, ...]:
+    bad = [n for n in names if n not in fx.FACTORS]
+    if bad:
+        raise BadInput(
+            f"--factors: unknown factor {bad[0]!r}", "choose from: " + ", ".join(fx.FACTORS)
+        )
+    return tuple(dict.fromkeys(names))
+
+
+# -- availability of BAD's inputs --------------------------------------------------------
+
+
+def _check_code(store: RunStore, bad: Side, opts: ReplayOptions) -> str | None:
+    from replay_tui.replay.checkout import find_repo
+
+    m = bad.manifest
+    if m.code.commit is None:
+        return "BAD recorded no git commit"
+    if m.code.dirty and m.code.diff_sha256 is None:
+        return "BAD trained from uncommitted changes that were not stored"
+    if m.code.diff_sha256 and m.code.dirty and store.get_blob(m.code.diff_sha256) is None:
+        return f"BAD's stored diff {m.code.diff_sha256[:12]} is missing from the store"
+    try:
+        find_repo(
+            m.code.commit,
+            explicit=opts.repo,
+            recorded=bad.repo,
+            repo_url=m.code.repo_url,
+            cache_dir=store.path.parent / "repos",
+        )
+    except InfraError as e:
+        return f"BAD's commit is gone: {e.message}"
+    return None
+
+
+def _check_image(bad: Side, opts: ReplayOptions, docker_client: Any) -> str | None:
+    from replay_tui.replay.backends import get_backend
+    from replay_tui.replay.plan import image_reference
+
+    backend = get_backend(opts.backend)
+    if not backend.pins_environment:
+        return (
+            f"the {backend.name} backend runs this host's environment: it cannot swap images"
+            " (use --backend docker)"
+        )
+    ref = image_reference(bad.manifest)
+    if ref is None:
+        return "BAD recorded no image digest to pull"
+    if backend.name != "docker":
+        return None
+    from replay_tui.replay import docker as dk
+
+    try:
+        dk.ensure_image(docker_client or dk.client(), ref)
+    except InfraError as e:
+        return f"BAD's image is no longer available: {e.message}"
+    return None
+
+
+def _check_data(store: RunStore, good: Side, bad: Side) -> str | None:
+    from replay_tui.capture.hashing import StatCache, hash_path
+
+    locs = bad.data_locations()
+    same = {(d.name, d.sha256) for d in good.manifest.data}
+    problems = []
+    with StatCache(store.path.parent / "hashcache.db") as cache:
+        for d in bad.manifest.data:
+            if (d.name, d.sha256) in same:
+                continue
+            where = locs.get(d.name)
+            if where is None:
+                problems.append(f"data {d.name!r}: this host has no record of where BAD's is")
+                continue
+            p = Path(where)
+            if not p.exists():
+                problems.append(f"data {d.name!r}: BAD's version at {p} was not kept")
+                continue
+            try:
+                got = hash_path(p, cache=cache).sha256
+            except (ValueError, OSError, RuntimeError) as e:
+                problems.append(f"data {d.name!r}: cannot hash {p}: {e}")
+                continue
+            if got != d.sha256:
+                problems.append(
+                    f"data {d.name!r}: {p} has changed since BAD ran (sha256 {got[:12]},"
+                    f" recorded {str(d.sha256)[:12]}): that version was not kept"
+                )
+    return "; ".join(problems) or None
+
+
+# -- the experiment ------------------------------------------------------------------------
+
+
+class _Runner:
+    """Runs probes through the replay pipeline and judges them."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        good: Side,
+        bad: Side,
+        opts: BisectOptions,
+        on_event: OnEvent,
+        should_cancel: Callable[[], bool],
+        docker_client: Any,
+        result: BisectResult,
+    ) -> None:
+        from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL
+
+        self.store = store
+        self.good, self.bad = good, bad
+        self.opts = opts
+        self.on_event = on_event
+        self.should_cancel = should_cancel
+        self.docker_client = docker_client
+        self.result = result
+        self.objects = ObjectStore.beside(store.path)
+        self.rtol = DEFAULT_RTOL if opts.rtol is None else opts.rtol
+        self.atol = DEFAULT_ATOL if opts.atol is None else opts.atol
+        self.floor: NoiseFloor | None = None
+
+    def note(self, message: str) -> None:
+        self.on_event(ReplayEvent("bisect", "note", message))
+
+    def replay(self, probe: Probe) -> RunManifest:
+        from replay_tui.replay.runner import replay_manifest
+
+        options = self.opts.replay
+        if options.repo is None and probe.code_repo is not None and probe.code_repo.exists():
+            options = dataclasses.replace(options, repo=probe.code_repo)
+        outcome = replay_manifest(
+            self.store,
+            probe.manifest,
+            options,
+            data_locations=probe.data_locations,
+            repo_location=probe.repo_location,
+            on_event=self.on_event,
+            should_cancel=self.should_cancel,
+            docker_client=self.docker_client,
+            persist=False,
+        )
+        if outcome.replay is None:
+            raise InfraError(f"the probe left no replay manifest: {outcome.reason}")
+        return outcome.replay
+
+    def baseline(self, times: int) -> NoiseFloor:
+        replicas = []
+        for i in range(times):
+            self.on_event(
+                ReplayEvent("bisect", "start", f"noise floor: replay {i + 1} of {times} of GOOD")
+            )
+            probe = build_probe(self.good, self.bad, (), "good")
+            try:
+                rm = self.replay(probe)
+            except ReplayTuiError as e:
+                raise InfraError(
+                    f"GOOD cannot be replayed here, so nothing can be attributed: {e.message}",
+                    e.hint,
+                ) from None
+            replicas.append(rm)
+            if self.should_cancel():
+                raise KeyboardInterrupt
+        return noise_floor(self.good.manifest, replicas, self.objects)
+
+    def probe(self, swapped: frozenset[str], base: str, why: str) -> Behaviour:
+        if self.should_cancel():
+            raise KeyboardInterrupt
+        assert self.floor is not None
+        rec = ProbeRecord(
+            len(self.result.probes) + 1, base, [f for f in fx.FACTORS if f in swapped], why
+        )
+        self.result.probes.append(rec)
+        side = "GOOD" if base == "good" else "BAD"
+        donor = "BAD" if base == "good" else "GOOD"
+        self.on_event(
+            ReplayEvent(
+                "bisect",
+                "start",
+                f"probe {rec.index}: {side} with {donor}'s {' + '.join(rec.swapped)} ({why})",
+            )
+        )
+        t0 = time.monotonic()
+        b, d = (self.good, self.bad) if base == "good" else (self.bad, self.good)
+        try:
+            rm = self.replay(build_probe(b, d, swapped, base))
+        except ReplayTuiError as e:
+            rec.behaves, rec.error, rec.status = "failed", e.message, "error"
+            rec.duration_s = time.monotonic() - t0
+            self.on_event(ReplayEvent("bisect", "done", f"probe {rec.index}: error: {e.message}"))
+            return "failed"
+        j = judge(
+            rm,
+            self.good.manifest,
+            self.bad.manifest,
+            self.floor,
+            self.objects,
+            rtol=self.rtol,
+            atol=self.atol,
+        )
+        rec.behaves, rec.judgement = j.behaves, j.to_dict()
+        rec.replay_run, rec.status = rm.run_id, rm.status
+        rec.duration_s = time.monotonic() - t0
+        self.on_event(ReplayEvent("bisect", "done", f"probe {rec.index}: behaves like {j.behaves}"))
+        return j.behaves
+
+
+def _env_diff(good: RunManifest, bad: RunManifest, blamed: Sequence[str]) -> list[dict[str, Any]]:
+    """What differs inside the blamed factors, GOOD -> BAD (packages for an image)."""
+    from replay_tui.compare.environment import compare_environment
+
+    rows: list[dict[str, Any]] = []
+    if "image" in blamed:
+        ga, gb = good.image, bad.image
+        rows.append(
+            {
+                "factor": "image",
+                "what": "image",
+                "good": ga.reference if ga else None,
+                "bad": gb.reference if gb else None,
+            }
+        )
+        ea, eb = good.environment, bad.environment
+        for k in ("python_version", "torch_version", "cuda_version", "cudnn_version", "os"):
+            if getattr(ea, k) != getattr(eb, k):
+                rows.append(
+                    {"factor": "image", "what": k, "good": getattr(ea, k), "bad": getattr(eb, k)}
+                )
+        from replay_tui.compare.environment import compare_packages
+
+        pk = compare_packages(good, bad)
+        if pk is None:
+            rows.append({"factor": "image", "what": "packages", "good": "not recorded", "bad": "-"})
+        elif pk.same:
+            rows.append(
+                {
+                    "factor": "image",
+                    "what": "packages",
+                    "good": f"{pk.count_a} packages",
+                    "bad": "the same list: the difference is elsewhere in the image"
+                    " (files, start-up hooks, libraries outside pip)",
+                }
+            )
+        else:
+            for n, va, vb in pk.changed:
+                rows.append({"factor": "image", "what": f"package {n}", "good": va, "bad": vb})
+            for n in pk.added:
+                rows.append(
+                    {"factor": "image", "what": f"package {n}", "good": "-", "bad": "added"}
+                )
+            for n in pk.removed:
+                rows.append(
+                    {"factor": "image", "what": f"package {n}", "good": "present", "bad": "-"}
+                )
+    prefixes = {
+        "code": ("code.",),
+        "data": ("data",),
+        "config": ("argv", "workdir", "config."),
+        "seed": ("env.REPLAY_TUI_SEED", "env.PYTHONHASHSEED", "randomness."),
+        "determinism": (*(f"env.{k}" for k in sorted(fx.DETERMINISM_ENV)), "determinism."),
+        "environment": ("env.",),
+    }
+    env = compare_environment(good, bad)
+    for f in blamed:
+        if f == "image":
+            continue
+        for r in env.differing():
+            if r.cls == "expected" or not r.path.startswith(prefixes.get(f, ())):
+                continue
+            if f == "environment" and r.path[4:] in fx.SEED_ENV | fx.DETERMINISM_ENV:
+                continue
+            rows.append({"factor": f, "what": r.path, "good": r.a, "bad": r.b})
+    return rows
+
+
+def run_bisect(
+    store: RunStore,
+    good_ref: str,
+    bad_ref: str,
+    opts: BisectOptions,
+    *,
+    on_event: OnEvent = _noop,
+    should_cancel: Callable[[], bool] = lambda: False,
+    docker_client: Any = None,
+    persist: bool = True,
+) -> BisectResult:
+    """Bisect GOOD against BAD (module doc); stored unless ``persist`` is False."""
+    from replay_tui.compare.verdict import compare_runs
+
+    t0 = time.monotonic()
+    if opts.budget < 1:
+        raise BadInput(f"--budget must be at least 1 (got {opts.budget})")
+    only = check_factor_names(opts.factors) if opts.factors is not None else None
+    gid, bid = store.resolve(good_ref), store.resolve(bad_ref)
+    if gid == bid:
+        raise BadInput("GOOD and BAD are the same run: give two different runs")
+    good_m, bad_m = store.manifest(gid), store.manifest(bid)
+    for label, m in (("GOOD", good_m), ("BAD", bad_m)):
+        if m.kind != "original":
+            raise BadInput(
+                f"{label} ({m.run_id}) is a replay; bisect two original runs"
+                f" (this one replays {m.replay_of})"
+            )
+    good = Side(good_m, tuple(store.locations(gid)))
+    bad = Side(bad_m, tuple(store.locations(bid)))
+    res = BisectResult(gid, bid, opts.replay.backend, budget=opts.budget)
+    runner = _Runner(store, good, bad, opts, on_event, should_cancel, docker_client, res)
+    rtol, atol = runner.rtol, runner.atol
+    objects = runner.objects
+    gb_cmp = compare_runs(good_m, bad_m, objects=objects, rtol=rtol, atol=atol)
+    gb_dist = distance(good_m, bad_m, objects)
+    step = first_divergent_step(gb_cmp)
+    at_step = [m for m in gb_cmp.metrics if not m.timing and m.first_step_differs == step]
+    metric = max(at_step, key=lambda m: m.steps_compared).name if at_step else None
+    res.good_bad = {
+        "verdict": gb_cmp.verdict,
+        **gb_dist.to_dict(),
+        "first_divergent_step": step,
+        "metric": metric,
+    }
+    if gb_cmp.verdict in ("IDENTICAL", "EQUIVALENT") and good_m.status == bad_m.status:
+        raise BadInput(
+            f"GOOD and BAD agree ({gb_cmp.verdict} within rtol={rtol:g}, atol={atol:g}):"
+            " there is no divergence to explain"
+        )
+
+    # factors and what can be tested here
+    rep = fx.diff_factors(good_m, bad_m)
+    res.notes.extend(rep.notes)
+    if only is not None:
+        for f in rep.differing:
+            if f.name not in only and f.testable:
+                rep.mark_untestable(f.name, "left out with --factors (held at GOOD's value)")
+    tested = set(rep.testable)
+    checks: dict[str, Callable[[], str | None]] = {
+        "code": lambda: _check_code(store, bad, opts.replay),
+        "image": lambda: _check_image(bad, opts.replay, docker_client),
+        "data": lambda: _check_data(store, good, bad),
+    }
+    for name, check in checks.items():
+        if name in tested:
+            runner.note(f"checking that BAD's {noun(name)} is available")
+            why = check()
+            if why:
+                rep.mark_untestable(name, why)
+    res.factors = [f.to_dict() for f in rep.differing]
+    res.untestable = [{"factor": f.name, "reason": f.reason} for f in rep.untestable]
+    if not rep.differing:
+        raise BadInput(
+            "GOOD and BAD differ in their outputs but in none of the recorded factors"
+            " (code, image, data, config, seed, determinism, environment, hardware)",
+            "replay GOOD with --times N: the run is probably not reproducible",
+        )
+
+    # GOOD's noise floor
+    times = opts.times if opts.times is not None else default_times(good_m)
+    res.times = times
+    floor = runner.baseline(times)
+    runner.floor = floor
+    res.noise_floor = floor.to_dict()
+    if not gb_dist.beyond(floor.floor, MARGIN) and good_m.status == bad_m.status:
+        res.outcome = "unexplained"
+        res.reason = (
+            "the run is not reproducible enough to attribute: GOOD's noise floor over"
+            f" {floor.runs} runs (metric gap {floor.floor.metric_gap:.3g}, weight rel L2"
+            f" {floor.floor.weight_rel_l2:.3g}) is not clearly below the GOOD/BAD difference"
+            f" (metric gap {gb_dist.metric_gap:.3g}, weight rel L2"
+            f" {gb_dist.weight_rel_l2:.3g}; {MARGIN:g}x the floor needed)"
+        )
+        return _finish(store, res, t0, persist)
+
+    testable = rep.testable
+    if not testable:
+        res.reason = "no factor that differs can be tested here: " + "; ".join(
+            f"{u['factor']} ({u['reason']})" for u in res.untestable
+        )
+        return _finish(store, res, t0, persist)
+    blocked = [f.name for f in rep.untestable if f.name in ("code", "image", "data")]
+    sr = search(testable, runner.probe, budget=opts.budget, confirm=not blocked)
+    if blocked and sr.causes:
+        res.notes.append(
+            "confirmation (BAD with GOOD's causes) not run: BAD's "
+            + ", ".join(noun(b) for b in blocked)
+            + " cannot be replayed here"
+        )
+    res.causes, res.cleared, res.partial = sr.causes, sr.cleared, sr.partial
+    res.confirmed, res.interaction = sr.confirmed, sr.interaction and len(sr.causes) > 1
+    res.budget_exhausted = sr.budget_exhausted
+    if sr.causes:
+        res.outcome = "cause"
+        res.env_diff = _env_diff(good_m, bad_m, sr.causes)
+    else:
+        res.outcome = "unexplained"
+        untestable = ", ".join(f"{u['factor']} ({u['reason']})" for u in res.untestable)
+        if sr.budget_exhausted:
+            res.reason = f"the probe budget ({opts.budget}) ran out before an answer"
+            if sr.narrowed_to:
+                res.reason += "; the cause is within " + ", ".join(sr.narrowed_to)
+        else:
+            res.reason = (
+                "GOOD with BAD's "
+                + " + ".join(noun(t) for t in testable)
+                + " does not behave like BAD"
+            )
+            if untestable:
+                res.reason += f"; what could not be tested remains: {untestable}"
+    return _finish(store, res, t0, persist)
+
+
+def _finish(store: RunStore, res: BisectResult, t0: float, persist: bool) -> BisectResult:
+    res.duration_s = time.monotonic() - t0
+    if persist:
+        res.bisect_id = store.add_bisect(res.good, res.bad, res.outcome, res.causes, res.to_dict())
+    return res

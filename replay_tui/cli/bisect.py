@@ -1,0 +1,102 @@
+"""``bisect GOOD BAD``: which recorded difference makes BAD diverge from GOOD."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
+
+
+@click.command("bisect")
+@click.argument("good")
+@click.argument("bad")
+@backend_option
+@click.option(
+    "--times",
+    type=click.IntRange(1, 20),
+    default=None,
+    help="Replays of GOOD for its noise floor (default: 1 for a seeded deterministic run, else 3).",
+)
+@click.option(
+    "--factors",
+    default=None,
+    help="Comma-separated factors to test (code,image,data,config,seed,determinism,"
+    "environment); the others are held at GOOD's value.",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(1, 1000),
+    default=16,
+    show_default=True,
+    help="Most probes to run (the noise-floor replays do not count).",
+)
+@click.option("--rtol", type=float, default=None, help="Relative tolerance (default 1e-5).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance (default 1e-8).")
+@click.option("--allow-cpu", is_flag=True, help="Run GPU-recorded runs on CPU (a gap).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds a probe.")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A clone that has both commits.",
+)
+@click.option("--quiet", is_flag=True, help="Do not stream the probes' output.")
+@json_option
+@click.pass_obj
+@handled
+def bisect_cmd(
+    obj: Ctx,
+    good: str,
+    bad: str,
+    backend: str,
+    times: int | None,
+    factors: str | None,
+    budget: int,
+    rtol: float | None,
+    atol: float | None,
+    allow_cpu: bool,
+    timeout: float | None,
+    repo: Path | None,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Replay GOOD with BAD's factors swapped in, one at a time, then the smallest set, and
+    say which difference makes BAD diverge.  Exit 0 cause found, 1 unexplained, 2 bad
+    input, 3 infrastructure failure."""
+    from replay_tui.bisect.run import BisectOptions, check_factor_names, run_bisect
+    from replay_tui.cli.replay import _tolerance
+    from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.replay.runner import ReplayEvent
+
+    names = None
+    if factors is not None:
+        names = check_factor_names([f.strip() for f in factors.split(",") if f.strip()])
+    opts = BisectOptions(
+        replay=ReplayOptions(backend=backend, allow_cpu=allow_cpu, timeout_s=timeout, repo=repo),
+        times=times,
+        factors=names,
+        budget=budget,
+        rtol=_tolerance("rtol", rtol, DEFAULT_RTOL),
+        atol=_tolerance("atol", atol, DEFAULT_ATOL),
+    )
+
+    def on_event(ev: ReplayEvent) -> None:
+        if ev.stage == "bisect" and not as_json:
+            click.echo(f"[  bisect] {ev.message}", err=True)
+            return
+        print_event(ev, as_json=as_json, logs=not quiet)
+
+    result = run_bisect(obj.store, good, bad, opts, on_event=on_event)
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(result.text())
+    sys.exit(result.exit_code)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(bisect_cmd)
