@@ -13,6 +13,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,14 @@ from replay_tui.capture.launcher import (
     RecordOptions,
     ShouldCancel,
 )
-from replay_tui.errors import InfraError
+from replay_tui.errors import BadInput, InfraError
 from storage.ledger import utc_now
 
 CONTAINER_ROOT = "/workspace"
 HANDOFF_MOUNT = "/replay-tui/handoff"
 SDK_MOUNT = "/replay-tui/sdk"
 LABEL = "io.replay-tui.run"
+OWNER_LABEL = "io.replay-tui.owner"  # pid, process start time, host of who started it
 _SDK_DIR = Path(__file__).resolve().parent.parent  # the replay_tui package
 
 
@@ -50,11 +52,63 @@ def client() -> Any:
     return c
 
 
+def owner_labels() -> dict[str, str]:
+    """Labels that say a container is ours and which process started it."""
+    from replay_tui.replay.debris import me
+
+    return {LABEL: "1", OWNER_LABEL: json.dumps(me(), sort_keys=True)}
+
+
+def sweep_containers(c: Any, on_note: Callable[[str], None] = lambda _: None) -> list[str]:
+    """Remove our containers whose starting process died (SIGKILL, reboot): they would
+    otherwise run on, or stay, forever."""
+    from replay_tui.replay.debris import owner_alive
+
+    removed: list[str] = []
+    try:
+        found = c.containers.list(all=True, filters={"label": OWNER_LABEL})
+    except Exception:
+        return removed
+    for container in found:
+        try:
+            owner = json.loads(container.labels.get(OWNER_LABEL) or "{}")
+        except ValueError:
+            owner = {}
+        if isinstance(owner, dict) and owner_alive(owner):
+            continue
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+            removed.append(container.id)
+            on_note(
+                f"removed container {container.id[:12]} left by a replay that was killed"
+                f" (pid {owner.get('pid') if isinstance(owner, dict) else '?'})"
+            )
+    return removed
+
+
 @dataclass
 class Mount:
     source: str
     target: str
     read_only: bool = True
+    kind: str = "bind"  # "tmpfs": an empty in-memory folder (source unused)
+
+
+def git_masks(host_root: Path, container_root: str) -> list[Mount]:
+    """Mounts that hide ``host_root/.git`` from the container.
+
+    A container that can write a repository's ``.git`` (hooks, ``core.fsmonitor``, a
+    ``.git`` file pointing elsewhere) runs code on the host at the next git command, and
+    one that can read it sees history the run does not need.  A ``.git`` folder is covered
+    by an empty read-only tmpfs, a ``.git`` file (a worktree's) by ``/dev/null``.
+    """
+    dot_git = host_root / ".git"
+    target = f"{container_root}/.git"
+    if dot_git.is_symlink() or dot_git.is_file():
+        return [Mount("/dev/null", target, True)]
+    if dot_git.is_dir():
+        return [Mount("", target, True, kind="tmpfs")]
+    return []
 
 
 @dataclass
@@ -178,7 +232,8 @@ class DockerExecutor:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.setdefault("HOME", "/tmp")
         mounts = [
-            DMount(m.target, m.source, type="bind", read_only=m.read_only) for m in self.mounts
+            DMount(m.target, m.source or None, type=m.kind, read_only=m.read_only)
+            for m in self.mounts
         ]
         mounts.append(DMount(HANDOFF_MOUNT, str(spec.handoff_dir), type="bind", read_only=False))
         mounts.append(DMount(f"{SDK_MOUNT}/replay_tui", str(_SDK_DIR), type="bind", read_only=True))
@@ -197,7 +252,7 @@ class DockerExecutor:
             "shm_size": "256m",
             "privileged": False,
             "user": f"{os.getuid()}:{os.getgid()}",
-            "labels": {LABEL: "1"},
+            "labels": owner_labels(),
             "detach": True,
         }
         if sb.memory_limit:
@@ -301,9 +356,11 @@ def _pump_logs(container: Any, log_path: Path, on_line: OnLine) -> None:
 def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecutor, Any]:
     """Executor and image-info callback for ``record --image``.
 
-    The repository is mounted read-only at /workspace, the output folders (the first
-    folder of each --artifact glob) read-write at their place in it, external data
-    read-only at the same paths.
+    The repository is mounted read-only at /workspace with its ``.git`` hidden, the
+    output folders (the first folder of each --artifact glob) read-write at their place
+    in it, external data read-only at the same paths.  The real repository is never
+    mounted writable: code in the container could plant a git hook or edit the sources
+    the user runs next, so outputs at the top of the workdir are refused.
     """
     c = client()
     img = ensure_image(c, image_ref, pull=False) if _exists(c, image_ref) else _pull(c, image_ref)
@@ -311,16 +368,29 @@ def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecu
     root = git_state.root or opts.cwd.resolve()
     workdir = git_state.workdir
     cwd = root / workdir if workdir != "." else root
-    # The repository is read-only unless an --artifact glob names files at the top of the
-    # workdir (no folder of their own to mount writable).
-    top_level = any(
-        len(Path(p).parts) == 1 or any(c in Path(p).parts[0] for c in "*?[") for p in opts.artifacts
-    )
-    mounts = [Mount(str(root), CONTAINER_ROOT, not top_level)]
+    top_level = [
+        p
+        for p in opts.artifacts
+        if len(Path(p).parts) == 1 or any(c in Path(p).parts[0] for c in "*?[")
+    ]
+    if top_level:
+        raise BadInput(
+            f"--artifact {top_level[0]!r} is at the top of the workdir: record --image never"
+            " mounts the repository writable (code in the container could plant a git hook"
+            " or change the sources)",
+            "write outputs into a folder and name it, e.g. --artifact 'out/*'",
+        )
+    mounts = [Mount(str(root), CONTAINER_ROOT, True), *git_masks(root, CONTAINER_ROOT)]
     from replay_tui.capture.launcher import capture_info
 
     for d in capture_info(opts)["output_dirs"]:
+        if ".git" in Path(d).parts or (cwd / d).is_symlink():
+            raise BadInput(
+                f"--artifact folder {d!r} is a link or inside .git: it is never mounted writable"
+            )
         host = (cwd / d).resolve()
+        if not host.is_relative_to(root):
+            raise BadInput(f"--artifact folder {d!r} leads out of the repository")
         host.mkdir(parents=True, exist_ok=True)
         target = f"{CONTAINER_ROOT}/{workdir}/{d}" if workdir != "." else f"{CONTAINER_ROOT}/{d}"
         mounts.append(Mount(str(host), target, False))

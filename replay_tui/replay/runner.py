@@ -32,11 +32,22 @@ from replay_tui.capture.launcher import (
 )
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
+from replay_tui.replay import debris
 from replay_tui.replay.backends import Prepared, ReplayBackend, get_backend
 from replay_tui.replay.checkout import Worktree, find_repo, make_worktree
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan, make_plan
 from replay_tui.sdk import HANDOFF_ENV, _uuid7
-from storage.manifest import RunManifest, sha256_hex
+from replay_tui.verdicts import (
+    COMPLETED,
+    INFRA_ERROR,
+    INTERRUPTED,
+    counts_as_evidence,
+    environment_failure,
+    replay_status,
+)
+from replay_tui.verdicts import exit_code as verdict_exit_code
+from storage.ledger import utc_now
+from storage.manifest import RunManifest, canonical_json, sha256_hex
 from storage.objects import ObjectStore
 from storage.store import Location, RunStore
 
@@ -63,6 +74,7 @@ class ReplayOutcome:
     reason: str | None
     replay_fact_id: int | None
     duration_s: float
+    status: str = "completed"  # replay_tui.verdicts: completed / cancelled / interrupted ...
 
 
 def _noop(_: ReplayEvent) -> None:
@@ -83,6 +95,7 @@ class ReplayContext:
     docker_client: Any
     t0: float
     persist: bool = True
+    claim: debris.Claim | None = None  # the scratch folder's owner file
     worktree: Worktree | None = None
     diff: bytes | None = None
     verified_data: list[dict[str, Any]] = field(default_factory=list)
@@ -157,7 +170,26 @@ def replay_manifest(
             base = backend.scratch_base(store, options)
             if base is not None:
                 base.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix="replay-tui-replay-", dir=base))
+            debris.sweep_scratch(
+                {base, None}, lambda note: on_event(ReplayEvent("plan", "note", note))
+            )
+            tmp = Path(tempfile.mkdtemp(prefix=debris.SCRATCH_PREFIX, dir=base))
+            attempt = _uuid7()
+            claim = debris.claim(tmp, attempt=attempt, repo=repo_location)
+            if persist:  # the ledger knows a replay was tried even if this process dies
+                store.put_blob(
+                    canonical_json(
+                        {
+                            "attempt": attempt,
+                            "original_run": original.run_id,
+                            "backend": options.backend,
+                            "started_at": utc_now(),
+                            **{k: claim.owner[k] for k in ("host", "pid")},
+                        }
+                    ),
+                    "replay-attempt",
+                    original.run_id,
+                )
             ctx = ReplayContext(
                 store,
                 ctx_plan,
@@ -169,6 +201,7 @@ def replay_manifest(
                 docker_client,
                 t0,
                 persist=persist,
+                claim=claim,
             )
             holder.append(ctx)
             for stage in (
@@ -198,12 +231,13 @@ def replay_manifest(
                     original.run_id,
                     replay_run=None,
                     backend=options.backend,
-                    status="interrupted",
+                    status=INTERRUPTED,
                     verdict=None,
                     reason="interrupted before the replay finished (Ctrl-C)",
                     duration_s=time.monotonic() - t0,
                     comparison_id=None,
                     body={"reason": "interrupted"},
+                    sets_verdict=False,
                 )
             raise
         except ReplayTuiError as e:
@@ -213,25 +247,30 @@ def replay_manifest(
                     original.run_id,
                     replay_run=None,
                     backend=options.backend,
-                    status="error",
+                    status=INFRA_ERROR,
                     verdict=None,
                     reason=reason,
                     duration_s=time.monotonic() - t0,
                     comparison_id=None,
                     body={"reason": reason, "hint": e.hint, "exit_code": e.exit_code},
+                    sets_verdict=False,
                 )
                 e.fact_id = fid  # type: ignore[attr-defined]
             on_event(ReplayEvent("replay", "failed", reason))
             raise
     finally:
+        kept = False
         for c in holder:
             if c.worktree is None:
                 continue
             if options.keep_workdir:
                 on_event(ReplayEvent("run", "note", f"worktree kept at {c.worktree.path}"))
+                if c.claim is not None:
+                    c.claim.release()  # kept on purpose: the next replay leaves it alone
+                kept = True
             else:
                 c.worktree.remove()
-        if tmp is not None:
+        if tmp is not None and not kept:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -276,8 +315,9 @@ def stage_checkout(ctx: ReplayContext) -> None:
         ctx.diff = ctx.store.get_blob(m.code.diff_sha256)
         if ctx.diff is None:
             raise InfraError(f"the stored diff {m.code.diff_sha256[:12]} is missing from the store")
-    base = ctx.backend.scratch_base(ctx.store, opts)
-    ctx.worktree = wt = make_worktree(repo, plan.commit, ctx.diff, base=base)
+    if ctx.claim is not None:
+        debris.set_repo(ctx.claim, repo)  # so a sweep can prune the worktree registration
+    ctx.worktree = wt = make_worktree(repo, plan.commit, ctx.diff, base=ctx.tmp)
     ctx.emit(
         "checkout",
         "done",
@@ -502,21 +542,41 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     m, rm, result = ctx.plan.original, ctx.replay, ctx.result
     assert rm is not None and result is not None
     ctx.emit("compare", "start")
+    # how far the replay got (replay_tui.verdicts): only a completed one is evidence
+    status = replay_status(
+        result.status, cancel_requested=ctx.should_cancel(), exit_code=result.exit_code
+    )
+    host_fault = environment_failure(result.status, rm.outputs.log_tail or "", m.status)
+    status = INFRA_ERROR if host_fault else status
+    reason = host_fault or result.reason
     verdict, body, cid = compare_and_store(ctx.store, m, rm)
     fid = ctx.store.add_replay(
         m.run_id,
         replay_run=rm.run_id,
         backend=ctx.plan.options.backend,
-        status=result.status,
+        status=status,
         verdict=verdict,
-        reason=result.reason,
+        reason=reason,
         duration_s=result.duration_s,
         comparison_id=cid,
-        body={"replay": ctx.replay_info, "verdict": verdict, "duration_s": result.duration_s},
+        body={
+            "replay": ctx.replay_info,
+            "verdict": verdict,
+            "duration_s": result.duration_s,
+            "run_status": result.status,
+        },
+        sets_verdict=counts_as_evidence(status, verdict, ctx.plan.options.determinism),
     )
-    ctx.emit("compare", "done", verdict)
-    code = 0 if verdict in ("IDENTICAL", "EQUIVALENT") else 1
-    return ReplayOutcome(m, rm, verdict, body, code, result.reason, fid, time.monotonic() - ctx.t0)
+    ctx.emit(
+        "compare",
+        "done",
+        verdict if status == COMPLETED else f"{verdict} ({status}: not counted as evidence)",
+    )
+    if host_fault:
+        ctx.emit("replay", "failed", host_fault)
+    code = verdict_exit_code(status, verdict)
+    t = time.monotonic() - ctx.t0
+    return ReplayOutcome(m, rm, verdict, body, code, reason, fid, t, status)
 
 
 def compare_and_store(

@@ -35,6 +35,7 @@ def replay_mounts(ctx: ReplayContext) -> list[dk.Mount]:
     ccwd = container_workdir(plan.workdir)
     top_level = [a.path for a in plan.original.outputs.artifacts if "/" not in a.path]
     mounts = [dk.Mount(str(ctx.worktree.path), root, not top_level)]
+    mounts += dk.git_masks(ctx.worktree.path, root)  # never .git into a container
     for out_dir in plan.output_dirs:
         mounts.append(dk.Mount(str(ctx.cwd / out_dir), f"{ccwd}/{out_dir}", False))
     for dm in plan.data:
@@ -83,6 +84,7 @@ class DockerBackend:
         assert plan.image is not None
         ctx.emit("pull", "start", plan.image)
         c = self.client(ctx)
+        dk.sweep_containers(c, lambda note: ctx.emit("pull", "note", note))
         img = dk.ensure_image(c, plan.image)
         notes = []
         top_level = [a.path for a in plan.original.outputs.artifacts if "/" not in a.path]
