@@ -26,7 +26,7 @@ from replay_tui.replay.plan import ReplayOptions
 from replay_tui.screens.base import forward_failure
 from replay_tui.screens.comparison import ComparisonScreen
 from replay_tui.screens.dashboard import DashboardScreen
-from replay_tui.screens.modals import ErrorModal, HelpScreen
+from replay_tui.screens.modals import ConfirmModal, ErrorModal, HelpScreen
 from replay_tui.screens.picker import PickRunScreen
 from replay_tui.screens.replay import ReplayScreen
 from replay_tui.screens.run_detail import RunDetailScreen
@@ -106,6 +106,46 @@ class ReplayApp(App[None]):
                 self.push_screen(ComparisonScreen(self.store_path, a_run=run_id, b_run=other))
 
         self.push_screen(PickRunScreen(self.store_path, exclude=run_id), picked)
+
+    # -- quitting --------------------------------------------------------------------
+
+    def running_replays(self) -> list[ReplayScreen]:
+        return [s for s in self.screen_stack if isinstance(s, ReplayScreen) and s.replay_running]
+
+    async def action_quit(self) -> None:
+        """Quit; with a replay running, ask first, then cancel it and wait until it has
+        recorded itself as cancelled (never as a failed reproduction)."""
+        running = self.running_replays()
+        if not running:
+            self.exit()
+            return
+        if isinstance(self.screen, ConfirmModal):
+            self.screen.dismiss(True)  # quit pressed again on the question: yes
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                for screen in running:
+                    screen.action_cancel()
+                self.run_worker(self._exit_when_stopped(running), group="quit")
+
+        n = len(running)
+        self.push_screen(
+            ConfirmModal(
+                f"{n} replay{'s are' if n > 1 else ' is'} running. Quit and cancel"
+                f" {'them' if n > 1 else 'it'}? A cancelled replay is recorded as cancelled;"
+                " it does not change the run's verdict.",
+                yes="Quit",
+                no="Keep running",
+            ),
+            answer,
+        )
+
+    async def _exit_when_stopped(self, screens: list[ReplayScreen]) -> None:
+        self.notify("cancelling the replay before quitting…", timeout=30)
+        for screen in screens:
+            await screen.wait_stopped()
+        self.exit()
 
     def action_dashboard(self) -> None:
         if not isinstance(self.screen, DashboardScreen):

@@ -254,6 +254,12 @@ def _drill_one(
         )
     verdict = out.verdict
     reason = out.reason
+    if out.status != "completed":  # cancelled, timed out, host fault: not a failed reproduction
+        why = f"{out.status}: {reason}" if reason else out.status
+        rep_id = out.replay.run_id if out.replay else None
+        return DrillItem(
+            run_id, name, "error", verdict, rep_id, out.replay_fact_id, why, time.monotonic() - t0
+        )
     if verdict not in REPRODUCED and reason is None and out.comparison:
         reasons = out.comparison.get("reasons")
         if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):

@@ -97,6 +97,15 @@ def replay_status(exec_status: str, *, cancel_requested: bool, exit_code: int | 
     return INFRA_ERROR
 
 
+def exit_code(status: str | None, verdict: str | None) -> int:
+    """The command's exit code for one replay: 0 reproduced, 1 not reproduced (completed
+    only), 3 the machine could not run it or it timed out, 130 cancelled or interrupted."""
+    s = normalize_status(status)
+    if s == COMPLETED:
+        return 0 if is_reproduced(verdict) else 1
+    return 130 if s in (CANCELLED, INTERRUPTED) else 3
+
+
 _MISSING_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): (.+)$", re.MULTILINE)
 
 

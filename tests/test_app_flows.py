@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from replay_tui.messages import OpenReplay
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.screens.comparison import ComparisonScreen
 from replay_tui.screens.dashboard import DashboardScreen
-from replay_tui.screens.modals import ErrorModal, HelpScreen
+from replay_tui.screens.modals import ConfirmModal, ErrorModal, HelpScreen
 from replay_tui.screens.picker import PickRunScreen
 from replay_tui.screens.replay import ReplayScreen
 from replay_tui.screens.run_detail import RunDetailScreen
@@ -421,7 +424,7 @@ async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> Repla
     assert isinstance(replay, ReplayScreen)
     assert replay.chosen_options()[0].backend == "local"
     await pilot.press("enter")  # the Start button has the focus
-    assert replay.phase == "running"
+    assert replay.phase != "options"  # started (it may already have finished: no race)
     return replay
 
 
@@ -459,23 +462,119 @@ async def test_replay_streams_stages_and_ends_on_the_comparison(
         assert s.get_run(run_id).last_verdict == "IDENTICAL"
 
 
+GATED = """\
+import os, sys, time
+gate = sys.argv[1]
+os.makedirs("out", exist_ok=True)
+fast = os.path.exists(gate)
+for i in range(4 if fast else 3000):
+    print(f"step {i} loss {1.0 / (i + 1)}", flush=True)
+    if not fast:
+        time.sleep(0.1)
+with open("out/model.bin", "w") as f:
+    f.write("weights")
+"""
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> tuple[Path, str, Path]:
+    """A run recorded by the real launcher whose program is quick while the gate file
+    exists and runs for minutes once it is gone: a cancel always lands mid-run."""
+    from tests.training import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "gated.py").write_text(GATED)
+    (repo / ".gitignore").write_text("out/\n")
+    git(repo, "add", "gated.py", ".gitignore")
+    git(repo, "commit", "-q", "-m", "gated")
+    gate = tmp_path / "gate"
+    gate.touch()
+    store = tmp_path / "store.db"
+    exe = Path(sys.executable).parent / "replay-tui"
+    argv = [str(exe), "--store", str(store), "record", "--artifact", "out/*", "--json"]
+    argv += ["--", "python", "gated.py", str(gate)]
+    done = subprocess.run(
+        argv, cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return store, str(json.loads(done.stdout)["run_id"]), gate
+
+
+def _replay_once(store: Path, run_id: str) -> None:
+    from replay_tui.replay.series import replay_many
+
+    with RunStore(store) as s:
+        report = replay_many(s, run_id, ReplayOptions(backend="local"))
+    assert report.exit_code == 0, report.text()
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("python_with_torch")
 @sync
-async def test_cancel_a_running_replay(recorded: tuple[Path, str]) -> None:
-    store, run_id = recorded
+async def test_cancel_a_running_replay(gated: tuple[Path, str, Path]) -> None:
+    """Cancel → recorded as cancelled; the run's verdict, its runs-list state and the
+    reproducible rate are what the completed replay made them."""
+    from replay_tui.stats import compute_stats
+    from replay_tui.verdicts import summarize
+
+    store, run_id, gate = gated
+    _replay_once(store, run_id)  # a completed IDENTICAL replay first
+    with RunStore(store) as s:
+        assert s.get_run(run_id).last_verdict == "IDENTICAL"
+        rate_before = compute_stats(s).reproducible
+    gate.unlink()  # from now on the program runs for minutes
     app = local_app(store)
     async with app.run_test(size=SIZE) as pilot:
         replay = await start_replay(pilot, app, run_id)
-        await wait_until(pilot, lambda: replay.board.states["run"] == "running", timeout=300)
+        log = replay.query_one("#log", Log)
+        await wait_until(pilot, lambda: any(x.startswith("step ") for x in log.lines), 300)
         await pilot.press("x")
-        assert replay.phase == "cancelling"
-        await wait_until(pilot, lambda: replay.phase == "cancelled", timeout=300)
+        await wait_until(pilot, lambda: not replay.replay_running, timeout=300)
         await settle(pilot)
+        assert replay.phase == "cancelled"
         assert app.screen is replay  # a cancelled replay does not open the comparison
         assert replay.summary is not None and replay.summary.cancelled
-        assert "cancelled" in str(replay.query_one("#outcome", Static).render())
+        outcome = str(replay.query_one("#outcome", Static).render())
+        assert "CANCELLED" in outcome and "not counted" in outcome
+        await pilot.press("escape")
+        await settle(pilot)
+        runs = runs_screen(app)
+        record = runs.table.record(run_id)
+        assert record is not None and record.last_verdict == "IDENTICAL"
     with RunStore(store) as s:
-        last = s.replays_of(run_id)[-1]
-        assert last["status"] == "interrupted"
-        assert last["verdict"] == "INCOMPLETE"
+        facts = s.replays_of(run_id)
+        assert [f["status"] for f in facts] == ["completed", "cancelled"]
+        assert s.get_run(run_id).last_verdict == "IDENTICAL"
+        assert compute_stats(s).reproducible == rate_before
+        summary = summarize(s.replay_outcomes([run_id])[run_id])
+        assert summary.text() == "IDENTICAL 1/1, 1 cancelled"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("python_with_torch")
+@sync
+async def test_quitting_mid_replay_asks_first_then_records_a_cancel(
+    gated: tuple[Path, str, Path],
+) -> None:
+    store, run_id, gate = gated
+    gate.unlink()
+    app = local_app(store)
+    async with app.run_test(size=SIZE) as pilot:
+        replay = await start_replay(pilot, app, run_id)
+        log = replay.query_one("#log", Log)
+        await wait_until(pilot, lambda: any(x.startswith("step ") for x in log.lines), 300)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("n")  # keep running
+        await wait_until(pilot, lambda: app.screen is replay)
+        assert replay.replay_running and app.is_running
+        await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: not app.is_running, timeout=300)
+    with RunStore(store) as s:
+        facts = s.replays_of(run_id)
+        assert [f["status"] for f in facts] == ["cancelled"]
+        assert s.get_run(run_id).last_verdict is None

@@ -29,13 +29,17 @@ class ReplayReport:
 
     @property
     def exit_code(self) -> int:
-        reproduced = [o for o in self.outcomes if o.exit_code == 0]
+        """0 every counted replay reproduced, 1 one completed and did not (that wins), else
+        the code of an aborted one (3 infrastructure or timeout, 130 cancelled)."""
         checked = [
             o
             for o in self.outcomes
             if not (o.replay and o.replay.replay and o.replay.replay.determinism == "off")
         ]
-        return 0 if checked and all(o in reproduced for o in checked) else 1
+        if not checked or any(o.exit_code == 1 for o in checked):
+            return 1
+        aborted = [o.exit_code for o in checked if o.exit_code != 0]
+        return aborted[-1] if aborted else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +49,7 @@ class ReplayReport:
                 {
                     "replay_run": o.replay.run_id if o.replay else None,
                     "status": o.replay.status if o.replay else "error",
+                    "replay_status": o.status,
                     "verdict": o.verdict,
                     "reason": o.reason,
                     "duration_s": o.replay.duration_s if o.replay else None,
@@ -64,8 +69,11 @@ class ReplayReport:
         for i, o in enumerate(self.outcomes, 1):
             rid = o.replay.run_id if o.replay else "-"
             mode = o.replay.replay.determinism if o.replay and o.replay.replay else "recorded"
+            word = o.verdict or "ERROR"
+            if o.status != "completed":
+                word = f"{o.status.upper()} (not counted; its outputs compared {word})"
             lines.append(
-                f"replay {i}: {o.verdict or 'ERROR'}  run {rid}"
+                f"replay {i}: {word}  run {rid}"
                 + (f"  (determinism {mode})" if mode != "recorded" else "")
                 + (f"  [{o.reason}]" if o.reason else "")
             )
@@ -86,7 +94,8 @@ class ReplayReport:
                 f"(deterministic {d['deterministic_s']:.2f}s vs off {d['nondeterministic_s']:.2f}s)"
                 f" — {d['note']}"
             )
-        verdict = "REPRODUCED" if self.exit_code == 0 else "NOT REPRODUCED"
+        code = self.exit_code
+        verdict = {0: "REPRODUCED", 1: "NOT REPRODUCED"}.get(code, "NOT JUDGED (replay aborted)")
         lines.append(f"=> {verdict}")
         return "\n".join(lines)
 

@@ -175,6 +175,8 @@ class ReplayResult:
     verdict: str | None
     reason: str | None
     comparison_id: int | None
+    status: str = "completed"
+    """How far it got (``replay_tui.verdicts``); only a completed replay's verdict counts."""
 
 
 @dataclass(frozen=True)
@@ -219,13 +221,16 @@ def replay(
                 verdict=o.verdict,
                 reason=o.reason,
                 comparison_id=fact.get("comparison_id") if fact else None,
+                status=o.status,
             )
         )
     return ReplaySummary(
         original_id=report.original_id,
         results=results,
         exit_code=report.exit_code,
-        cancelled=should_cancel(),
+        # cancelled: a replay was stopped (one that finished while the cancel arrived is not)
+        cancelled=any(r.status in ("cancelled", "interrupted") for r in results)
+        or (should_cancel() and len(results) < times),
         text=report.text(),
     )
 

@@ -8,6 +8,7 @@ ends the comparison opens on top of this screen.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +20,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Log, Select, Static
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import (
+    Worker,
+    WorkerCancelled,
+    WorkerFailed,
+    WorkerState,
+    get_current_worker,
+)
 
 from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.replay.backends import backend_choices, backend_names
@@ -66,6 +73,17 @@ class ReplayScreen(AppScreen[None]):
         if action == "open_comparison":
             return self.summary is not None and self.summary.last_comparison is not None
         return True
+
+    @property
+    def replay_running(self) -> bool:
+        return self.phase in ("running", "cancelling")
+
+    async def wait_stopped(self) -> None:
+        """Until the replay worker has ended (and recorded what happened)."""
+        for worker in [w for w in self.workers if w.group == "replay"]:
+            # it ends either way: a failure is shown (and recorded) by its own path
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await worker.wait()
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
@@ -247,7 +265,11 @@ class ReplayScreen(AppScreen[None]):
         for i, r in enumerate(s.results):
             if i:
                 t.append(" ")
-            t.append_text(palette.verdict(r.verdict or "ERROR"))
+            if r.status == "completed":
+                t.append_text(palette.verdict(r.verdict or "ERROR"))
+            else:  # an aborted replay: its partial outputs' verdict does not count
+                t.append_text(palette.verdict(r.status.upper().replace("_", " ")))
+                t.append(" not counted", style=palette.muted)
         if s.results and s.results[-1].replay_run:
             t.append(f"  replay run {short(s.results[-1].replay_run, 13)}", style=palette.muted)
         if s.last_comparison is not None:
