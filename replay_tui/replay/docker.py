@@ -219,13 +219,12 @@ class DockerExecutor:
     probe_cache: Path | None = None
     container_id: str | None = None
 
-    def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
-        import docker
+    def create_kwargs(self, spec: ExecSpec) -> dict[str, Any]:
+        """The Docker SDK's ``containers.create`` arguments for ``spec``: the one definition
+        of the sandbox (``replay_tui.replay.slurm`` turns it into ``docker run`` flags)."""
         from docker.types import DeviceRequest
         from docker.types import Mount as DMount
 
-        c = self.docker_client or client()
-        img = ensure_image(c, self.image)
         env = dict(spec.env)
         env["REPLAY_TUI_HANDOFF"] = HANDOFF_MOUNT
         env["PYTHONPATH"] = SDK_MOUNT
@@ -260,6 +259,15 @@ class DockerExecutor:
             kwargs["memswap_limit"] = sb.memory_limit
         if sb.gpus:
             kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        return kwargs
+
+    def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
+        import docker
+
+        c = self.docker_client or client()
+        img = ensure_image(c, self.image)
+        kwargs = self.create_kwargs(spec)
+        sb = self.sandbox
         started, t0 = utc_now(), time.monotonic()
         try:
             container = c.containers.create(img.id, **kwargs)
