@@ -8,10 +8,10 @@ the commands that need them.  A new command group is a new module here plus one 
 
 from __future__ import annotations
 
-from replay_tui.cli import audit, bisect, demo, record, replay, runs
+from replay_tui.cli import audit, bisect, demo, importers, record, replay, runs
 from replay_tui.cli.root import main
 
-COMMAND_MODULES = (runs, record, replay, audit, demo, bisect)
+COMMAND_MODULES = (runs, record, replay, audit, demo, bisect, importers)
 
 for _module in COMMAND_MODULES:
     _module.register(main)

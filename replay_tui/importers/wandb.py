@@ -1,0 +1,434 @@
+"""W&B run folders (``wandb/offline-run-*``, ``wandb/run-*``) read from their ``.wandb`` log.
+
+The log is W&B's transaction log: a 7-byte header (``:W&B``, magic 0xBEE1, version 0),
+then 32 KiB blocks of chunks (crc32, length, type: full/first/middle/last), each record a
+``wandb.proto.wandb_internal_pb2.Record``.  The ``wandb`` package (0.31) reads this log
+only in its Go core and no longer ships a Python reader, so the framing is read here,
+strictly (every checksum checked, a truncated or corrupt file refused), and every record
+is decoded by the package's own protobuf classes.
+
+What maps where: config -> ``config``; every history row -> ``outputs.metric_history``
+(by ``_step``); the summary's numbers -> ``outputs.metrics``; the environment record ->
+git remote + commit, program and args (``argv``), Python, OS, host, CPU, GPUs, CUDA,
+docker image; ``files/diff.patch`` when present -> the stored diff;
+``files/requirements.txt`` -> the package list; ``files/output.log`` -> the log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from replay_tui.errors import BadInput
+from replay_tui.importers import (
+    SourceRun,
+    build_manifest,
+    git_commit,
+    imported_run_id,
+    label_ok,
+    require,
+)
+from storage.manifest import RunManifest, sha256_hex
+
+TRACKER = "wandb"
+HEADER = struct.Struct("<4sHB")
+CHUNK = struct.Struct("<IHB")
+BLOCK = 32768
+IDENT, MAGIC, VERSION = b":W&B", 0xBEE1, 0
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+MAX_RECORD = 256 * 1024 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024  # diff, requirements, log read into the store
+USER_FILE_SKIP = {
+    "wandb-metadata.json",
+    "wandb-summary.json",
+    "config.yaml",
+    "requirements.txt",
+    "diff.patch",
+    "output.log",
+}
+
+
+class WandbLogError(ValueError):
+    """The ``.wandb`` file is not a complete, intact W&B log."""
+
+
+def read_records(path: Path) -> Iterator[Any]:
+    """Every record of a ``.wandb`` log, decoded by the wandb package's protobuf classes."""
+    pb = require("wandb.proto.wandb_internal_pb2", "wandb")
+    for offset, raw in _chunks(path):
+        rec = pb.Record()
+        try:
+            rec.ParseFromString(raw)
+        except Exception as e:  # protobuf's DecodeError
+            raise WandbLogError(f"{path}: record at byte {offset} does not decode ({e})") from None
+        yield rec
+
+
+def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
+    data = path.read_bytes()
+    if len(data) < HEADER.size:
+        raise WandbLogError(f"{path}: {len(data)} bytes, shorter than the W&B log header")
+    ident, magic, version = HEADER.unpack_from(data, 0)
+    if ident != IDENT or magic != MAGIC:
+        raise WandbLogError(f"{path}: not a W&B log (header {data[:7]!r})")
+    if version != VERSION:
+        raise WandbLogError(f"{path}: W&B log version {version}; this reader knows {VERSION}")
+    crc_seed = {t: zlib.crc32(bytes([t])) for t in (FULL, FIRST, MIDDLE, LAST)}
+    pos = HEADER.size
+    pending: bytearray | None = None
+    start = pos
+    while pos < len(data):
+        left = BLOCK - pos % BLOCK
+        if left < CHUNK.size:  # block trailer: zero padding
+            if data[pos : pos + left].strip(b"\0"):
+                raise WandbLogError(f"{path}: byte {pos}: block padding is not zeros")
+            pos += left
+            continue
+        if pos + CHUNK.size > len(data):
+            raise WandbLogError(f"{path}: truncated at byte {pos} (a chunk header is cut off)")
+        crc, length, kind = CHUNK.unpack_from(data, pos)
+        if kind == 0 and not data[pos : pos + left].strip(b"\0"):
+            pos += left  # the zero-filled rest of a block: nothing was written there
+            continue
+        if kind not in crc_seed:
+            raise WandbLogError(f"{path}: byte {pos}: unknown chunk type {kind}")
+        body_at = pos + CHUNK.size
+        if length > left - CHUNK.size or body_at + length > len(data):
+            raise WandbLogError(f"{path}: truncated at byte {pos} (a record is cut off)")
+        body = data[body_at : body_at + length]
+        if zlib.crc32(body, crc_seed[kind]) & 0xFFFFFFFF != crc:
+            raise WandbLogError(f"{path}: byte {pos}: checksum mismatch (the file is corrupt)")
+        if kind == FULL:
+            if pending is not None:
+                raise WandbLogError(f"{path}: byte {pos}: a split record was never finished")
+            yield pos, body
+        elif kind == FIRST:
+            if pending is not None:
+                raise WandbLogError(f"{path}: byte {pos}: a split record was never finished")
+            pending, start = bytearray(body), pos
+        else:
+            if pending is None:
+                raise WandbLogError(f"{path}: byte {pos}: continuation without a first chunk")
+            pending += body
+            if len(pending) > MAX_RECORD:
+                raise WandbLogError(f"{path}: byte {start}: a record over {MAX_RECORD} bytes")
+            if kind == LAST:
+                yield start, bytes(pending)
+                pending = None
+        pos = body_at + length
+    if pending is not None:
+        raise WandbLogError(f"{path}: truncated (the last record is cut off)")
+
+
+# -- the run folder -------------------------------------------------------------------
+
+
+class RunFolder:
+    """What a run folder's log and files say, gathered record by record."""
+
+    def __init__(self, folder: Path, log: Path) -> None:
+        self.folder, self.log = folder, log
+        self.run: Any = None
+        self.envs: list[Any] = []
+        self.config: dict[str, Any] = {}
+        self.history: dict[str, list[list[float]]] = {}
+        self.summary: dict[str, Any] = {}
+        self.exit: Any = None
+        self.user_files: list[str] = []
+        self.output: list[str] = []
+        self.read()
+
+    def read(self) -> None:
+        for rec in read_records(self.log):
+            kind = rec.WhichOneof("record_type")
+            if kind == "run":
+                self.run = rec.run
+                self._config(rec.run.config.update)
+            elif kind == "config":
+                self._config(rec.config.update)
+            elif kind == "environment":
+                self.envs.append(rec.environment)
+            elif kind == "history":
+                self._history(rec.history)
+            elif kind == "summary":
+                for item in rec.summary.update:
+                    key = ".".join(item.nested_key) if item.nested_key else item.key
+                    self.summary[key] = _json(item.value_json)
+                for item in rec.summary.remove:
+                    key = ".".join(item.nested_key) if item.nested_key else item.key
+                    self.summary.pop(key, None)
+            elif kind == "exit":
+                self.exit = rec.exit
+            elif kind == "output_raw":
+                self.output.append(rec.output_raw.line)
+            elif kind == "files":
+                for f in rec.files.files:
+                    self.user_files.append(f.path)
+        if self.run is None:
+            raise WandbLogError(f"{self.log}: no run record: not a W&B run log")
+
+    def _config(self, updates: Any) -> None:
+        for item in updates:
+            key = ".".join(item.nested_key) if item.nested_key else item.key
+            if key != "_wandb":
+                self.config[key] = _json(item.value_json)
+
+    def _history(self, h: Any) -> None:
+        row: dict[str, Any] = {}
+        for item in h.item:
+            key = ".".join(item.nested_key) if item.nested_key else item.key
+            row[key] = _json(item.value_json)
+        step = row.get("_step")
+        if not isinstance(step, int) or isinstance(step, bool):
+            step = int(h.step.num) if h.HasField("step") else None
+        if step is None:
+            return
+        for key, value in row.items():
+            if key.startswith("_") or not label_ok(key):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if math.isfinite(value):
+                self.history.setdefault(key, []).append([step, float(value)])
+
+    def env(self, name: str) -> Any:
+        """The first set value of an environment field (W&B writes two such records)."""
+        for e in self.envs:
+            field = e.DESCRIPTOR.fields_by_name.get(name)
+            if field is None:
+                return None
+            value = getattr(e, name)
+            if field.message_type is not None and not _is_repeated(field):
+                if e.HasField(name):
+                    return value
+            elif value:
+                return value
+        return None
+
+
+def _is_repeated(field: Any) -> bool:
+    return bool(getattr(field, "is_repeated", False)) or getattr(field, "label", 0) == 3
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def find_log(folder: Path) -> Path:
+    if not folder.is_dir():
+        raise BadInput(f"{folder}: no such run folder")
+    logs = sorted(folder.glob("run-*.wandb"))
+    if not logs:
+        raise BadInput(
+            f"{folder}: no run-*.wandb file: not a W&B run folder",
+            "name a wandb/offline-run-* or wandb/run-* folder",
+        )
+    if len(logs) > 1:
+        raise BadInput(f"{folder}: {len(logs)} .wandb files; expected one")
+    return logs[0]
+
+
+class WandbImporter:
+    name = TRACKER
+
+    def discover(
+        self, source: str, *, folders: Sequence[str] = (), **_: Any
+    ) -> Iterator[SourceRun]:
+        for f in [source, *folders]:
+            folder = Path(f).resolve()
+            log = find_log(folder)
+            try:
+                rf = RunFolder(folder, log)
+            except WandbLogError as e:
+                raise BadInput(f"cannot import {folder}: {e}") from None
+            except OSError as e:
+                raise BadInput(f"cannot read {log}: {e.strerror}") from None
+            rid = str(rf.run.run_id) or folder.name
+            sr = SourceRun(TRACKER, str(folder), rid, handle=rf, label=f"W&B run {rid} ({folder})")
+            if rf.exit is None:
+                sr.skip_reason = "no exit record: the run is still running or never finished"
+            yield sr
+
+    def identity(self, run: SourceRun) -> str:
+        rf: RunFolder = run.handle
+        return f"{rf.run.entity}/{rf.run.project}/{rf.run.run_id}"
+
+    def to_manifest(self, run: SourceRun) -> RunManifest:
+        from replay_tui.capture.argv_config import merge_config, parse_argv
+        from replay_tui.capture.launcher import artifact_entries
+        from replay_tui.capture.probes import packages_sha256, scrub_url
+
+        rf: RunFolder = run.handle
+        r = rf.run
+        files = rf.folder / "files"
+        start = r.start_time.seconds + r.start_time.nanos / 1e9
+        runtime = _runtime(rf)
+        exit_code = int(rf.exit.exit_code) if rf.exit is not None else None
+        git = rf.env("git") or (r.git if r.HasField("git") else None)
+        program = rf.env("code_path") or rf.env("code_path_local") or ""
+        args = [str(a) for a in (rf.env("args") or [])]
+        argv = ["python", program, *args] if program.endswith(".py") else []
+        config, source = merge_config(
+            {k: v for k, v in rf.config.items() if label_ok(k)}, parse_argv(argv)
+        )
+        if source is not None and source["source"] == "sdk":
+            source["source"] = "tracker"
+        elif source is None and config:
+            source = {"source": "tracker"}
+        diff = _read(files / "diff.patch")
+        diff_sha = None
+        if diff:
+            diff_sha = sha256_hex(diff)
+            run.blobs[diff_sha] = ("diff", diff)
+        log = _read(files / "output.log")
+        if log is None and rf.output:
+            log = "".join(rf.output).encode("utf-8", "replace")
+        log_sha = None
+        if log is not None:
+            log_sha = sha256_hex(log)
+            run.blobs[log_sha] = ("log", log)
+        packages = _requirements(files / "requirements.txt")
+        user = [p for p in dict.fromkeys(rf.user_files) if p not in USER_FILE_SKIP]
+        artifacts = artifact_entries(files, [], user) if files.is_dir() and user else []
+        for e in artifacts:
+            if e["sha256"] is not None:
+                run.files[e["sha256"]] = files / e["path"]
+        gpus = [
+            {
+                "name": g.name,
+                "memory_mb": int(g.memory_total // (1024 * 1024)) if g.memory_total else None,
+                "compute_capability": None,
+                "uuid": g.uuid or None,
+            }
+            for g in (rf.env("gpu_nvidia") or [])
+            if label_ok(g.name)
+        ]
+        gpu_count = rf.env("gpu_count")
+        cpu = rf.env("cpu")
+        python = rf.env("python") or ""
+        tags = {t: "" for t in r.tags if label_ok(t)}
+        for key, value in (("wandb.group", r.run_group), ("wandb.job_type", r.job_type)):
+            if label_ok(value):
+                tags[key] = value
+        finals = {
+            k: float(v)
+            for k, v in sorted(rf.summary.items())
+            if not k.startswith("_")
+            and label_ok(k)
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+        }
+        name = r.display_name or r.run_id
+        data: dict[str, Any] = {
+            "run_id": imported_run_id(TRACKER, self.identity(run), r.run_id),
+            "name": name if label_ok(name) else "",
+            "status": "succeeded" if exit_code == 0 else "failed",
+            "exit_code": exit_code,
+            "started_at": _utc(start),
+            "ended_at": _utc(start + runtime) if runtime is not None else None,
+            "duration_s": runtime,
+            "tags": dict(list(tags.items())[:256]),
+            "argv": [a[:4096] for a in argv],
+            "code": {
+                "repo_url": scrub_url(git.remote_url) if git and git.remote_url else None,
+                "commit": git_commit(git.commit) if git else None,
+                "branch": None,
+                "dirty": True if diff else None,
+                "diff_sha256": diff_sha,
+                "untracked": [],
+            },
+            "image": _image(rf.env("docker")),
+            "config": config,
+            "config_source": source,
+            "environment": {
+                "python_version": python.split()[-1] if python else None,
+                "packages": packages,
+                "packages_sha256": packages_sha256(packages) if packages is not None else None,
+                "cuda_version": rf.env("cuda_version") or None,
+                "os": rf.env("os") or None,
+                "hostname": rf.env("host") or (r.host or None),
+            },
+            "hardware": {
+                "cpu_model": cpu.model if cpu is not None and label_ok(cpu.model) else None,
+                "cpu_count": rf.env("cpu_count_logical") or rf.env("cpu_count"),
+                "gpus": gpus or None,
+                "gpu_count": int(gpu_count) if gpu_count else (len(gpus) if gpus else None),
+            },
+            "outputs": {
+                "artifacts": artifacts,
+                "metrics": finals,
+                "metric_history": rf.history,
+                "log_sha256": log_sha,
+                "log_tail": None,
+            },
+            "source": {
+                "tracker": TRACKER,
+                "uri": str(rf.folder),
+                "run_id": r.run_id,
+                "experiment": r.project if label_ok(r.project) else None,
+            },
+        }
+        if exit_code is not None and exit_code != 0 and log is not None:
+            data["outputs"]["log_tail"] = log[-4000:].decode("utf-8", "replace")
+        return build_manifest(data, run.label)
+
+
+IMPORTER = WandbImporter()
+
+
+def _runtime(rf: RunFolder) -> float | None:
+    """Seconds the run took: the summary's ``_runtime`` (exact), else the exit record's."""
+    value = rf.summary.get("_runtime")
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return max(0.0, float(value))
+    if rf.exit is not None and rf.exit.runtime > 0:
+        return float(rf.exit.runtime)
+    return None
+
+
+def _utc(seconds: float) -> str:
+    from replay_tui.importers import timestamp_ms
+
+    out = timestamp_ms(seconds * 1000.0)
+    assert out is not None
+    return out
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _requirements(path: Path) -> list[str] | None:
+    raw = _read(path)
+    if raw is None:
+        return None
+    lines = raw.decode("utf-8", "replace").splitlines()
+    pkgs = sorted({ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")})
+    return [p[:4096] for p in pkgs][:10_000]
+
+
+def _image(value: Any) -> dict[str, Any] | None:
+    from storage.manifest import _check_image_ref
+
+    if not value:
+        return None
+    try:
+        ref = _check_image_ref(str(value))
+    except ValueError:
+        return None
+    digest = "sha256:" + ref.split("@sha256:", 1)[1] if "@sha256:" in ref else None
+    return {"reference": ref, "digest": digest, "image_id": None, "platform": None}
