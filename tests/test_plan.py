@@ -12,6 +12,7 @@ import pytest
 
 from replay_tui.capture import probes
 from replay_tui.errors import BadInput, InfraError
+from replay_tui.replay.backends import get_backend
 from replay_tui.replay.plan import ReplayOptions, image_reference, make_plan
 from storage.manifest import RunManifest, manifest_from_data
 
@@ -34,7 +35,14 @@ def manifest(**over: Any) -> RunManifest:
 
 
 def plan(m: RunManifest, host_gpu: bool = False, **opts: Any):  # type: ignore[no-untyped-def]
-    return make_plan(m, ReplayOptions(**opts), data_locations={}, host_has_gpu=host_gpu)
+    options = ReplayOptions(**opts)
+    return make_plan(
+        m,
+        options,
+        data_locations={},
+        host_has_gpu=host_gpu,
+        needs_image=get_backend(options.backend).needs_image,
+    )
 
 
 def test_gpu_run_on_gpu_host_requests_gpus() -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 from replay_tui.errors import BadInput
-from replay_tui.replay.backends import DEFAULT_BACKEND, get_backend
 from storage.manifest import DataInfo, RunManifest
 
 GpuMode = Literal["auto", "all", "none"]
@@ -28,7 +27,7 @@ CONTAINER_ROOT = "/workspace"
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    backend: str = DEFAULT_BACKEND  # a name in replay_tui.replay.backends
+    backend: str = "docker"  # a name in replay_tui.replay.backends
     gpus: GpuMode = "auto"
     allow_cpu: bool = False
     network: Literal["none", "bridge"] = "none"
@@ -85,7 +84,12 @@ def make_plan(
     *,
     data_locations: dict[str, str],
     host_has_gpu: bool,
+    needs_image: bool,
 ) -> ReplayPlan:
+    """Check the manifest and the options, and say what the replay will use.
+
+    ``needs_image``: the backend runs only a pinned image (its ``needs_image``).
+    """
     if m.kind != "original":
         raise BadInput(f"run {m.run_id} is itself a replay; replay its original {m.replay_of}")
     if not m.argv:
@@ -108,15 +112,14 @@ def make_plan(
     if any("\x00" in a for a in m.argv):
         raise BadInput("manifest argv contains NUL")
     image = None
-    backend = get_backend(options.backend)
-    if backend.needs_image:
+    if needs_image:
         image = image_reference(m)
         if image is None:
             ref = m.image.reference if m.image else None
             raise BadInput(
                 f"run {m.run_id} has no image digest to replay from"
                 + (f" (only the tag {ref!r}, which can move)" if ref else ""),
-                f"the {backend.name} backend runs only a pinned image; use --backend local to"
+                f"the {options.backend} backend runs only a pinned image; use --backend local to"
                 " replay in this host's environment (recorded as a gap)",
             )
     recorded_gpus = bool(m.hardware.gpus)

@@ -14,14 +14,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from replay_tui.capture import probes
 from replay_tui.capture.hashing import StatCache, hash_path
 from replay_tui.capture.launcher import (
-    ExecResult,
     ExecSpec,
     Outside,
     artifact_entries,
@@ -30,11 +29,12 @@ from replay_tui.capture.launcher import (
     keep_log,
     read_inside,
 )
-from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
+from replay_tui.capture.metrics import MetricRegex, read_metrics_file
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris
-from replay_tui.replay.backends import Prepared, ReplayBackend, get_backend
-from replay_tui.replay.checkout import Worktree, find_repo, make_worktree
+from replay_tui.replay.backends import get_backend
+from replay_tui.replay.checkout import find_repo, make_worktree
+from replay_tui.replay.context import OnEvent, ReplayBackend, ReplayContext, ReplayEvent
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan, make_plan
 from replay_tui.sdk import HANDOFF_ENV, _uuid7
 from replay_tui.verdicts import (
@@ -51,17 +51,18 @@ from storage.manifest import RunManifest, canonical_json, sha256_hex
 from storage.objects import ObjectStore
 from storage.store import Location, RunStore
 
+__all__ = [
+    "STAGES",
+    "OnEvent",
+    "ReplayContext",
+    "ReplayEvent",
+    "ReplayOutcome",
+    "compare_and_store",
+    "replay_manifest",
+    "replay_run",
+]
+
 STAGES = ("plan", "checkout", "verify", "pull", "run", "hash", "compare")
-
-
-@dataclass(frozen=True)
-class ReplayEvent:
-    stage: str
-    state: str  # start / done / failed / log / note
-    message: str = ""
-
-
-OnEvent = Callable[[ReplayEvent], None]
 
 
 @dataclass
@@ -79,39 +80,6 @@ class ReplayOutcome:
 
 def _noop(_: ReplayEvent) -> None:
     pass
-
-
-@dataclass
-class ReplayContext:
-    """What the stages share: the plan, the backend, and what each stage left behind."""
-
-    store: RunStore
-    plan: ReplayPlan
-    backend: ReplayBackend
-    tmp: Path
-    repo_location: Path | None
-    on_event: OnEvent
-    should_cancel: Callable[[], bool]
-    docker_client: Any
-    t0: float
-    persist: bool = True
-    claim: debris.Claim | None = None  # the scratch folder's owner file
-    worktree: Worktree | None = None
-    diff: bytes | None = None
-    verified_data: list[dict[str, Any]] = field(default_factory=list)
-    forced_data: bool = False
-    placed_data: set[str] = field(default_factory=set)  # data paths placed in the checkout
-    cwd: Path | None = None
-    prepared: Prepared | None = None
-    result: ExecResult | None = None
-    series: MetricSeries = field(default_factory=MetricSeries)
-    handoff: Path | None = None
-    log_path: Path | None = None
-    replay: RunManifest | None = None
-    replay_info: dict[str, Any] = field(default_factory=dict)
-
-    def emit(self, stage: str, state: str, message: str = "") -> None:
-        self.on_event(ReplayEvent(stage, state, message))
 
 
 def replay_run(
@@ -289,7 +257,13 @@ def stage_plan(
     host_gpu = (
         probes.gpu_available() if (original.hardware.gpus or options.gpus == "all") else False
     )
-    plan = make_plan(original, options, data_locations=data_locations, host_has_gpu=host_gpu)
+    plan = make_plan(
+        original,
+        options,
+        data_locations=data_locations,
+        host_has_gpu=host_gpu,
+        needs_image=backend.needs_image,
+    )
     on_event(
         ReplayEvent(
             "plan",

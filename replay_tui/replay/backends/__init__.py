@@ -7,7 +7,8 @@ the recorded command (the ``pull`` stage).  Cancelling is the executor's job: it
 ``should_cancel`` and stops what it started (a process group, a container, a Slurm job).
 
 A new backend (a Kubernetes Job, Ray) is one module with a class that satisfies
-:class:`ReplayBackend`, plus one line in ``_BUILTIN`` (or a call to :func:`register`).
+``replay_tui.replay.context.ReplayBackend``, plus one line in ``_BUILTIN`` (or a call
+to :func:`register`).
 The registry maps names to ``module:Class`` strings so that listing the names (for the
 CLI's ``--backend`` choices, the TUI's options) imports nothing heavy.
 """
@@ -16,51 +17,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from replay_tui.errors import BadInput
 
 if TYPE_CHECKING:
-    from replay_tui.capture.launcher import Executor
-    from replay_tui.capture.probes import PythonEnv
-    from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.replay.runner import ReplayContext
-    from storage.store import RunStore
-
-
-@dataclass
-class Prepared:
-    """What the ``pull`` stage hands to the ``run`` stage."""
-
-    executor: Executor
-    message: str  # the pull stage's "done" line
-    image: dict[str, Any] | None = None  # what the replay manifest records of the image
-    notes: list[str] = field(default_factory=list)
-
-
-class ReplayBackend(Protocol):
-    name: str
-    summary: str  # a few words for the TUI's choice list
-    pins_environment: bool  # the recorded image (by digest) is what runs
-    needs_image: bool  # a plan without an image digest is refused
-    mounts_data: bool  # data is bind-mounted over the checkout (else linked into it)
-
-    def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
-        """Where the worktree and temporary folders go (None: the system temp dir).
-
-        A backend whose runs happen on another machine puts them on a shared filesystem.
-        """
-        ...
-
-    def prepare(self, ctx: ReplayContext) -> Prepared:
-        """The ``pull`` stage: make the executor for ``ctx.plan`` (pull the image...)."""
-        ...
-
-    def python_env(self, ctx: ReplayContext) -> PythonEnv:
-        """What the replay manifest records of the interpreter that ran."""
-        ...
+    from replay_tui.replay.context import ReplayBackend
 
 
 _BUILTIN: dict[str, str] = {

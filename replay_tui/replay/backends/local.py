@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from replay_tui.capture import probes
 from replay_tui.capture.launcher import LocalExecutor
-from replay_tui.replay.backends import Prepared
+from replay_tui.replay.context import Prepared
 
 if TYPE_CHECKING:
+    from replay_tui.replay.context import ReplayContext
     from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.replay.runner import ReplayContext
     from storage.store import RunStore
 
 
