@@ -315,10 +315,24 @@ class OutputsInfo(_Model):
     log_tail: LongStr | None = None
 
 
+class SchedulerJob(_Model):
+    """Where a cluster scheduler ran a replay (the slurm backend), for an auditor."""
+
+    scheduler: Literal["slurm"]
+    job_id: Label
+    node: Label | None = None
+    partition: Label | None = None
+    account: Label | None = None
+    qos: Label | None = None
+    time_limit: Label | None = None
+    state: Label | None = None
+    reason: LongStr | None = None
+
+
 class ReplayInfo(_Model):
     """How a replay ran (only on ``kind="replay"`` manifests)."""
 
-    backend: Literal["docker", "local"]
+    backend: Literal["docker", "local", "slurm"]
     environment_pinned: bool
     network: Literal["none", "bridge"] = "none"
     gpus: Literal["all", "none"] = "none"
@@ -327,6 +341,8 @@ class ReplayInfo(_Model):
     diff_applied: bool = False
     determinism: Literal["recorded", "off"] = "recorded"
     reason: LongStr | None = None
+    # added later: left out of the JSON when unset, so older replays keep their hash
+    job: SchedulerJob | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class CaptureInfo(_Model):
