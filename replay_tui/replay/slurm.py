@@ -1,0 +1,886 @@
+"""Run a replay's sandboxed container as a Slurm batch job.
+
+The job runs the same container as the docker backend: the docker backend's
+:class:`~replay_tui.replay.docker.DockerExecutor` defines the sandbox (image by digest, no
+network, read-only code and data, capabilities dropped, no-new-privileges, pids and
+memory limits, a label), :func:`container_kwargs` takes exactly what it would create the
+container with, and :func:`docker_cli_args` turns that into ``docker run`` flags, refusing
+any setting it does not know (so the two backends cannot drift apart silently).
+
+The job never opens the store.  It writes into a job folder in the spool (a folder on a
+filesystem the submit host and the compute nodes share): the container's output, the
+script's own exit code and timestamps, where it ran, and what the image is.  The process
+that submitted the job streams the output from there, polls Slurm with back-off
+(``scontrol show job``, then ``sacct`` once the controller has forgotten the job), maps
+the end state to an honest result, and does the hashing, comparing and storing itself.
+
+Commands used: ``sbatch --parsable``, ``scontrol show job -o``, ``sacct``, ``scancel``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from replay_tui.capture import probes
+from replay_tui.capture.launcher import ExecResult, ExecSpec, OnLine, ShouldCancel
+from replay_tui.errors import BadInput, InfraError
+from replay_tui.replay.docker import SDK_MOUNT
+from storage.ledger import utc_now
+
+ENV_PREFIX = "REPLAY_TUI_SLURM_"
+TERMINAL = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "PREEMPTED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+# Flags replay-tui sets itself: extra sbatch arguments may not override them.
+_RESERVED_SBATCH = (
+    "--output",
+    "-o",
+    "--error",
+    "-e",
+    "--parsable",
+    "--wrap",
+    "--chdir",
+    "-D",
+    "--array",
+    "-a",
+    "--wait",
+    "-W",
+    "--export",
+    "--job-name",
+    "-J",
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+# Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED.
+_TIME = re.compile(r"^(\d{1,7}(:\d{1,2}){0,2}|\d{1,4}-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|infinite)$")
+_MEMORY = re.compile(r"^(\d+)([bkmg]?)b?$", re.IGNORECASE)
+_CONNECT = ("Unable to contact slurm controller", "Socket timed out", "Connection refused")
+
+
+# -- options -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Where and how replay jobs are submitted; from flags and ``REPLAY_TUI_SLURM_*``."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit: str | None = None  # Slurm's --time form, e.g. 30, 1:00:00, 1-00:00:00
+    sbatch_args: tuple[str, ...] = ()
+    max_in_flight: int = 0  # jobs of this process queued or running at once; 0: no limit
+    spool: Path | None = None  # shared folder for job files (default: beside the store)
+    poll_min_s: float = 1.0
+    poll_max_s: float = 15.0
+    lost_after_s: float = 300.0  # give up on a job whose state nobody can tell us
+
+    def validated(self) -> SlurmOptions:
+        """The same options, or BadInput naming the bad one."""
+        for what, value in (
+            ("partition", self.partition),
+            ("account", self.account),
+            ("qos", self.qos),
+        ):
+            if value is not None and not all(_NAME.match(v) for v in value.split(",")):
+                raise BadInput(f"slurm {what} {value!r} is not a valid Slurm name")
+        if self.time_limit is not None and not _TIME.match(self.time_limit):
+            raise BadInput(
+                f"slurm time limit {self.time_limit!r} is not in Slurm's form",
+                "use minutes (30), H:M:S (1:30:00) or D-H:M:S (1-00:00:00)",
+            )
+        for arg in self.sbatch_args:
+            flag = arg.split("=", 1)[0]
+            if flag in _RESERVED_SBATCH or any(
+                flag.startswith(r) and len(r) == 2 for r in _RESERVED_SBATCH if r == flag[:2]
+            ):
+                raise BadInput(
+                    f"extra sbatch argument {arg!r} would override what replay-tui sets"
+                    " (output, job name, working folder, environment)"
+                )
+            if "\x00" in arg or "\n" in arg:
+                raise BadInput(f"extra sbatch argument {arg!r} contains a control character")
+        if self.max_in_flight < 0:
+            raise BadInput("slurm max jobs in flight must be >= 0 (0: no limit)")
+        if not (0 < self.poll_min_s <= self.poll_max_s):
+            raise BadInput("slurm poll interval: need 0 < min <= max")
+        return self
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> SlurmOptions:
+        """Options from ``REPLAY_TUI_SLURM_*``; ``overrides`` (flags) win where not None."""
+        e = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            v = e.get(ENV_PREFIX + name)
+            return v if v else None
+
+        def num(name: str, default: float) -> float:
+            v = get(name)
+            if v is None:
+                return default
+            try:
+                x = float(v)
+            except ValueError:
+                raise BadInput(f"{ENV_PREFIX}{name}={v!r} is not a number") from None
+            if not math.isfinite(x):
+                raise BadInput(f"{ENV_PREFIX}{name}={v!r} is not a finite number")
+            return x
+
+        try:
+            extra = tuple(shlex.split(get("SBATCH_ARGS") or ""))
+        except ValueError as ex:
+            raise BadInput(f"{ENV_PREFIX}SBATCH_ARGS cannot be split: {ex}") from None
+        spool = get("SPOOL")
+        opts = cls(
+            partition=get("PARTITION"),
+            account=get("ACCOUNT"),
+            qos=get("QOS"),
+            time_limit=get("TIME"),
+            sbatch_args=extra,
+            max_in_flight=int(num("MAX_IN_FLIGHT", 0)),
+            spool=Path(spool) if spool else None,
+            poll_min_s=num("POLL_MIN", 1.0),
+            poll_max_s=num("POLL_MAX", 15.0),
+            lost_after_s=num("LOST_AFTER", 300.0),
+        )
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if "sbatch_args" in given:
+            given["sbatch_args"] = opts.sbatch_args + tuple(given["sbatch_args"])
+        return replace(opts, **given).validated()
+
+
+def spool_dir(options: SlurmOptions, store_path: Path) -> Path:
+    """The spool: ``options.spool``, else ``slurm-spool`` beside the store."""
+    return (options.spool or store_path.parent / "slurm-spool").resolve()
+
+
+def slurm_memory(docker_limit: str) -> str:
+    """A docker memory limit (``512m``, ``2g``) as Slurm's ``--mem`` (whole MiB)."""
+    m = _MEMORY.match(docker_limit.strip())
+    if m is None:
+        raise BadInput(f"memory limit {docker_limit!r} is not a size like 512m or 2g")
+    n, unit = int(m.group(1)), m.group(2).lower()
+    scale = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit]
+    return f"{max(1, math.ceil(n * scale / 1024**2))}M"
+
+
+def slurm_time(seconds: float) -> str:
+    """Seconds as Slurm's ``M:S`` (Slurm rounds limits up to whole minutes)."""
+    s = max(1, math.ceil(seconds))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+# -- the container, as docker run flags -------------------------------------------------
+
+
+def container_kwargs(executor: Any, spec: ExecSpec) -> dict[str, Any]:
+    """What ``executor`` (a DockerExecutor) creates its container with for ``spec``.
+
+    The docker backend's own code builds the settings, so a sandbox setting added there
+    is seen here (and :func:`docker_cli_args` refuses it until it knows the flag).
+    """
+    kwargs: dict[str, Any] = executor.create_kwargs(spec)
+    return kwargs
+
+
+def _mount_flag(m: Mapping[str, Any]) -> str:
+    fields = [f"type={m.get('Type', 'bind')}"]
+    if m.get("Source"):
+        fields.append(f"source={m['Source']}")
+    fields.append(f"target={m['Target']}")
+    if m.get("ReadOnly"):
+        fields.append("readonly")
+    opts = m.get("TmpfsOptions") or {}
+    if opts.get("SizeBytes"):
+        fields.append(f"tmpfs-size={int(opts['SizeBytes'])}")
+    if opts.get("Mode"):
+        fields.append(f"tmpfs-mode={int(opts['Mode']):o}")
+    # docker parses --mount as one CSV record: quote fields holding , or "
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow(fields)
+    return buf.getvalue()
+
+
+def docker_cli_args(kwargs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """``docker run`` flags and the command for the Docker SDK's ``containers.create``
+    keyword arguments.  A setting without a known flag raises ValueError."""
+    args: list[str] = []
+    command: list[str] = []
+    for key, value in kwargs.items():
+        if key == "command":
+            command = [str(a) for a in value]
+        elif key == "working_dir":
+            args += ["--workdir", str(value)]
+        elif key == "environment":
+            for k, v in value.items():
+                args += ["--env", f"{k}={v}"]
+        elif key == "mounts":
+            for m in value:
+                args += ["--mount", _mount_flag(m)]
+        elif key == "network_mode":
+            args += ["--network", str(value)]
+        elif key == "cap_drop":
+            for cap in value:
+                args += ["--cap-drop", str(cap)]
+        elif key == "cap_add":
+            for cap in value:
+                args += ["--cap-add", str(cap)]
+        elif key == "security_opt":
+            for opt in value:
+                args += ["--security-opt", str(opt)]
+        elif key == "pids_limit":
+            args += ["--pids-limit", str(int(value))]
+        elif key == "read_only":
+            if value:
+                args.append("--read-only")
+        elif key == "tmpfs":
+            for path, opts in value.items():
+                args += ["--tmpfs", f"{path}:{opts}" if opts else str(path)]
+        elif key == "shm_size":
+            args += ["--shm-size", str(value)]
+        elif key == "privileged":
+            if value:
+                raise ValueError("a privileged container is never run")
+        elif key == "user":
+            args += ["--user", str(value)]
+        elif key == "labels":
+            for k, v in value.items():
+                args += ["--label", f"{k}={v}"]
+        elif key == "mem_limit":
+            args += ["--memory", str(value)]
+        elif key == "memswap_limit":
+            args += ["--memory-swap", str(value)]
+        elif key == "device_requests":
+            for req in value:
+                caps = [c for group in (req.get("Capabilities") or []) for c in group]
+                if "gpu" not in caps:
+                    raise ValueError(f"device request {dict(req)} has no docker run flag here")
+                count = req.get("Count", -1)
+                args += ["--gpus", "all" if count in (-1, None) else str(count)]
+        elif key in ("detach", "remove", "auto_remove", "name"):
+            continue  # how the CLI runs it is the job script's business
+        else:
+            raise ValueError(f"container setting {key!r} has no docker run flag here")
+    return args, command
+
+
+# -- the job script ----------------------------------------------------------------------
+
+_SCRIPT = """\
+#!/bin/bash
+# A replay-tui replay job: runs one sandboxed container and records what happened in
+# the job folder.  It never touches the replay-tui store.
+set -u
+JOBDIR={jobdir}
+NAME="replay-tui-${{SLURM_JOB_ID:-$$}}"
+date -u +%s.%N > "$JOBDIR/start.tmp" && mv "$JOBDIR/start.tmp" "$JOBDIR/start"
+printf '{{"job_id": "%s", "node": "%s", "partition": "%s"}}\\n' \\
+  "${{SLURM_JOB_ID:-}}" "$(hostname -s)" "${{SLURM_JOB_PARTITION:-}}" > "$JOBDIR/where.json"
+stop() {{
+  echo "replay-tui: job received $1: stopping the container" >&2
+  docker stop --time 5 "$NAME" >/dev/null 2>&1
+}}
+trap 'stop SIGTERM' TERM
+trap 'stop SIGINT' INT
+GPUS=()
+{gpus}
+docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" \\
+{docker_args} \\
+  {image} \\
+{command} \\
+  >> "$JOBDIR/output.log" 2>&1 &
+pid=$!
+wait "$pid"; rc=$?
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
+date -u +%s.%N > "$JOBDIR/end"
+docker image inspect --format '{{{{json .}}}}' {image} > "$JOBDIR/image.json" 2>/dev/null || true
+ID=$(docker image inspect --format '{{{{.Id}}}}' {image} 2>/dev/null | tr ':' '_')
+PROBE={probes}/"$ID.json"
+if [ -n "$ID" ] && [ ! -s "$PROBE" ] && [ "$rc" -lt 128 ]; then
+  docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \\
+    --entrypoint python3 {image} -I -c {probe} > "$PROBE.$$" 2>/dev/null \\
+    && mv "$PROBE.$$" "$PROBE" || rm -f "$PROBE.$$"
+fi
+[ -s "$PROBE" ] && cp "$PROBE" "$JOBDIR/probe.json"
+echo "$rc" > "$JOBDIR/exit_code.tmp" && mv "$JOBDIR/exit_code.tmp" "$JOBDIR/exit_code"
+exit "$rc"
+"""
+
+
+def _lines(words: Sequence[str], indent: str = "  ") -> str:
+    """Words as shell-quoted continuation lines, a flag and its value on one line."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            out.append(f"{indent}{shlex.quote(w)} {shlex.quote(words[i + 1])}")
+            i += 2
+        else:
+            out.append(f"{indent}{shlex.quote(w)}")
+            i += 1
+    return " \\\n".join(out) if out else f"{indent}"
+
+
+def job_script(
+    jobdir: Path,
+    image: str,
+    docker_args: Sequence[str],
+    command: Sequence[str],
+    *,
+    probe_dir: Path,
+    gpus: bool,
+) -> str:
+    from replay_tui.replay.docker import _PROBE
+
+    args = list(docker_args)
+    if "--gpus" in args:  # the job's allocated GPUs, not every GPU of the node
+        i = args.index("--gpus")
+        del args[i : i + 2]
+    gpu_lines = (
+        'if [ -n "${SLURM_JOB_GPUS:-}" ]; then GPUS=(--gpus "\\"device=$SLURM_JOB_GPUS\\"");'
+        " else GPUS=(--gpus all); fi"
+        if gpus
+        else "# no GPUs recorded: none requested"
+    )
+    return _SCRIPT.format(
+        jobdir=shlex.quote(str(jobdir)),
+        gpus=gpu_lines,
+        docker_args=_lines(args),
+        image=shlex.quote(image),
+        command=_lines(list(command), "  "),
+        probes=shlex.quote(str(probe_dir)),
+        probe=shlex.quote(_PROBE),
+    )
+
+
+_sdk_lock = threading.Lock()
+
+
+def sdk_copy(spool: Path) -> Path:
+    """The replay_tui package (what the container imports as the SDK) copied into the
+    spool once per content, so compute nodes that cannot see this checkout have it."""
+    from replay_tui.replay.docker import _SDK_DIR
+
+    files = sorted(p for p in _SDK_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".typed"))
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.relative_to(_SDK_DIR).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    dest = spool / "sdk" / h.hexdigest()[:16] / "replay_tui"
+    with _sdk_lock:
+        if dest.is_dir():
+            return dest
+        tmp = Path(tempfile.mkdtemp(prefix=".sdk-", dir=spool))
+        for p in files:
+            target = tmp / p.relative_to(_SDK_DIR)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, target)
+        for d in [tmp, *(q for q in tmp.rglob("*") if q.is_dir())]:
+            d.chmod(0o755)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another process put the same content there first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+# -- talking to Slurm --------------------------------------------------------------------
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise InfraError(
+            f"`{name}` is not on PATH: this host is not a Slurm submit host",
+            "install the Slurm client (Debian: slurm-client) and point SLURM_CONF at the"
+            " cluster, or set up a one-node cluster with scripts/slurm-env.sh;"
+            " or replay with --backend docker",
+        )
+    return path
+
+
+def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]} timed out after {timeout}s")
+
+
+def _controller_down(stderr: str) -> bool:
+    return any(s in stderr for s in _CONNECT)
+
+
+@dataclass
+class JobState:
+    state: str  # PENDING, RUNNING, COMPLETED...
+    reason: str | None = None
+    node: str | None = None
+    partition: str | None = None
+    exit_code: str | None = None  # Slurm's "code:signal"
+    time_limit: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    source: str = "scontrol"
+
+
+def _field(text: str, key: str) -> str | None:
+    m = re.search(rf"(?:^|\s){key}=(\S*)", text)
+    if m is None:
+        return None
+    v = m.group(1)
+    return None if v in ("", "(null)", "None", "N/A") else v
+
+
+def query_job(job_id: str) -> JobState | None:
+    """The job's state from the controller, else from accounting; None if nobody answers."""
+    p = _run(["scontrol", "show", "job", "-o", job_id], timeout=30)
+    if p.returncode == 0 and "JobState=" in p.stdout:
+        t = p.stdout
+        return JobState(
+            state=(_field(t, "JobState") or "UNKNOWN").upper(),
+            reason=_field(t, "Reason"),
+            node=_field(t, "BatchHost") or _field(t, "NodeList"),
+            partition=_field(t, "Partition"),
+            exit_code=_field(t, "ExitCode"),
+            time_limit=_field(t, "TimeLimit"),
+            account=_field(t, "Account"),
+            qos=_field(t, "QOS"),
+        )
+    if shutil.which("sacct") is None:
+        return None
+    fmt = "State,ExitCode,NodeList,Partition,Reason,Timelimit,Account,QOS"
+    q = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", fmt], timeout=30)
+    line = next((ln for ln in q.stdout.splitlines() if ln.strip()), "")
+    if q.returncode != 0 or not line:
+        return None
+    parts = (line.split("|") + [""] * 8)[:8]
+
+    def nz(v: str) -> str | None:
+        return v if v and v not in ("None", "None assigned", "Unknown") else None
+
+    return JobState(
+        state=parts[0].split()[0].upper() if parts[0] else "UNKNOWN",
+        reason=nz(parts[4]),
+        node=nz(parts[2]),
+        partition=nz(parts[3]),
+        exit_code=nz(parts[1]),
+        time_limit=nz(parts[5]),
+        account=nz(parts[6]),
+        qos=nz(parts[7]),
+        source="sacct",
+    )
+
+
+def cancel_job(job_id: str) -> bool:
+    return _run(["scancel", job_id], timeout=30).returncode == 0
+
+
+_slots_lock = threading.Lock()
+_slots: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _slot(n: int) -> threading.BoundedSemaphore | None:
+    """One semaphore per limit, shared by every replay of this process."""
+    if n <= 0:
+        return None
+    with _slots_lock:
+        return _slots.setdefault(n, threading.BoundedSemaphore(n))
+
+
+# -- the executor ------------------------------------------------------------------------
+
+
+@dataclass
+class SlurmExecutor:
+    """Runs an ExecSpec as a Slurm batch job of ``container``'s sandboxed container.
+
+    ``container`` is a DockerExecutor set up exactly as the docker backend sets it up,
+    with ``image`` the digest reference (the node pulls it by digest); the ExecSpec's
+    handoff folder and the mounts' sources must be on the shared filesystem.
+    """
+
+    container: Any  # replay_tui.replay.docker.DockerExecutor
+    spool: Path
+    options: SlurmOptions = field(default_factory=SlurmOptions)
+    gpus: int = 0  # GPUs to request with --gres (the manifest's count, never assumed)
+    memory: str | None = None  # Slurm --mem
+    job_id: str | None = None
+    job_info: dict[str, Any] = field(default_factory=dict)  # where it ran, for the manifest
+    image_info: dict[str, Any] = field(default_factory=dict)  # filled from the node
+
+    def sbatch_argv(self, jobdir: Path, script: Path, timeout_s: float | None) -> list[str]:
+        o = self.options
+        argv = [
+            _tool("sbatch"),
+            "--parsable",
+            "--job-name",
+            f"replay-tui-{jobdir.name}",
+            "--output",
+            str(jobdir / "slurm-%j.out"),
+            "--chdir",
+            str(jobdir),
+            "--ntasks",
+            "1",
+            "--export",
+            "ALL",
+        ]
+        if o.partition:
+            argv += ["--partition", o.partition]
+        if o.account:
+            argv += ["--account", o.account]
+        if o.qos:
+            argv += ["--qos", o.qos]
+        limit = o.time_limit or (slurm_time(timeout_s) if timeout_s else None)
+        if limit:
+            argv += ["--time", limit]
+        if self.gpus > 0:
+            argv += [f"--gres=gpu:{self.gpus}"]
+        if self.memory:
+            argv += ["--mem", self.memory]
+        argv += list(o.sbatch_args)
+        argv.append(str(script))
+        return argv
+
+    def submit(self, spec: ExecSpec) -> tuple[str, Path]:
+        """Write the job folder and script, submit it; (job id, job folder)."""
+        jobs = self.spool / "jobs"
+        jobs.mkdir(parents=True, exist_ok=True)
+        jobdir = Path(tempfile.mkdtemp(prefix="", dir=jobs))
+        jobdir.chmod(0o755)
+        (jobdir / "output.log").touch()
+        kwargs = container_kwargs(self.container, spec)
+        sdk = sdk_copy(self.spool)  # the compute node sees the spool, not this checkout
+        for m in kwargs.get("mounts") or []:
+            if m.get("Target") == f"{SDK_MOUNT}/replay_tui":
+                m["Source"] = str(sdk)
+        try:
+            args, command = docker_cli_args(kwargs)
+        except ValueError as e:
+            raise InfraError(f"cannot express the sandbox as docker run flags: {e}") from None
+        probe_dir = self.spool / "image-probes"
+        probe_dir.mkdir(parents=True, exist_ok=True)
+        script = jobdir / "job.sh"
+        script.write_text(
+            job_script(
+                jobdir,
+                self.container.image,
+                args,
+                command,
+                probe_dir=probe_dir,
+                gpus=self.gpus > 0,
+            )
+        )
+        script.chmod(0o755)
+        argv = self.sbatch_argv(jobdir, script, spec.timeout_s)
+        (jobdir / "sbatch.json").write_text(json.dumps(argv))
+        p = _run(argv, timeout=120)
+        if p.returncode != 0:
+            err = (p.stderr or p.stdout).strip()[-600:]
+            if _controller_down(err) or p.returncode == 124:
+                raise InfraError(
+                    f"the Slurm controller does not answer: {err}",
+                    "check that slurmctld runs (`scontrol ping`; scripts/slurm-env.sh starts"
+                    " the one-node cluster) and that SLURM_CONF points at it",
+                )
+            raise InfraError(
+                f"sbatch refused the replay job: {err}",
+                "check the partition, account, QOS, time limit and extra sbatch arguments"
+                f" ({ENV_PREFIX}* or the --slurm-* flags)",
+            )
+        job_id = p.stdout.strip().split(";", 1)[0]
+        if not job_id.isdigit():
+            raise InfraError(f"sbatch printed no job id: {p.stdout.strip()[:200]!r}")
+        (jobdir / "job_id").write_text(job_id + "\n")
+        return job_id, jobdir
+
+    def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
+        _tool("sbatch")
+        slot = _slot(self.options.max_in_flight)
+        started = utc_now()
+        t0 = time.monotonic()
+        if slot is not None:
+            while not slot.acquire(timeout=0.5):
+                if should_cancel():
+                    return ExecResult(
+                        130, "interrupted", started, utc_now(), 0.0, "cancelled before submitting"
+                    )
+        try:
+            return self._run(spec, on_line, should_cancel, started, t0)
+        finally:
+            if slot is not None:
+                slot.release()
+
+    def _run(
+        self,
+        spec: ExecSpec,
+        on_line: OnLine,
+        should_cancel: ShouldCancel,
+        started: str,
+        t0: float,
+    ) -> ExecResult:
+        job_id, jobdir = self.submit(spec)
+        self.job_id = job_id
+        self.job_info = {"scheduler": "slurm", "job_id": job_id}
+        on_line(f"[slurm] submitted batch job {job_id} (folder {jobdir})")
+        tail = _Tail(jobdir / "output.log", spec.log_path, on_line)
+        cancelled = timed_out = False
+        cancel_reason = ""
+        state: JobState | None = None
+        last_answer = time.monotonic()
+        run_started: float | None = None
+        delay = self.options.poll_min_s
+        next_poll = time.monotonic()
+        last_state = ""
+        interrupted_by_signal = False
+
+        def forward(signum: int, frame: object) -> None:
+            nonlocal interrupted_by_signal
+            interrupted_by_signal = True
+
+        in_main = threading.current_thread() is threading.main_thread()
+        old: dict[int, Any] = {}
+        if in_main:
+            old[signal.SIGTERM] = signal.signal(signal.SIGTERM, forward)
+        try:
+            while True:
+                tail.pump()
+                now = time.monotonic()
+                want_stop = should_cancel() or interrupted_by_signal
+                if want_stop and not cancelled:
+                    cancelled = True
+                    cancel_reason = f"cancelled: scancel of Slurm job {job_id}"
+                    on_line(f"[slurm] cancelling job {job_id}")
+                    cancel_job(job_id)
+                    next_poll = now
+                if (
+                    spec.timeout_s
+                    and run_started is not None
+                    and now - run_started > spec.timeout_s
+                    and not (timed_out or cancelled)
+                ):
+                    timed_out = True
+                    on_line(f"[slurm] {spec.timeout_s:g}s timeout: cancelling job {job_id}")
+                    cancel_job(job_id)
+                    next_poll = now
+                if (jobdir / "exit_code").exists() and next_poll > now + 0.5:
+                    next_poll = now + 0.5  # the script is done: Slurm will say so soon
+                if now >= next_poll:
+                    state = query_job(job_id)
+                    if state is None:
+                        if now - last_answer > self.options.lost_after_s:
+                            break
+                        delay = min(delay * 2, self.options.poll_max_s)
+                    else:
+                        last_answer = now
+                        self._note(state)
+                        if state.state != last_state:
+                            on_line(
+                                f"[slurm] job {job_id} {state.state}"
+                                + (f" on {state.node}" if state.node else "")
+                                + (f" ({state.reason})" if state.reason else "")
+                            )
+                            last_state = state.state
+                            delay = self.options.poll_min_s
+                        else:
+                            delay = min(delay * 1.5, self.options.poll_max_s)
+                        if state.state in ("RUNNING", "COMPLETING") and run_started is None:
+                            run_started = now
+                        if state.state in TERMINAL:
+                            break
+                    next_poll = now + delay
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            on_line(f"[slurm] interrupted: cancelling job {job_id}")
+            cancel_job(job_id)
+            raise
+        finally:
+            if in_main:
+                for s, h in old.items():
+                    signal.signal(s, h)
+        tail.pump(final=True)
+        self._read_node_files(jobdir)
+        return self._result(
+            job_id, jobdir, state, started, t0, cancelled, cancel_reason, timed_out, spec
+        )
+
+    def _note(self, st: JobState) -> None:
+        for k in ("node", "partition", "account", "qos", "time_limit"):
+            v = getattr(st, k)
+            if v:
+                self.job_info[k] = v
+        self.job_info["state"] = st.state
+        if st.reason:
+            self.job_info["reason"] = st.reason
+
+    def _read_node_files(self, jobdir: Path) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            where = json.loads((jobdir / "where.json").read_text())
+            if where.get("node"):
+                self.job_info["node"] = where["node"]
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            img = json.loads((jobdir / "image.json").read_text())
+            name = self.container.image.split("@", 1)[0]
+            digest = self.container.image.split("@", 1)[1] if "@" in self.container.image else None
+            self.image_info.update(
+                reference=self.container.image,
+                digest=digest,
+                image_id=img.get("Id"),
+                platform=f"{img.get('Os', 'linux')}/{img.get('Architecture', 'unknown')}",
+            )
+            if digest and not any(rd == f"{name}@{digest}" for rd in img.get("RepoDigests") or []):
+                self.image_info["digest"] = None
+
+    def _result(
+        self,
+        job_id: str,
+        jobdir: Path,
+        st: JobState | None,
+        started: str,
+        t0: float,
+        cancelled: bool,
+        cancel_reason: str,
+        timed_out: bool,
+        spec: ExecSpec,
+    ) -> ExecResult:
+        rc = _read_int(jobdir / "exit_code")
+        duration = _node_duration(jobdir) or time.monotonic() - t0
+        env_view: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            probed = json.loads((jobdir / "probe.json").read_text())
+            probed["packages_sha256"] = probes.packages_sha256(probed.get("packages") or [])
+            for k in ("python_version", "packages", "packages_sha256", "os"):
+                if probed.get(k):
+                    env_view[k] = probed[k]
+        where = f"Slurm job {job_id}" + (
+            f" on {self.job_info['node']}" if "node" in self.job_info else ""
+        )
+        if st is None:
+            return ExecResult(
+                rc if rc is not None else 1,
+                "failed",
+                started,
+                utc_now(),
+                duration,
+                f"{where}: no answer from the Slurm controller or accounting for"
+                f" {self.options.lost_after_s:g}s; the job's end state is unknown",
+                environment=env_view,
+            )
+        why = f" ({st.reason})" if st.reason else ""
+        state = st.state
+        code = rc if rc is not None else _slurm_exit(st.exit_code)
+        if state == "COMPLETED" and code == 0:
+            return ExecResult(0, "succeeded", started, utc_now(), duration, None, env_view)
+        if timed_out:
+            status, reason = "timed_out", f"timed out after {spec.timeout_s:g}s: {where} {state}"
+        elif state == "TIMEOUT":
+            limit = st.time_limit or self.job_info.get("time_limit")
+            status, reason = (
+                "timed_out",
+                f"{where} TIMEOUT: hit its Slurm time limit" + (f" ({limit})" if limit else ""),
+            )
+        elif cancelled:
+            status, reason = "interrupted", f"{cancel_reason} ({state})"
+        elif state == "CANCELLED":
+            status, reason = "interrupted", f"{where} CANCELLED outside replay-tui{why}"
+        elif state in ("PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "REVOKED"):
+            status, reason = "interrupted", f"{where} {state}{why}"
+        elif state == "OUT_OF_MEMORY":
+            status, reason = "failed", f"{where} OUT_OF_MEMORY: the job ran out of memory"
+        else:
+            status, reason = "failed", f"{where} {state}: exit code {code}{why}"
+        return ExecResult(
+            code if code else 1, status, started, utc_now(), duration, reason, env_view
+        )
+
+
+def _read_int(p: Path) -> int | None:
+    try:
+        return int(p.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _node_duration(jobdir: Path) -> float | None:
+    try:
+        a = float((jobdir / "start").read_text())
+        b = float((jobdir / "end").read_text())
+    except (OSError, ValueError):
+        return None
+    return max(0.0, b - a)
+
+
+def _slurm_exit(code: str | None) -> int:
+    """Slurm's ``code:signal`` as one exit code (128+signal when killed)."""
+    if not code:
+        return 1
+    c, _, s = code.partition(":")
+    try:
+        ci, si = int(c), int(s or 0)
+    except ValueError:
+        return 1
+    return 128 + si if si else ci
+
+
+class _Tail:
+    """Follows a file the job appends to, copying it to ``dest`` line by line."""
+
+    def __init__(self, src: Path, dest: Path, on_line: OnLine) -> None:
+        self.src, self.dest, self.on_line = src, dest, on_line
+        self.pos = 0
+        self.buf = b""
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.out = dest.open("wb")
+
+    def pump(self, final: bool = False) -> None:
+        try:
+            with self.src.open("rb") as f:
+                f.seek(self.pos)
+                chunk = f.read()
+        except OSError:
+            chunk = b""
+        if chunk:
+            self.pos += len(chunk)
+            self.out.write(chunk)
+            self.out.flush()
+            self.buf += chunk
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                self.on_line(line.decode("utf-8", "replace").rstrip("\r"))
+        if final:
+            if self.buf:
+                self.on_line(self.buf.decode("utf-8", "replace"))
+                self.buf = b""
+            self.out.close()
