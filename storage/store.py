@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from sqlite_utils import Database
 
-from storage import ledger, migrations
+from storage import integrity, ledger, migrations
 from storage.manifest import RunManifest, canonical_json, manifest_from_data, sha256_hex
 from storage.records import RUN_SELECT, GapCounts, RunRecord, history_json, run_row
 
@@ -153,9 +153,10 @@ class RunStore:
         gaps: GapCounts | None = None,
         locations: Sequence[Location] = (),
         blobs: Mapping[str, tuple[str, bytes]] | None = None,
+        origin: str = "local",
     ) -> IngestResult:
         """Store one manifest (sealing it if it is not).  Idempotent for equal content."""
-        return self.ingest_many([(manifest, gaps, locations, blobs or {})])[0]
+        return self.ingest_many([(manifest, gaps, locations, blobs or {})], origin=origin)[0]
 
     def ingest_many(
         self,
@@ -167,9 +168,20 @@ class RunStore:
                 Mapping[str, tuple[str, bytes]],
             ]
         ],
+        *,
+        origin: str = "local",
     ) -> list[IngestResult]:
-        """Store several manifests in one transaction: all of them or none."""
+        """Store several manifests in one transaction: all of them or none.
+
+        Rows go in with one ``executemany`` per table and the ledger events are chained
+        in memory from the head read once under the write lock, in the same order as one
+        call per manifest would write them (each manifest's new blobs, then its ingest).
+        """
         prepared = []
+        try:
+            integrity.check_origin(origin)
+        except ValueError as e:
+            raise StoreError(str(e)) from None
         for m, gaps, locs, blobs in items:
             claimed = m.integrity.manifest_sha256
             m, sha, body = m.sealed_json()
@@ -178,64 +190,139 @@ class RunStore:
             for blob_sha, (_, data) in blobs.items():
                 if sha256_hex(data) != blob_sha:
                     raise StoreError(f"blob {blob_sha[:12]} does not match its content")
+            if origin != "local" and m.kind == "replay":
+                raise StoreError(
+                    f"run {m.run_id} claims to be a replay (kind=replay) of {m.replay_of}:"
+                    " replays are facts this host produces by running them; a replay from"
+                    " elsewhere is only a claim, so it is refused (replay the original here)"
+                )
             prepared.append((m, sha, body, gaps, locs, blobs))
         results: list[IngestResult] = []
         now = ledger.utc_now()
+        manifest_rows: list[tuple[Any, ...]] = []
+        run_rows: list[tuple[Any, ...]] = []
+        artifact_rows: list[tuple[Any, ...]] = []
+        metric_rows: list[tuple[Any, ...]] = []
+        location_rows: list[tuple[Any, ...]] = []
+        blob_rows: list[tuple[Any, ...]] = []
+        events: list[tuple[str, str | None, str]] = []
+        run_cols: str | None = None
         with self._write() as conn:
+            stored = self._stored_shas(conn, [p[0].run_id for p in prepared])
+            new_blobs: set[str] = set()
             for m, sha, body, gaps, locs, blobs in prepared:
-                row = conn.execute(
-                    "SELECT sha256 FROM manifests WHERE run_id = ?", (m.run_id,)
-                ).fetchone()
-                if row is not None:
-                    if row[0] != sha:
+                have = stored.get(m.run_id)
+                if have is not None:
+                    if have != sha:
                         raise ConflictError(
                             f"run {m.run_id} is already stored with a different manifest "
-                            f"({row[0][:12]}); a run's manifest never changes"
+                            f"({have[:12]}); a run's manifest never changes"
                         )
                     results.append(IngestResult(m.run_id, sha, False))
                     continue
+                stored[m.run_id] = sha
                 for blob_sha, (kind, data) in blobs.items():
-                    self._put_blob(conn, blob_sha, kind, data, m.run_id)
-                conn.execute(
-                    "INSERT INTO manifests (sha256, run_id, body, bytes, ingested_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (sha, m.run_id, body, len(body.encode("utf-8")), now),
-                )
+                    if (
+                        blob_sha in new_blobs
+                        or conn.execute(
+                            "SELECT 1 FROM blobs WHERE sha256 = ?", (blob_sha,)
+                        ).fetchone()
+                    ):
+                        continue
+                    new_blobs.add(blob_sha)
+                    blob_rows.append((blob_sha, kind, len(data), data))
+                    events.append((f"blob:{kind}", m.run_id, blob_sha))
+                manifest_rows.append((sha, m.run_id, body, len(body.encode("utf-8")), now))
                 r = run_row(m, sha, gaps, now)
-                cols = ", ".join(f'"{c}"' for c in r)
-                conn.execute(
-                    f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(r))})",
-                    tuple(r.values()),
-                )
-                conn.executemany(
-                    "INSERT INTO artifacts (run_id, path, sha256, size_bytes, kind, tensor_sha256)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (m.run_id, a.path, a.sha256, a.size_bytes, a.kind, a.tensor_sha256)
-                        for a in m.outputs.artifacts
-                    ],
-                )
-                names = set(m.outputs.metrics) | set(m.outputs.metric_history)
-                conn.executemany(
-                    "INSERT INTO metrics (run_id, name, final, history) VALUES (?, ?, ?, ?)",
-                    [
-                        (
-                            m.run_id,
-                            n,
-                            m.outputs.metrics.get(n),
-                            history_json(list(m.outputs.metric_history.get(n, []))),
-                        )
-                        for n in sorted(names)
-                    ],
-                )
-                conn.executemany(
-                    "INSERT OR REPLACE INTO locations (run_id, role, name, host_path)"
-                    " VALUES (?, ?, ?, ?)",
-                    [(m.run_id, loc.role, loc.name, loc.host_path) for loc in locs],
-                )
-                ledger.append(conn, "ingest", m.run_id, sha)
+                run_cols = run_cols or ", ".join(f'"{c}"' for c in r)
+                run_rows.append(tuple(r.values()))
+                artifact_rows += [
+                    (m.run_id, a.path, a.sha256, a.size_bytes, a.kind, a.tensor_sha256)
+                    for a in m.outputs.artifacts
+                ]
+                history = m.outputs.metric_history
+                metric_rows += [
+                    (
+                        m.run_id,
+                        n,
+                        m.outputs.metrics.get(n),
+                        history_json(list(history.get(n, []))),
+                    )
+                    for n in sorted(set(m.outputs.metrics) | set(history))
+                ]
+                location_rows += [(m.run_id, loc.role, loc.name, loc.host_path) for loc in locs]
+                events.append(("ingest", m.run_id, sha))
+                events += integrity.ingest_events(m.run_id, gaps, locs, origin)
                 results.append(IngestResult(m.run_id, sha, True))
+            if blob_rows:
+                conn.executemany(
+                    "INSERT INTO blobs (sha256, kind, bytes, data) VALUES (?, ?, ?, ?)", blob_rows
+                )
+            conn.executemany(
+                "INSERT INTO manifests (sha256, run_id, body, bytes, ingested_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                manifest_rows,
+            )
+            if run_rows:
+                conn.executemany(
+                    f"INSERT INTO runs ({run_cols}) VALUES ({', '.join('?' * len(run_rows[0]))})",
+                    run_rows,
+                )
+            conn.executemany(
+                "INSERT INTO artifacts (run_id, path, sha256, size_bytes, kind, tensor_sha256)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                artifact_rows,
+            )
+            conn.executemany(
+                "INSERT INTO metrics (run_id, name, final, history) VALUES (?, ?, ?, ?)",
+                metric_rows,
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO locations (run_id, role, name, host_path)"
+                " VALUES (?, ?, ?, ?)",
+                location_rows,
+            )
+            self._append_events(conn, events)
         return results
+
+    @staticmethod
+    def _stored_shas(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, str]:
+        """``run_id -> manifest sha256`` of those already stored."""
+        out: dict[str, str] = {}
+        ids = list(dict.fromkeys(run_ids))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            out.update(
+                conn.execute(
+                    "SELECT run_id, sha256 FROM manifests"
+                    f" WHERE run_id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            )
+        return out
+
+    @staticmethod
+    def _append_events(
+        conn: sqlite3.Connection, events: Sequence[tuple[str, str | None, str | None]]
+    ) -> None:
+        """Chain ``(kind, run_id, subject_sha256)`` events onto the ledger, in order, with
+        one insert; the caller holds the write lock.  Same rows as ``ledger.append`` each."""
+        if not events:
+            return
+        row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, prev = (row[0], row[1]) if row else (0, ledger.GENESIS)
+        rows = []
+        for kind, run_id, subject in events:
+            seq += 1
+            ts = ledger.utc_now()
+            h = ledger.event_hash(seq, ts, kind, run_id, subject, prev)
+            rows.append((seq, ts, kind, run_id, subject, prev, h))
+            prev = h
+        conn.executemany(
+            "INSERT INTO events (seq, ts, kind, run_id, subject_sha256, prev_hash, hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def _put_blob(
         self, conn: sqlite3.Connection, sha: str, kind: str, data: bytes, run_id: str | None
@@ -265,6 +352,8 @@ class RunStore:
                 "UPDATE runs SET gaps_critical = ?, gaps_warning = ?, gaps_info = ? WHERE id = ?",
                 (gaps.critical, gaps.warning, gaps.info, run_id),
             )
+            value = integrity.gaps_value(gaps.critical, gaps.warning, gaps.info)
+            ledger.append(conn, *integrity.state_event("gaps", run_id, value))
 
     def set_location(self, run_id: str, loc: Location) -> None:
         with self._write() as conn:
@@ -273,6 +362,11 @@ class RunStore:
                 " VALUES (?, ?, ?, ?)",
                 (run_id, loc.role, loc.name, loc.host_path),
             )
+            rows = conn.execute(
+                "SELECT role, name, host_path FROM locations WHERE run_id = ?", (run_id,)
+            ).fetchall()
+            value = integrity.locations_value(rows)
+            ledger.append(conn, *integrity.state_event("locations", run_id, value))
 
     def _append_fact(
         self,
@@ -321,6 +415,7 @@ class RunStore:
                     "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
                     (verdict, ledger.utc_now(), rid),
                 )
+                ledger.append(conn, *integrity.state_event("verdict", str(rid), verdict))
         return cid
 
     def add_replay(
@@ -366,6 +461,7 @@ class RunStore:
                     "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
                     (verdict, ledger.utc_now(), original_run),
                 )
+                ledger.append(conn, *integrity.state_event("verdict", original_run, verdict))
         return rid
 
     def add_noise_floor(self, run_id: str, times: int, body: Mapping[str, Any]) -> int:
@@ -525,6 +621,21 @@ class RunStore:
         )
         rows = self.conn.execute(sql, [*params, max(0, q.limit), max(0, q.offset)]).fetchall()
         return [RunRecord.from_row(r) for r in rows]
+
+    def find_runs(self, text: str, limit: int) -> list[RunRecord]:
+        """Runs whose id starts with ``text`` first, then the full-text matches: what a
+        person typing part of a run id or a word expects (the picker, ``runs --search``)."""
+        text = text.strip()
+        by_id: list[RunRecord] = []
+        if re.fullmatch(r"[0-9A-Za-z_-]{4,64}", text):
+            rows = self.conn.execute(
+                f"SELECT {RUN_SELECT} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+                (text, text + "\U0010ffff", limit),
+            ).fetchall()
+            by_id = [RunRecord.from_row(r) for r in rows]
+        found = self.list_runs(RunQuery(search=text or None, limit=limit))
+        seen = {r.id for r in by_id}
+        return (by_id + [r for r in found if r.id not in seen])[:limit]
 
     def count_runs(self, q: RunQuery | None = None) -> int:
         where, params = self._where(q or RunQuery())
@@ -691,6 +802,7 @@ class RunStore:
                 " (SELECT sha256 FROM manifests)"
             ):
                 rep.problems.append(f"run {rid} points at a manifest {sha[:12]} that is not stored")
+            rep.problems += integrity.check(conn)  # derived tables, state events, triggers
             for (trig,) in conn.execute(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_no_%'"
             ):

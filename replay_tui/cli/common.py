@@ -85,6 +85,24 @@ def echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
+# The interface that opens when no command is given.  The command line never imports the
+# TUI (they are siblings over the domain): the program that puts them together
+# (``replay_tui.program``) hands the opener in.
+TuiOpener = Callable[[Path, "str | None"], None]
+_tui_opener: TuiOpener | None = None
+
+
+def set_tui_opener(opener: TuiOpener) -> None:
+    global _tui_opener
+    _tui_opener = opener
+
+
+def open_tui(store_path: Path, notice: str | None = None) -> None:
+    if _tui_opener is None:
+        fail("this entry point has no terminal interface; run `replay-tui` instead", 2)
+    _tui_opener(store_path, notice)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from replay_tui.cli.common import Ctx, handled
+from replay_tui.cli.common import Ctx, handled, open_tui
 from replay_tui.errors import BadInput
 from storage.store import RunStore
 
@@ -42,9 +42,7 @@ def demo(ctx: click.Context, no_open: bool, no_docker: bool) -> None:
     result = build_demo(path, say=lambda m: click.echo(m, err=True), use_docker=not no_docker)
     click.echo(f"demo store ready: {path} ({len(result.run_ids)} runs, {result.backend} backend)")
     if not no_open:
-        from replay_tui.app import run_app
-
-        run_app(path, notice=result.notice)
+        open_tui(path, result.notice)
 
 
 def register(main: click.Group) -> None:

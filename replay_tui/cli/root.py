@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from replay_tui.cli.common import Ctx, default_store_path
+from replay_tui.cli.common import Ctx, default_store_path, open_tui
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,6 +23,4 @@ def main(ctx: click.Context, store_path: Path | None) -> None:
     """Record, replay and audit ML training runs.  With no command, open the TUI."""
     ctx.obj = Ctx(store_path or default_store_path())
     if ctx.invoked_subcommand is None:
-        from replay_tui.app import run_app
-
-        run_app(ctx.obj.store_path)
+        open_tui(ctx.obj.store_path)

@@ -10,6 +10,7 @@ import click
 
 from replay_tui.cli.common import Ctx, echo_json, fail, handled, json_option
 from replay_tui.errors import BadInput
+from replay_tui.verdicts import VERDICTS
 from storage.manifest import (
     MAX_MANIFEST_BYTES,
     ManifestError,
@@ -94,22 +95,81 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @click.option("--kind", type=click.Choice(["original", "replay"]), default=None)
-@click.option("--verdict", default=None, help="IDENTICAL, EQUIVALENT, DIVERGED, INCOMPLETE, none")
+@click.option(
+    "--verdict",
+    type=click.Choice([*VERDICTS, "none"], case_sensitive=False),
+    default=None,
+    help="The run's verdict (its latest completed replay's); none: never judged.",
+)
+@click.option("--wide", is_flag=True, help="Show every value whole (full ids, digests, names).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout (every value whole).")
 @json_option
 @click.pass_obj
 @handled
 def runs(
-    obj: Ctx, search: str | None, limit: int, kind: str | None, verdict: str | None, as_json: bool
+    obj: Ctx,
+    search: str | None,
+    limit: int,
+    kind: str | None,
+    verdict: str | None,
+    wide: bool,
+    as_csv: bool,
+    as_json: bool,
 ) -> None:
-    """List runs, newest first."""
-    from replay_tui import render
+    """List runs, newest first.  --search also matches run ids and their prefixes.
 
+    VERDICT of an original run sums up all its replays: IDENTICAL 3/3, 1 cancelled is
+    the latest completed replay's verdict, 3 of 3 completed replays reproduced, and one
+    more was cancelled (cancelled, interrupted, timed-out and infra-error replays never
+    count as not reproduced)."""
+    from replay_tui import render
+    from replay_tui.verdicts import summarize
+
+    if verdict is not None:
+        verdict = "none" if verdict.lower() == "none" else verdict.upper()
     q = RunQuery(search=search, limit=limit, kind=kind, verdict=verdict)
-    records = obj.store.list_runs(q)
+    records = _with_id_prefix(obj.store.list_runs(q), q, obj)
+    facts = obj.store.replay_outcomes([r.id for r in records if r.kind == "original"])
+    reproduction = {rid: summarize(f) for rid, f in facts.items()}
     if as_json:
-        echo_json([r.to_dict() for r in records])
+        echo_json(
+            [
+                {**r.to_dict(), "reproduction": reproduction[r.id].to_dict()}
+                if r.id in reproduction
+                else r.to_dict()
+                for r in records
+            ]
+        )
+    elif as_csv:
+        import csv
+
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(render.RUN_COLUMNS_ALL)
+        out.writerows(render.run_rows(records, reproduction, wide=True))
     else:
-        click.echo(render.runs_table(records))
+        filtered = bool(search or kind or verdict)
+        click.echo(render.runs_table(records, reproduction, wide=wide, filtered=filtered))
+
+
+def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
+    """Runs whose id starts with the search text first, then the full-text matches."""
+    import re
+
+    text = (q.search or "").strip()
+    if not re.fullmatch(r"[0-9A-Za-z_-]{4,64}", text):
+        return found
+    by_id = [
+        r
+        for r in obj.store.find_runs(text, q.limit)
+        if r.id.startswith(text)
+        and (q.kind is None or r.kind == q.kind)
+        and (
+            q.verdict is None
+            or (r.last_verdict is None if q.verdict == "none" else r.last_verdict == q.verdict)
+        )
+    ]
+    seen = {r.id for r in by_id}
+    return (by_id + [r for r in found if r.id not in seen])[: q.limit]
 
 
 @click.command()

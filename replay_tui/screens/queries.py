@@ -9,7 +9,6 @@ read-only SQL over the store's tables, kept here in one place.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from replay_tui.gaps import Gap, evaluate
 from replay_tui.verdicts import REPRODUCED, VERDICTS, Reproduction, summarize
 from storage.manifest import RunManifest
-from storage.records import RUN_SELECT, RunRecord
+from storage.records import RunRecord
 from storage.store import Location, RunQuery, RunStore, StoreError
 
 if TYPE_CHECKING:
@@ -59,19 +58,15 @@ def list_runs(store: RunStore, q: RunQuery) -> list[RunRecord]:
     return store.list_runs(q)
 
 
+def reproduction_of(store: RunStore, records: list[RunRecord]) -> dict[str, Reproduction]:
+    """What every replay of each original run on a page adds up to (one query)."""
+    facts = store.replay_outcomes([r.id for r in records if r.kind == "original"])
+    return {run_id: summarize(f) for run_id, f in facts.items()}
+
+
 def find_runs(store: RunStore, text: str, limit: int) -> list[RunRecord]:
     """Runs for the picker: those whose id starts with ``text``, then full-text matches."""
-    text = text.strip()
-    by_id: list[RunRecord] = []
-    if re.fullmatch(r"[0-9A-Za-z_-]{4,64}", text):
-        rows = store.conn.execute(
-            f"SELECT {RUN_SELECT} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-            (text, text + "\U0010ffff", limit),
-        ).fetchall()
-        by_id = [RunRecord.from_row(r) for r in rows]
-    found = list_runs(store, RunQuery(search=text or None, limit=limit))
-    seen = {r.id for r in by_id}
-    return (by_id + [r for r in found if r.id not in seen])[:limit]
+    return store.find_runs(text, limit)
 
 
 # -- run detail -----------------------------------------------------------------------

@@ -1,0 +1,3 @@
+from replay_tui.program import main
+
+main()
