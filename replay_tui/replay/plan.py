@@ -38,6 +38,7 @@ class ReplayOptions:
     determinism: Literal["recorded", "off"] = "recorded"
     memory_limit: str | None = None
     pids_limit: int = 512
+    backend_options: tuple[tuple[str, str], ...] = ()  # (name, value) for the backend
 
 
 @dataclass

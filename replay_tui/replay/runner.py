@@ -255,7 +255,9 @@ def stage_plan(
 ) -> ReplayPlan:
     on_event(ReplayEvent("plan", "start"))
     host_gpu = (
-        probes.gpu_available() if (original.hardware.gpus or options.gpus == "all") else False
+        (getattr(backend, "gpus_from_scheduler", False) or probes.gpu_available())
+        if (original.hardware.gpus or options.gpus == "all")
+        else False
     )
     plan = make_plan(
         original,
@@ -472,6 +474,9 @@ def stage_hash(ctx: ReplayContext) -> None:
         "determinism": opts.determinism,
         "reason": result.reason,
     }
+    job = getattr(ctx.prepared.executor, "job_info", None)  # where a scheduler ran it
+    if job:
+        ctx.replay_info["job"] = dict(job)
     from replay_tui.capture.launcher import _log_tail
 
     image = ctx.prepared.image

@@ -11,10 +11,12 @@ store); the job never opens the store.  GPUs recorded in the manifest are reques
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay_tui.capture import probes
+from replay_tui.errors import BadInput
 from replay_tui.replay import docker as dk
 from replay_tui.replay.backends.docker import container_workdir, replay_mounts
 from replay_tui.replay.context import Prepared
@@ -26,9 +28,38 @@ if TYPE_CHECKING:
     from storage.store import RunStore
 
 
+OPTION_NAMES = (
+    "partition",
+    "account",
+    "qos",
+    "time_limit",
+    "sbatch_args",
+    "max_in_flight",
+    "spool",
+)
+
+
 def slurm_options(options: ReplayOptions) -> SlurmOptions:
-    """Flags (``options.backend_options``) over ``REPLAY_TUI_SLURM_*``, validated."""
-    given: dict[str, Any] = dict(getattr(options, "backend_options", None) or {})
+    """Flags (``options.backend_options``, name/value strings) over ``REPLAY_TUI_SLURM_*``,
+    validated; BadInput names a bad one."""
+    given: dict[str, Any] = {}
+    for name, value in options.backend_options:
+        if name not in OPTION_NAMES:
+            raise BadInput(f"the slurm backend has no option {name!r}")
+        if name == "sbatch_args":
+            try:
+                given[name] = tuple(shlex.split(value))
+            except ValueError as e:
+                raise BadInput(f"--slurm-sbatch-args {value!r} cannot be split: {e}") from None
+        elif name == "max_in_flight":
+            try:
+                given[name] = int(value)
+            except ValueError:
+                raise BadInput(f"--slurm-max-in-flight {value!r} is not a number") from None
+        elif name == "spool":
+            given[name] = Path(value)
+        else:
+            given[name] = value
     return SlurmOptions.from_env(**given)
 
 
