@@ -1,4 +1,5 @@
-"""Errors that map onto the CLI's exit codes (DESIGN.md: 2 bad input, 3 infrastructure)."""
+"""Errors that map onto the CLI's exit codes (2 bad input, 3 infrastructure; see
+docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -406,7 +406,8 @@ RunStatus = Literal["succeeded", "failed", "interrupted", "timed_out"]
 
 
 class RunManifest(_Model):
-    """A training run's full provenance.  See DESIGN.md for the meaning of each group."""
+    """A training run's full provenance.  Each group is described in
+    docs/architecture.md and in the JSON Schema (``replay-tui schema``)."""
 
     schema_version: Literal[1] = 1
     # identity
@@ -465,22 +466,15 @@ class RunManifest(_Model):
     def sealed_json(self) -> tuple[RunManifest, str, str]:
         """Seal once: (sealed manifest, manifest_sha256, canonical JSON of the whole).
 
-        Each top-level value is canonicalised once; the body (without ``integrity``) and
-        the whole document are assembled from the same pieces.  Top-level keys are ASCII,
-        so sorting them by code point is the RFC 8785 order.
+        The whole document is canonicalised once; the body (without ``integrity``) that
+        the digest covers is cut out of it (``canonical.dumps_sealed``).
         """
         m = self
         already = self.integrity.manifest_sha256 is not None  # sealed elsewhere: keep as is
         if self.config and self.config_hash is None and not already:
             m = self.model_copy(update={"config_hash": config_hash(self.config)})
-        dump = m.model_dump(mode="json")
-        parts = {k: canonical_json(v).decode("utf-8") for k, v in dump.items()}
-        keys = sorted(parts)
-        body = "{" + ",".join(f'"{k}":{parts[k]}' for k in keys if k != "integrity") + "}"
-        sha = sha256_hex(body.encode("utf-8"))
-        integrity = {**dump["integrity"], "manifest_sha256": sha}
-        parts["integrity"] = canonical_json(integrity).decode("utf-8")
-        full = "{" + ",".join(f'"{k}":{parts[k]}' for k in keys) + "}"
+        sha, raw = canonical.dumps_sealed(m.model_dump(mode="json"), "integrity", "manifest_sha256")
+        full = raw.decode("utf-8")
         sealed = m.model_copy(
             update={"integrity": m.integrity.model_copy(update={"manifest_sha256": sha})}
         )
@@ -587,17 +581,17 @@ def manifest_from_data(data: Any, *, source: str = "") -> RunManifest:
             f"unsupported schema_version {version!r}; this tool reads version {SCHEMA_VERSION}",
             "schema_version",
             source,
-    cs = data.get("config_source")
-    if isinstance(cs, dict) and isinstance(cs.get("argv"), dict):
-        try:
-            _check_config(cs["argv"], "config_source.argv")
-        except ManifestError as e:
-            raise ManifestError(e.message, e.location, source) from None
         )
     cfg = data.get("config")
     if isinstance(cfg, dict):
         try:
             _check_config(cfg, "config")
+        except ManifestError as e:
+            raise ManifestError(e.message, e.location, source) from None
+    cs = data.get("config_source")
+    if isinstance(cs, dict) and isinstance(cs.get("argv"), dict):
+        try:
+            _check_config(cs["argv"], "config_source.argv")
         except ManifestError as e:
             raise ManifestError(e.message, e.location, source) from None
     try:

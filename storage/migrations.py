@@ -205,7 +205,8 @@ def m001_initial(db: Database) -> None:
 
 FTS_COLUMNS = "[name], [command], [commit], [image_ref], [image_digest], [tags]"
 # prefix='1 2 3': a search box sends prefixes as the user types; without prefix indexes a
-# 1-3 letter prefix scans the whole term list (DESIGN.md: keep search under 20 ms).
+# 1-3 letter prefix scans the whole term list (search must stay interactive; measured
+# in bench/bench_tui.py).
 FTS_TABLE = f"""
 CREATE VIRTUAL TABLE [runs_fts] USING FTS5 (
     {FTS_COLUMNS}, content=[runs], prefix='1 2 3'

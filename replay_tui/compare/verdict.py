@@ -1,4 +1,4 @@
-"""Compare any two runs and give the verdict (DESIGN.md, "Comparison and verdict").
+"""Compare any two runs and give the verdict (docs/architecture.md, "Compare").
 
 - ``IDENTICAL``: every artifact's sha256 equal (or neither run has artifacts but both
   have metrics) and every metric bitwise equal, finals and histories.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
-from replay_tui.gaps import Gap, evaluate, evaluate_pair
+from replay_tui.gaps import Gap, evaluate, evaluate_pair, probable_causes
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict
 from storage.manifest import RunManifest
@@ -64,10 +64,13 @@ class Comparison:
     a_status: str = "succeeded"
     b_status: str = "succeeded"
     b_replays_a: bool = False
+    probable_causes: tuple[str, ...] = ()
+    """For a divergence: what the manifests already explain it by (the pair's critical
+    gaps, then A's own gaps such as no seed recorded)."""
 
     @property
     def exit_code(self) -> int:
-        """0 when reproduced (IDENTICAL or EQUIVALENT), 1 otherwise (DESIGN.md)."""
+        """0 when reproduced (IDENTICAL or EQUIVALENT), 1 otherwise."""
         return 0 if self.verdict in ("IDENTICAL", "EQUIVALENT") else 1
 
     @property
@@ -88,6 +91,7 @@ class Comparison:
             "atol": self.atol,
             "tolerance_rule": TOLERANCE_RULE,
             "reasons": list(self.reasons),
+            "probable_causes": list(self.probable_causes),
             "missing": list(self.missing),
             "artifacts": [x.to_dict() for x in self.artifacts],
             "metrics": [m.to_dict() for m in self.metrics],
@@ -313,6 +317,7 @@ def compare_runs(
         a_status=a.status,
         b_status=b.status,
         b_replays_a=b.replay_of == a.run_id,
+        probable_causes=tuple(probable_causes(own_a, pair)) if verdict == "DIVERGED" else (),
     )
 
 

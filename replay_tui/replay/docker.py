@@ -1,6 +1,6 @@
 """The Docker backend: pull by digest, run in a sandbox, stream the log, stop on cancel.
 
-Sandbox (DESIGN.md): no network, code and data read-only, only the planned output folders
+Sandbox: no network, code and data read-only, only the planned output folders
 writable, all capabilities dropped, no-new-privileges, a pids limit, a read-only root
 filesystem with a private /tmp, never privileged, never the Docker socket or any host
 path outside the plan.
