@@ -6,6 +6,7 @@ Layout::
     replays/<run>.json             every replay manifest of it
     comparison.json                each replay's comparison; the verdict and its replay
     gaps.json                      gaps of the run, of each replay, and of each pair
+    bisects.json                   every bisect with the run as GOOD or BAD (when any)
     logs/<run>.log                 captured output of the run and of each replay
     report.md, report.html         the human report (the page is standalone)
     signer.pub                     the public key (when signed)
@@ -208,6 +209,9 @@ def export_bundle(
                 )
         _write(tmp, "comparison.json", _json(_comparison_doc(ev)))
         _write(tmp, "gaps.json", _json(_gaps_doc(ev)))
+        bisects = store.bisects_of(m.run_id)
+        if bisects:  # bisects with this run as GOOD or BAD (replay-tui bisect)
+            _write(tmp, "bisects.json", _json({"run_id": m.run_id, "bisects": bisects}))
         for lm in [m, *(r.manifest for r in ev.replays if r.manifest is not None)]:
             data = log_bytes(store, lm)
             if data is not None:

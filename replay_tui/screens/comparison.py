@@ -70,6 +70,7 @@ class ComparisonScreen(AppScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("f", "toggle_fields", "Only differences"),
+        Binding("b", "bisect", "Bisect (A good, B bad)"),
     ]
 
     def __init__(
@@ -508,3 +509,12 @@ class ComparisonScreen(AppScreen[None]):
 
     def action_back(self) -> None:
         self.dismiss()
+
+    def action_bisect(self) -> None:
+        """Which difference makes B diverge from A: replay A with B's factors swapped in."""
+        if self.a_run and self.b_run:
+            from replay_tui.screens.bisect import BisectScreen
+
+            options = getattr(self.app, "replay_options_factory", None)
+            backend = options().backend if options else "docker"
+            self.app.push_screen(BisectScreen(self.store_path, self.a_run, self.b_run, backend))
