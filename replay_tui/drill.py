@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from functools import partial
 from typing import Any, Literal
 
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
+from replay_tui.replay.fanout import fans_out, run_each, tagged
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
 from replay_tui.replay.series import replay_many
@@ -207,6 +209,17 @@ def run_drill(
     )
     names = {c.run_id: c.name for c in cands}
     chosen = pick_runs(cands, count, pick, seed)
+    if len(chosen) > 1 and fans_out(opts):  # all submitted at once, each waited on apart
+        emit(ReplayEvent("drill", "note", f"{len(chosen)} runs at once on {opts.backend}"))
+        work = [
+            partial(
+                _drill_in_thread, run_id=r, name=names[r], opts=opts, emit=tagged(emit, f"run {n}")
+            )
+            for n, r in enumerate(chosen, 1)
+        ]
+        report.items.extend(run_each(store.path, work, should_cancel=should_cancel))
+        report.cancelled = should_cancel()
+        chosen = []
     for n, run_id in enumerate(chosen, 1):
         if should_cancel():
             report.cancelled = True
@@ -218,6 +231,18 @@ def run_drill(
     del body["drill_id"]  # the fact's own id, known only once it is stored
     report.drill_id = store.add_drill(report.passed, body)
     return report
+
+
+def _drill_in_thread(
+    store: RunStore,
+    should_cancel: Callable[[], bool],
+    *,
+    run_id: str,
+    name: str,
+    opts: ReplayOptions,
+    emit: OnEvent,
+) -> DrillItem:
+    return _drill_one(store, run_id, name, opts, emit, should_cancel)
 
 
 def _drill_one(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
+from replay_tui.cli.slurm_flags import check_backend, slurm_flags
 
 if TYPE_CHECKING:
     from replay_tui.replay.runner import ReplayEvent
@@ -181,6 +182,7 @@ def verify(
 )
 @click.option("--since", default=None, help="Only runs started on or after this date.")
 @backend_option
+@slurm_flags
 @click.option("--allow-cpu", is_flag=True, help="Replay GPU-recorded runs on CPU (a gap).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
 @click.option("--quiet", is_flag=True, help="Only the summary.")
@@ -198,6 +200,7 @@ def drill(
     timeout: float | None,
     quiet: bool,
     as_json: bool,
+    backend_options: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce."""
     from replay_tui import render
@@ -208,7 +211,9 @@ def drill(
         backend=backend,
         allow_cpu=allow_cpu,
         timeout_s=timeout,
+        backend_options=backend_options,
     )
+    check_backend(backend, backend_options)
 
     def on_event(ev: ReplayEvent) -> None:
         if not quiet:

@@ -8,12 +8,14 @@ from pathlib import Path
 import click
 
 from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
+from replay_tui.cli.slurm_flags import check_backend, slurm_flags
 from replay_tui.errors import BadInput
 
 
 @click.command()
 @click.argument("run")
 @backend_option
+@slurm_flags
 @click.option(
     "--gpus", type=click.Choice(["auto", "all", "none"]), default="auto", show_default=True
 )
@@ -63,6 +65,7 @@ def replay(
     determinism: str,
     quiet: bool,
     as_json: bool,
+    backend_options: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Replay RUN from its image digest and git commit; exit 0 if reproduced, else 1."""
     from replay_tui.replay.plan import ReplayOptions
@@ -79,7 +82,9 @@ def replay(
         force_data=force_data,
         repo=repo,
         memory_limit=memory_limit,
+        backend_options=backend_options,
     )
+    check_backend(backend, backend_options)
 
     def on_event(ev: ReplayEvent) -> None:
         print_event(ev, as_json=as_json, logs=not quiet)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
+from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome, replay_run
 from storage.manifest import RunManifest
@@ -154,6 +156,17 @@ def noise_floor(replicas: list[RunManifest], objects: ObjectStore) -> dict[str, 
     }
 
 
+def _replica(
+    store: RunStore,
+    should_cancel: Callable[[], bool],
+    *,
+    original_id: str,
+    options: ReplayOptions,
+    emit: OnEvent,
+) -> ReplayOutcome:
+    return replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
+
+
 def replay_many(
     store: RunStore,
     run_ref: str,
@@ -168,7 +181,18 @@ def replay_many(
     emit = on_event or (lambda e: None)
     original_id = store.resolve(run_ref)
     report = ReplayReport(original_id)
-    for i in range(times):
+    if times > 1 and fans_out(options):  # N jobs at once, each waited on in its own thread
+        from replay_tui.replay.fanout import run_each, tagged
+
+        work = [
+            partial(_replica, original_id=original_id, options=options, emit=tagged(emit, f"{i}"))
+            for i in range(1, times + 1)
+        ]
+        report.outcomes.extend(run_each(store.path, work, should_cancel=should_cancel))
+        times_left = 0
+    else:
+        times_left = times
+    for i in range(times_left):
         if times > 1:
             emit(ReplayEvent("replay", "note", f"replica {i + 1} of {times}"))
         report.outcomes.append(

@@ -608,6 +608,7 @@ class SlurmExecutor:
         (jobdir / "sbatch.json").write_text(json.dumps(argv))
         p = _run(argv, timeout=120)
         if p.returncode != 0:
+            shutil.rmtree(jobdir, ignore_errors=True)  # nothing ran
             err = (p.stderr or p.stdout).strip()[-600:]
             if _controller_down(err) or p.returncode == 124:
                 raise InfraError(
@@ -656,6 +657,8 @@ class SlurmExecutor:
         self.job_info = {"scheduler": "slurm", "job_id": job_id}
         on_line(f"[slurm] submitted batch job {job_id} (folder {jobdir})")
         tail = _Tail(jobdir / "output.log", spec.log_path, on_line)
+        # the batch script's own output (Slurm's messages, docker's errors): shown, not kept
+        slurm_out = _Tail(jobdir / f"slurm-{job_id}.out", None, lambda t: on_line(f"[slurm] {t}"))
         cancelled = timed_out = False
         cancel_reason = ""
         state: JobState | None = None
@@ -677,6 +680,7 @@ class SlurmExecutor:
         try:
             while True:
                 tail.pump()
+                slurm_out.pump()
                 now = time.monotonic()
                 want_stop = should_cancel() or interrupted_by_signal
                 if want_stop and not cancelled:
@@ -731,10 +735,16 @@ class SlurmExecutor:
                 for s, h in old.items():
                     signal.signal(s, h)
         tail.pump(final=True)
+        slurm_out.pump(final=True)
         self._read_node_files(jobdir)
-        return self._result(
+        result = self._result(
             job_id, jobdir, state, started, t0, cancelled, cancel_reason, timed_out, spec
         )
+        if result.status == "succeeded":
+            shutil.rmtree(jobdir, ignore_errors=True)
+        else:
+            on_line(f"[slurm] job files kept in {jobdir}")
+        return result
 
     def _note(self, st: JobState) -> None:
         for k in ("node", "partition", "account", "qos", "time_limit"):
@@ -857,12 +867,11 @@ def _slurm_exit(code: str | None) -> int:
 class _Tail:
     """Follows a file the job appends to, copying it to ``dest`` line by line."""
 
-    def __init__(self, src: Path, dest: Path, on_line: OnLine) -> None:
-        self.src, self.dest, self.on_line = src, dest, on_line
+    def __init__(self, src: Path, dest: Path | None, on_line: OnLine) -> None:
+        self.src, self.on_line = src, on_line
         self.pos = 0
         self.buf = b""
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        self.out = dest.open("wb")
+        self.out = dest.open("wb") if dest is not None else None
 
     def pump(self, final: bool = False) -> None:
         try:
@@ -873,8 +882,9 @@ class _Tail:
             chunk = b""
         if chunk:
             self.pos += len(chunk)
-            self.out.write(chunk)
-            self.out.flush()
+            if self.out is not None:
+                self.out.write(chunk)
+                self.out.flush()
             self.buf += chunk
             while b"\n" in self.buf:
                 line, self.buf = self.buf.split(b"\n", 1)
@@ -883,4 +893,5 @@ class _Tail:
             if self.buf:
                 self.on_line(self.buf.decode("utf-8", "replace"))
                 self.buf = b""
-            self.out.close()
+            if self.out is not None:
+                self.out.close()
