@@ -8,7 +8,7 @@ rename one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -569,17 +569,7 @@ def inputs_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
             f"hyperparameters differ: {', '.join(keys[:5])}",
             "use the recorded config; a different config is a different experiment",
         )
-    ra, rb = a.randomness, b.randomness
-    for src in ("seed", "python", "numpy", "torch", "cuda", "dataloader_workers"):
-        va, vb = getattr(ra, src), getattr(rb, src)
-        if va is not None and vb is not None and va != vb:
-            yield Gap(
-                "PAIR_SEED_DIFFERS",
-                "critical",
-                f"randomness.{src}",
-                f"{src} seed differs ({va} vs {vb}): different random streams",
-                "replay with the recorded seed",
-            )
+    yield from _seed_pair(a, b)
     fa, fb = a.determinism, b.determinism
     for attr in (
         "deterministic_algorithms",
@@ -596,6 +586,62 @@ def inputs_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
                 f"{attr} was {va} vs {vb}",
                 "replay with the recorded determinism settings",
             )
+
+
+def _seed_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
+    """One root cause, one gap: a different seed also changes every generator seeded
+    from it, so the sources that differ are named in one PAIR_SEED_DIFFERS."""
+    ra, rb = a.randomness, b.randomness
+    differ = []
+    for src in ("seed", "python", "numpy", "torch", "cuda", "dataloader_workers"):
+        va, vb = getattr(ra, src), getattr(rb, src)
+        if va is not None and vb is not None and va != vb:
+            differ.append((src, va, vb))
+    if not differ:
+        return
+    src, va, vb = differ[0]
+    what = "the seed" if src == "seed" else f"the {src} generator's seed"
+    others = [s for s, _, _ in differ[1:]]
+    also = f"; so do the {', '.join(others)} seeds" if others else ""
+    yield Gap(
+        "PAIR_SEED_DIFFERS",
+        "critical",
+        f"randomness.{src}",
+        f"{what} differs ({va} vs {vb}){also}: different random streams",
+        "replay with the recorded seed",
+    )
+
+
+# Own gaps of the reference run that explain a divergence, in the words an auditor reads.
+CAUSES: dict[str, str] = {
+    "SEED_UNKNOWN": "no seed recorded",
+    "SEED_SOURCE_UNKNOWN": "a random generator not known to be seeded",
+    "NONDETERMINISTIC_OPS": "nondeterministic ops ran",
+    "DETERMINISM_OFF": "deterministic mode was off",
+    "DETERMINISM_UNKNOWN": "determinism settings not recorded",
+    "CUDNN_BENCHMARK_ON": "cuDNN benchmark mode picks kernels per run",
+    "CUBLAS_WORKSPACE_UNSET": "CUBLAS_WORKSPACE_CONFIG unset",
+    "PYTHONHASHSEED_UNSET": "PYTHONHASHSEED unset",
+    "DATA_NO_HASH": "data not hashed: it may have changed",
+    "CODE_DIRTY_NO_DIFF": "uncommitted changes not stored",
+    "CODE_DIRTY_UNKNOWN": "whether the code had uncommitted changes is unknown",
+    "IMAGE_NONE": "no container image: the environment is not pinned",
+    "IMAGE_TAG_ONLY": "image by tag only: it may have moved",
+    "RUN_NOT_SUCCEEDED": "the original run did not succeed",
+}
+
+
+def probable_causes(original: Sequence[Gap], pair: Sequence[Gap]) -> list[str]:
+    """What already explains a divergence before any tensor is read: the pair's critical
+    gaps (a different seed, data, config), then the original's own gaps that make its
+    outcome unreproducible (no seed recorded...), most severe first."""
+    out = [f"{g.message} ({g.code})" for g in pair if g.severity == "critical"]
+    seen: set[str] = set()
+    for g in original:
+        if g.code in CAUSES and g.code not in seen and g.severity != "info":
+            seen.add(g.code)
+            out.append(f"{CAUSES[g.code]} ({g.code}, {g.field})")
+    return out
 
 
 def _sorted(gaps: list[Gap]) -> list[Gap]:

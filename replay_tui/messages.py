@@ -20,17 +20,26 @@ if TYPE_CHECKING:
         ReplaySummary,
         RunDetail,
     )
+    from replay_tui.verdicts import Reproduction
     from storage.records import RunRecord
 
 
 class RunsPage(Message):
     """A page of the runs table; ``generation`` names the query it answers."""
 
-    def __init__(self, generation: int, offset: int, records: list[RunRecord]) -> None:
+    def __init__(
+        self,
+        generation: int,
+        offset: int,
+        records: list[RunRecord],
+        reproduction: dict[str, Reproduction] | None = None,
+    ) -> None:
         super().__init__()
         self.generation = generation
         self.offset = offset
         self.records = records
+        self.reproduction = reproduction or {}
+        """Per original run on the page: what all its replays add up to."""
 
 
 class RunsCounted(Message):

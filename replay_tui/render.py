@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replay_tui.gaps import Gap
+from replay_tui.verdicts import Reproduction
 from storage.manifest import RunManifest
 from storage.records import RunRecord
+
+
+def cut(value: str, n: int | None) -> str:
+    """``value`` in at most ``n`` characters; a cut value ends in an ellipsis (None: whole)."""
+    if n is None or len(value) <= n:
+        return value
+    return value[: max(0, n - 1)] + "…"
 
 
 def short(value: str | None, n: int = 12) -> str:
@@ -55,28 +63,57 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def runs_table(records: Sequence[RunRecord]) -> str:
-    if not records:
-        return "no runs (record one with `replay-tui record -- CMD` or `replay-tui ingest FILE`)"
-    rows = [
+RUN_COLUMNS = ("ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATUS", "VERDICT")
+RUN_COLUMNS_ALL = (*RUN_COLUMNS, "GAPS")
+
+
+def verdict_cell(rec: RunRecord, reproduction: Mapping[str, Reproduction] | None) -> str:
+    """An original run: what all its replays add up to (``IDENTICAL 3/3, 1 cancelled``);
+    a replay: the verdict of its own comparison."""
+    rep = (reproduction or {}).get(rec.id)
+    if rep is not None and rec.kind == "original":
+        return rep.text()
+    return rec.last_verdict or "-"
+
+
+def run_rows(
+    records: Sequence[RunRecord],
+    reproduction: Mapping[str, Reproduction] | None = None,
+    *,
+    wide: bool = False,
+) -> list[list[str]]:
+    """The runs table's cells; cut values end in an ellipsis (``wide``: nothing is cut)."""
+    return [
         [
-            r.id[:13],
-            (r.name or "-")[:28],
+            r.id if wide else r.id[:13],
+            cut(r.name or "-", None if wide else 28),
             r.kind,
             r.started_at[:19].replace("T", " "),
             duration(r.duration_s),
-            short(r.commit, 8),
-            image_short(r.image_ref, r.image_digest),
+            (r.commit or "-") if wide else short(r.commit, 8),
+            (r.image_digest or r.image_ref or "-")
+            if wide
+            else image_short(r.image_ref, r.image_digest),
             r.status,
-            r.last_verdict or "-",
+            verdict_cell(r, reproduction),
             gap_badge(r),
         ]
         for r in records
     ]
-    return table(
-        ["ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATUS", "VERDICT", "GAPS"],
-        rows,
-    )
+
+
+def runs_table(
+    records: Sequence[RunRecord],
+    reproduction: Mapping[str, Reproduction] | None = None,
+    *,
+    wide: bool = False,
+    filtered: bool = False,
+) -> str:
+    if not records:
+        if filtered:
+            return "no run matches (the search and filters given); `replay-tui runs` lists all"
+        return "no runs (record one with `replay-tui record -- CMD` or `replay-tui ingest FILE`)"
+    return table(RUN_COLUMNS_ALL, run_rows(records, reproduction, wide=wide))
 
 
 def gaps_text(gaps: Sequence[Gap]) -> str:

@@ -248,13 +248,26 @@ def build_fixed_store(root: Path) -> FixedStore:
                 manifests[i].run_id,
                 replay_run=None,
                 backend="docker",
-                status="succeeded" if verdict != "INCOMPLETE" else "interrupted",
+                status="completed",
                 verdict=verdict,
-                reason=None if verdict != "INCOMPLETE" else "interrupted (Ctrl-C or cancel)",
+                reason=None if verdict != "INCOMPLETE" else "exit code 1",
                 duration_s=600.0,
                 comparison_id=None,
                 body={"verdict": verdict},
             )
+        # a cancelled attempt after the IDENTICAL one: shown apart, never the verdict
+        store.add_replay(
+            manifests[1].run_id,
+            replay_run=None,
+            backend="docker",
+            status="cancelled",
+            verdict=None,
+            reason="cancelled before the replay finished",
+            duration_s=3.0,
+            comparison_id=None,
+            body={"reason": "cancelled"},
+            sets_verdict=False,
+        )
         store.add_drill(
             False,
             {

@@ -164,7 +164,7 @@ def test_changed_data_refuses_with_exit_3(store: Path, repo: Path, train_image: 
     assert "train.npz" in err and "changed" in err
     with RunStore(store) as s:
         facts = s.facts("replays")
-        assert facts[-1]["status"] == "error" and "train.npz" in facts[-1]["reason"]
+        assert facts[-1]["status"] == "infra-error" and "train.npz" in facts[-1]["reason"]
         assert s.count_runs() == 1  # no replay manifest stored
         assert s.verify().ok
 
@@ -239,13 +239,14 @@ def _slow_repo(repo: Path, body: str) -> None:
     git(repo, "commit", "-q", "-m", "slow")
 
 
-def test_timeout_is_recorded_as_a_failed_replay(store: Path, repo: Path, train_image: str) -> None:
+def test_timeout_is_recorded_as_an_aborted_replay(store: Path, repo: Path, train_image: str) -> None:
     _slow_repo(repo, "import time\nprint('working', flush=True)\ntime.sleep(4)\n")
     rid = record_in(store, repo, train_image, "slow.py")
     code, rep, err = replay(store, rid, "--timeout", "1")
-    assert code == 1, err[-2000:]
+    assert code == 3, err[-2000:]  # timed out: not judged, never "not reproduced"
     r = rep["replays"][0]
     assert r["status"] == "timed_out" and "timed out after 1s" in r["reason"]
+    assert r["replay_status"] == "timed_out"
     assert r["verdict"] == "INCOMPLETE"
     with RunStore(store) as s:
         assert s.verify().ok
@@ -325,7 +326,7 @@ def test_engine_unreachable_exits_3(store: Path, repo: Path, train_image: str) -
     assert "no Docker engine" in proc.stderr and "docker-env.sh" in proc.stderr
     with RunStore(store) as s:
         assert s.verify().ok
-        assert s.facts("replays")[-1]["status"] == "error"
+        assert s.facts("replays")[-1]["status"] == "infra-error"
 
 
 def test_outputs_at_the_top_of_the_workdir(store: Path, repo: Path, train_image: str) -> None:

@@ -79,7 +79,7 @@ def test_commit_gone_exits_3_and_is_recorded(store: Path, repo: Path, tmp_path: 
     assert "was not found" in err and "--repo" in err
     with RunStore(store) as s:
         fact = s.facts("replays")[-1]
-        assert fact["status"] == "error" and "was not found" in fact["reason"]
+        assert fact["status"] == "infra-error" and "was not found" in fact["reason"]
         assert s.verify().ok
 
 

@@ -136,3 +136,54 @@ def test_replay_status_vocabulary() -> None:
     )
     assert environment_failure("failed", "ValueError: nan loss\n", "succeeded") is None
     assert environment_failure("succeeded", tail, "succeeded") is None
+
+
+def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproduction(
+    tmp_path: Path,
+) -> None:
+    """Recorded where ``python3`` has torch; replayed (local backend) where it does not:
+    exit 3, the reason shown even under ``--quiet``, the run's verdict untouched."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.training import cli_env, git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "uses_torch.py").write_text("import torch\nprint('step 0 loss 1.0')\n")
+    git(repo, "add", "uses_torch.py")
+    git(repo, "commit", "-q", "-m", "torch")
+    store = tmp_path / "store.db"
+    exe = str(Path(sys.executable).parent / "replay-tui")
+    rec = subprocess.run(
+        [exe, "--store", str(store), "record", "--json", "--", "python3", "uses_torch.py"],
+        cwd=repo,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    run_id = json.loads(rec.stdout)["run_id"]
+    bare = dict(os.environ, PATH="/usr/bin:/bin")  # this host's python3 has no torch
+    probe = subprocess.run(["python3", "-c", "import torch"], env=bare, capture_output=True)
+    assert probe.returncode != 0, "the test needs a python3 on /usr/bin without torch"
+    rep = subprocess.run(
+        [exe, "--store", str(store), "replay", run_id, "--backend", "local", "--quiet"],
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = rep.stdout + rep.stderr
+    assert rep.returncode == 3, out[-2000:]
+    assert "No module named 'torch'" in out
+    assert "NOT REPRODUCED" not in out
+    with RunStore(store) as s:
+        facts = s.replays_of(run_id)
+        assert [f["status"] for f in facts] == ["infra-error"]
+        assert s.get_run(run_id).last_verdict is None

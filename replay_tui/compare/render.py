@@ -96,7 +96,9 @@ def banner(c: Comparison) -> str:
         "  (metrics: reference |a| as numpy.isclose; tensors: reference |b| as torch.allclose)"
     )
     status = "reproduced" if c.exit_code == 0 else "not reproduced"
-    lines.append(f"exit code {c.exit_code} ({status})")
+    lines.append(f"verdict: {c.verdict}  exit code {c.exit_code} ({status})")
+    if c.a_run == c.b_run:
+        lines.append("warning: A and B are the same run: this comparison proves nothing")
     return "\n".join(lines)
 
 
@@ -282,6 +284,9 @@ def _counts(d: dict[str, int]) -> str:
 def comparison_text(c: Comparison) -> str:
     """The whole report."""
     lines = [banner(c), ""]
+    if c.probable_causes:
+        lines.append("probable cause (already in the manifests):")
+        lines.extend(f"  - {x}" for x in c.probable_causes)
     if c.reasons:
         lines.append("why:")
         lines.extend(f"  - {r}" for r in c.reasons)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -57,6 +57,9 @@ class PickRunScreen(AppModal[str | None]):
         self.table.set_sort_columns("started_at", True, width=self.app.size.width - 12)
         self._search("")
         self.query_one("#pick-search", Input).focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.table.refit(event.size.width - 12)
 
     def _search(self, text: str) -> None:
         self._generation += 1

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -32,7 +32,7 @@ from replay_tui.messages import (
     RunsPageShown,
 )
 from replay_tui.screens.base import AppScreen
-from replay_tui.screens.queries import VERDICTS, list_runs, open_store
+from replay_tui.screens.queries import VERDICTS, list_runs, open_store, reproduction_of
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.widgets.status import StatusLine
 from storage.store import Order, RunQuery
@@ -123,6 +123,9 @@ class RunsScreen(AppScreen[None]):
         )
         self._reload()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.table.refit(event.size.width)  # columns re-fit at once, not at the next sort
+
     # -- querying --------------------------------------------------------------------
 
     def _reload(self, **changes: object) -> None:
@@ -143,9 +146,10 @@ class RunsScreen(AppScreen[None]):
         worker = get_current_worker()
         with open_store(self.store_path) as store:
             records = list_runs(store, replace(query, limit=FIRST_PAGE, offset=0))
+            reproduction = reproduction_of(store, records)
             if worker.is_cancelled:
                 return
-            self.post_message(RunsPage(generation, 0, records))
+            self.post_message(RunsPage(generation, 0, records, reproduction))
             if len(records) < FIRST_PAGE:
                 return  # the page holds every match: the page handler knows the total
             total = store.count_runs(query)
@@ -157,15 +161,16 @@ class RunsScreen(AppScreen[None]):
         worker = get_current_worker()
         with open_store(self.store_path) as store:
             records = list_runs(store, replace(query, limit=PAGE, offset=offset))
+            reproduction = reproduction_of(store, records)
         if not worker.is_cancelled:
-            self.post_message(RunsPage(generation, offset, records))
+            self.post_message(RunsPage(generation, offset, records, reproduction))
 
     def on_runs_page(self, message: RunsPage) -> None:
         message.stop()
         if message.generation != self._generation:
             return
         first = message.offset == 0
-        self.table.show_page(message.records, replace=first)
+        self.table.show_page(message.records, replace=first, reproduction=message.reproduction)
         if first and self._restore is not None:
             if self.table.record(self._restore) is not None:
                 self.table.move_cursor(row=self.table.get_row_index(self._restore))

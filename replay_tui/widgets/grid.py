@@ -126,7 +126,7 @@ class Grid(ScrollView, can_focus=True):
 
     @property
     def row_width(self) -> int:
-        return sum(c.width + 2 for c in self._columns)
+        return sum(c.width + 2 for c in self._columns if c.width > 0)
 
     def set_columns(self, columns: Iterable[GridColumn]) -> None:
         self._columns = list(columns)
@@ -231,6 +231,8 @@ class Grid(ScrollView, can_focus=True):
         if y == 0:
             edge = 0
             for col in self._columns:
+                if col.width <= 0:
+                    continue
                 edge += col.width + 2
                 if x < edge:
                     self.post_message(self.HeaderSelected(self, col.key))
@@ -267,6 +269,8 @@ class Grid(ScrollView, can_focus=True):
         add = segments.append
         pad = Segment(" ", base)
         for col, cell in zip(self._columns, cells, strict=False):
+            if col.width <= 0:
+                continue  # a hidden column (too narrow a terminal): its cells stay in the row
             text = cell if isinstance(cell, Text) else Text(str(cell))
             add(pad)
             if text.spans:

@@ -1,0 +1,117 @@
+"""What a user reads from the CLI: plain verdict words, honest empty results, id-prefix
+search, values cut with an ellipsis (whole in --wide and --csv), and why a replay
+diverged when the manifests already say so.  Real stores and real CLI processes."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from replay_tui.gaps import evaluate_pair
+from replay_tui.replay.runner import compare_and_store
+from storage.manifest import manifest_from_data
+from storage.store import RunStore
+from tests.conftest import MakeManifest, RunCli
+
+
+def _replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
+    rep = copy.deepcopy(orig)
+    rep.update(
+        run_id=run_id,
+        kind="replay",
+        replay_of=orig["run_id"],
+        replay={"backend": "docker", "environment_pinned": True},
+    )
+    return rep
+
+
+def _diverged_pair(store_path: Path, make_manifest: MakeManifest) -> tuple[str, str]:
+    """An original with no seed recorded, and a replay whose final loss left tolerance."""
+    orig = make_manifest(index=0)
+    orig["randomness"] = {}
+    rep = _replay_of(orig, make_manifest(index=1)["run_id"])
+    name = next(iter(rep["outputs"]["metrics"]))
+    rep["outputs"]["metrics"][name] = rep["outputs"]["metrics"][name] + 1.0
+    with RunStore(store_path) as s:
+        s.ingest(manifest_from_data(orig))
+        s.ingest(manifest_from_data(rep))
+    return orig["run_id"], rep["run_id"]
+
+
+def test_compare_prints_the_verdict_as_a_word_and_the_probable_cause_first(
+    cli: RunCli, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    a, b = _diverged_pair(store_path, make_manifest)
+    r = cli("compare", a, b)
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert "verdict: DIVERGED" in r.stdout  # `compare ... | grep DIVERGED` matches
+    cause = lines.index("probable cause (already in the manifests):")
+    assert "no seed recorded (SEED_UNKNOWN, randomness.seed)" in lines[cause + 1]
+    assert cause < lines.index("why:")
+    as_json = json.loads(cli("compare", a, b, "--json").stdout)
+    assert any("SEED_UNKNOWN" in c for c in as_json["probable_causes"])
+
+
+def test_compare_a_run_with_itself_warns(
+    cli: RunCli, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    a, _ = _diverged_pair(store_path, make_manifest)
+    r = cli("compare", a, a, "--no-store")
+    assert "warning: A and B are the same run" in r.stdout
+
+
+def test_a_different_seed_is_one_pair_gap(make_manifest: MakeManifest) -> None:
+    a = make_manifest(index=0)
+    b = _replay_of(a, make_manifest(index=1)["run_id"])
+    a["randomness"] = {"seed": 7, "python": 7, "numpy": 7, "torch": 7}
+    b["randomness"] = {"seed": 8, "python": 8, "numpy": 8, "torch": 8}
+    gaps = [
+        g
+        for g in evaluate_pair(manifest_from_data(a), manifest_from_data(b))
+        if g.code == "PAIR_SEED_DIFFERS"
+    ]
+    assert len(gaps) == 1
+    assert gaps[0].message == (
+        "the seed differs (7 vs 8); so do the python, numpy, torch seeds: different random streams"
+    )
+    assert "seed seed" not in gaps[0].message
+
+
+def test_runs_search_no_match_id_prefix_and_verdict_choice(
+    cli: RunCli, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    a, b = _diverged_pair(store_path, make_manifest)
+    with RunStore(store_path) as s:
+        compare_and_store(s, s.manifest(a), s.manifest(b))
+    none = cli("runs", "--search", "zzzqqq-nothing")
+    assert none.returncode == 0
+    assert "no run matches" in none.stdout and "record one" not in none.stdout
+    by_prefix = cli("runs", "--search", b[:10])
+    assert by_prefix.returncode == 0, by_prefix.stderr
+    assert b[:13] in by_prefix.stdout
+    lower = cli("runs", "--verdict", "diverged", "--json")
+    assert lower.returncode == 0, lower.stderr
+    assert [r["id"] for r in json.loads(lower.stdout)] == [b]
+    bad = cli("runs", "--verdict", "GREAT")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_runs_cuts_with_an_ellipsis_and_wide_and_csv_show_values_whole(
+    cli: RunCli, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    long_name = "a-training-run-with-a-name-far-longer-than-the-column-" + "x" * 20
+    m = make_manifest(index=0, name=long_name)
+    with RunStore(store_path) as s:
+        s.ingest(manifest_from_data(m))
+    narrow = cli("runs").stdout
+    assert long_name not in narrow and long_name[:27] + "…" in narrow
+    wide = cli("runs", "--wide").stdout
+    assert long_name in wide and m["run_id"] in wide
+    rows = list(csv.reader(io.StringIO(cli("runs", "--csv").stdout)))
+    assert rows[0][:3] == ["ID", "NAME", "KIND"]
+    assert rows[1][0] == m["run_id"] and rows[1][1] == long_name
