@@ -525,7 +525,9 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     status = replay_status(
         result.status, cancel_requested=ctx.should_cancel(), exit_code=result.exit_code
     )
-    host_fault = environment_failure(result.status, rm.outputs.log_tail or "", m.status)
+    # the executor may know the machine ended it (a Slurm node failure, a preemption)
+    infra = getattr(ctx.prepared.executor, "infra_fault", None) if ctx.prepared else None
+    host_fault = infra or environment_failure(result.status, rm.outputs.log_tail or "", m.status)
     status = INFRA_ERROR if host_fault else status
     reason = host_fault or result.reason
     verdict, body, cid = compare_and_store(ctx.store, m, rm)
