@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from replay_tui.capture import probes
+from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import ArgvConfig, merge_config, parse_argv
 from replay_tui.capture.hashing import StatCache, hash_path, sha256_regular_file
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
@@ -733,12 +733,14 @@ def record(
         env = dict(outside.env)
         env[HANDOFF_ENV] = str(handoff)
         spec = ExecSpec(opts.argv, opts.cwd, env, handoff, log_path, opts.timeout_s)
+        before = stale.snapshot(opts.cwd, opts.artifacts)  # what earlier runs left there
         result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
         inside = read_inside(handoff)
         refused: list[str] = list(inside.get("problems") or [])
         artifacts = artifact_entries(
             opts.cwd, opts.artifacts, inside.get("artifacts") or [], refused
         )
+        stale.mark_stale(opts.cwd, artifacts, refused, before)
         for why in refused:  # said on stderr; a refused artifact is also a gap
             (on_line or (lambda _: None))(f"replay-tui: refused: {why}")
         if opts.metrics_file:
