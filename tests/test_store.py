@@ -324,7 +324,7 @@ def test_verify_store_accepts_an_intact_store(
         rep = s.verify()
         assert rep.ok, rep.problems
         assert rep.manifests == 5 and rep.blobs == 1 and rep.facts == 5
-        assert rep.events == 5 + 1 + 5
+        assert rep.events == 5 + 1 + 5 + 2  # ... and the 2 verdict badges set
     proc = cli("verify-store")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "store intact" in proc.stdout
@@ -738,7 +738,9 @@ def test_anchor_catches_a_consistent_rewrite_of_the_ledger(
     conn.execute(
         "UPDATE manifests SET sha256 = ?, body = ? WHERE run_id = ?", (new_sha, new_body, run_id)
     )
-    conn.execute("UPDATE runs SET manifest_sha256 = ? WHERE id = ?", (new_sha, run_id))
+    conn.execute(  # and the summary row, which verify-store rebuilds from the manifest
+        "UPDATE runs SET manifest_sha256 = ?, name = 'forged' WHERE id = ?", (new_sha, run_id)
+    )
     conn.execute(
         "UPDATE events SET subject_sha256 = ? WHERE subject_sha256 = ?", (new_sha, old_sha)
     )
