@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 from replay_tui.capture.launcher import RecordOptions, record
 from replay_tui.errors import ReplayTuiError
 from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.runner import ReplayEvent
 from replay_tui.replay.series import replay_many
 from storage.store import RunStore
 
@@ -117,7 +119,7 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
 
             ex, info = container_recorder(use, opts)
         say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {use}" if ex else ""))
-        res = record(opts, store, executor=ex, on_line=lambda _: None, image_info=info)
+        res = record(opts, store, executor=ex, on_line=_progress(say), image_info=info)
         ids[key] = res.manifest.run_id
         say(f"  -> run {res.manifest.run_id} {res.manifest.status}")
 
@@ -179,8 +181,36 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
         in_image=True,
     )
     say(f"replaying the pinned run with the {backend} backend")
-    report = replay_many(store, ids["pinned"], ReplayOptions(backend=backend))
+    report = replay_many(
+        store, ids["pinned"], ReplayOptions(backend=backend), on_event=_stage_lines(say)
+    )
     verdict = report.outcomes[0].verdict if report.outcomes else None
     say(f"  -> {verdict}")
     store.close()
     return DemoResult(store_path, backend, notice, ids)
+
+
+def _progress(say: Say, every_s: float = 1.0) -> Callable[[str], None]:
+    """The run's output, at most one line a second, so a recording is never silent."""
+    last = [-every_s]
+
+    def on_line(text: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s and text.strip():
+            last[0] = now
+            say(f"  | {text[:100]}")
+
+    return on_line
+
+
+def _stage_lines(say: Say) -> Callable[[ReplayEvent], None]:
+    """Replay stage lines as ``replay`` prints them; the run's output throttled."""
+    output = _progress(say)
+
+    def on_event(ev: ReplayEvent) -> None:
+        if ev.state == "log":
+            output(ev.message)
+        else:
+            say(f"[{ev.stage:>8}] {ev.state:<6} {ev.message}".rstrip())
+
+    return on_event

@@ -115,3 +115,20 @@ def test_runs_cuts_with_an_ellipsis_and_wide_and_csv_show_values_whole(
     rows = list(csv.reader(io.StringIO(cli("runs", "--csv").stdout)))
     assert rows[0][:3] == ["ID", "NAME", "KIND"]
     assert rows[1][0] == m["run_id"] and rows[1][1] == long_name
+
+
+def test_store_that_is_not_a_store_or_whose_folder_is_missing(cli: RunCli, tmp_path: Path) -> None:
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a database at all, just some notes\n" * 100)
+    before = junk.read_bytes()
+    r = cli("runs", store=junk)
+    assert r.returncode == 2
+    assert f"--store {junk}: not a replay-tui store" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert junk.read_bytes() == before  # left as it was
+    missing = tmp_path / "no" / "such" / "folder" / "store.db"
+    for args in (["runs"], ["stats"], ["show", "0123abcd"]):
+        r = cli(*args, store=missing)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "does not exist" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "no").exists()  # never made silently by a read

@@ -18,6 +18,9 @@ def test_demo_builds_pinned_gappy_failed_runs_and_a_replay(tmp_path: Path) -> No
     proc = replay_tui(store, "demo", "--no-open", "--no-docker", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "local backend" in proc.stderr  # says so when it falls back
+    assert "  | step " in proc.stderr  # progress while each run records
+    assert "[ compare] done   IDENTICAL" in proc.stderr  # stage lines as `replay` prints
+    assert "(5 runs: 4 recorded, 1 replay;" in proc.stdout  # counts agree with the store
     runs = json.loads(replay_tui(store, "runs", "--json").stdout)
     by_name = {(r["name"], r["kind"]): r for r in runs}
     assert by_name[("mlp-pinned", "original")]["last_verdict"] == "IDENTICAL"

@@ -46,8 +46,34 @@ class Ctx:
     @property
     def store(self) -> RunStore:
         if self._store is None:
-            self._store = RunStore(self.store_path)
+            self._store = open_store_checked(self.store_path)
         return self._store
+
+
+CREATES_STORE = frozenset({"record", "ingest", "demo", "mlflow", "wandb"})  # import mlflow|wandb
+"""Commands that may make a new store (and its folder); the others only read one."""
+
+
+def open_store_checked(path: Path) -> RunStore:
+    """The store at ``path``, or a clear BadInput (exit 2): a file that is not a store, or,
+    for a command that only reads, a folder that does not exist (never made silently)."""
+    import sqlite3
+
+    from replay_tui.errors import BadInput
+
+    ctx = click.get_current_context(silent=True)
+    command = ctx.info_name if ctx is not None else None
+    if not path.parent.exists() and command not in CREATES_STORE:
+        raise BadInput(
+            f"--store {path}: no store there (the folder {path.parent} does not exist)",
+            "record or ingest a run to make a store, or pass the path of an existing one",
+        )
+    if path.is_dir():
+        raise BadInput(f"--store {path}: is a folder; give the store file (store.db)")
+    try:
+        return RunStore(path)
+    except sqlite3.DatabaseError as e:
+        raise BadInput(f"--store {path}: not a replay-tui store ({e})") from None
 
 
 def fail(message: str, code: int, hint: str | None = None, as_json: bool = False) -> NoReturn:

@@ -10,7 +10,7 @@ import click
 
 from replay_tui.cli.common import Ctx, handled, open_tui
 from replay_tui.errors import BadInput
-from storage.store import RunStore
+from storage.store import RunQuery, RunStore
 
 
 @click.command()
@@ -40,7 +40,12 @@ def demo(ctx: click.Context, no_open: bool, no_docker: bool) -> None:
             shutil.rmtree(path.parent)
     click.echo(f"building the demo store at {path}", err=True)
     result = build_demo(path, say=lambda m: click.echo(m, err=True), use_docker=not no_docker)
-    click.echo(f"demo store ready: {path} ({len(result.run_ids)} runs, {result.backend} backend)")
+    with RunStore(path) as s:
+        total, replays = s.count_runs(), s.count_runs(RunQuery(kind="replay"))
+    click.echo(
+        f"demo store ready: {path} ({total} runs: {total - replays} recorded,"
+        f" {replays} replay; {result.backend} backend)"
+    )
     if not no_open:
         open_tui(path, result.notice)
 
