@@ -132,3 +132,13 @@ def test_store_that_is_not_a_store_or_whose_folder_is_missing(cli: RunCli, tmp_p
         assert r.returncode == 2, (args, r.stderr)
         assert "does not exist" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "no").exists()  # never made silently by a read
+
+
+def test_long_values_that_differ_late_are_shown_where_they_differ() -> None:
+    from replay_tui.compare.render import value_pair
+
+    common = ["python", "train.py", *(f"--option-{i}" for i in range(20))]
+    a, b = value_pair([*common, "--lr", "0.1"], [*common, "--lr", "0.2"])
+    assert a != b and a.startswith("…") and "0.1" in a and "0.2" in b
+    same = value_pair("x" * 100, "x" * 100)
+    assert same[0] == same[1] and same[0].endswith("…")  # a cut value ends in an ellipsis

@@ -76,6 +76,37 @@ def value(v: Any, present: bool = True, width: int = _VALUE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def value_pair(
+    a: Any, b: Any, present_a: bool = True, present_b: bool = True, width: int = _VALUE_WIDTH
+) -> tuple[str, str]:
+    """Two values to show side by side.  Cut alike they could hide where they differ
+    (two long command lines differing in one flag at the end), so both are shown around
+    the first character that differs, with an ellipsis on every cut side."""
+    if not (present_a and present_b) or a is None or b is None:
+        return value(a, present_a, width), value(b, present_b, width)
+    ta, tb = _text(a), _text(b)
+    if ta == tb or (len(ta) <= width and len(tb) <= width):
+        return value(a, True, width), value(b, True, width)
+    first = next((i for i, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y), None)
+    if first is None:
+        first = min(len(ta), len(tb))
+    start = max(0, first - width // 3)
+
+    def window(t: str) -> str:
+        part = t[start:]
+        head = "…" if start else ""
+        room = width - len(head)
+        if len(part) > room:
+            part = part[: room - 1] + "…"
+        return head + part
+
+    return window(ta), window(tb)
+
+
 def banner(c: Comparison) -> str:
     spaced = " ".join(c.verdict)
     inner = f"  {spaced}  "
@@ -249,7 +280,7 @@ def environment_text(env: EnvironmentDiff) -> list[str]:
         out.append(
             table(
                 ["FIELD", "A", "B"],
-                [[r.path, value(r.a, r.present_a), value(r.b, r.present_b)] for r in shown],
+                [[r.path, *value_pair(r.a, r.b, r.present_a, r.present_b)] for r in shown],
                 indent="    ",
             )
         )
