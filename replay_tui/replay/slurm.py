@@ -540,6 +540,7 @@ class SlurmExecutor:
     job_id: str | None = None
     job_info: dict[str, Any] = field(default_factory=dict)  # where it ran, for the manifest
     image_info: dict[str, Any] = field(default_factory=dict)  # filled from the node
+    infra_fault: str | None = None  # the cluster, not the command, ended the run
 
     def sbatch_argv(self, jobdir: Path, script: Path, timeout_s: float | None) -> list[str]:
         o = self.options
@@ -798,15 +799,13 @@ class SlurmExecutor:
             f" on {self.job_info['node']}" if "node" in self.job_info else ""
         )
         if st is None:
-            return ExecResult(
-                rc if rc is not None else 1,
-                "failed",
-                started,
-                utc_now(),
-                duration,
+            self.infra_fault = (
                 f"{where}: no answer from the Slurm controller or accounting for"
-                f" {self.options.lost_after_s:g}s; the job's end state is unknown",
-                environment=env_view,
+                f" {self.options.lost_after_s:g}s; the job's end state is unknown"
+            )
+            code = rc if rc is not None else 1
+            return ExecResult(
+                code, "failed", started, utc_now(), duration, self.infra_fault, env_view
             )
         why = f" ({st.reason})" if st.reason else ""
         state = st.state
@@ -825,8 +824,10 @@ class SlurmExecutor:
             status, reason = "interrupted", f"{cancel_reason} ({state})"
         elif state == "CANCELLED":
             status, reason = "interrupted", f"{where} CANCELLED outside replay-tui{why}"
+            self.infra_fault = reason
         elif state in ("PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "REVOKED"):
             status, reason = "interrupted", f"{where} {state}{why}"
+            self.infra_fault = reason
         elif state == "OUT_OF_MEMORY":
             status, reason = "failed", f"{where} OUT_OF_MEMORY: the job ran out of memory"
         else:
