@@ -88,6 +88,13 @@ def test_seed_change_names_seed(lab: Lab) -> None:
     with RunStore(lab.store) as s:
         assert s.bisects_of(lab.bad_seed)[-1]["body"]["causes"] == ["seed"]
         assert s.verify().ok
+    # the evidence bundle of either run carries the bisect, covered by its checksums
+    out = lab.store.parent / "bundle-seed"
+    assert replay_tui(lab.store, "export", lab.bad_seed, "--out", str(out)).returncode == 0
+    doc = json.loads((out / "bisects.json").read_text())
+    assert doc["bisects"][-1]["body"]["causes"] == ["seed"]
+    assert "bisects.json" in (out / "SHA256SUMS").read_text()
+    assert replay_tui(lab.store, "verify", str(out)).returncode == 0
 
 
 @pytest.mark.slow
@@ -305,3 +312,51 @@ def test_a_commit_gone_is_untestable(tmp_path: Path) -> None:
         side = Side(s.manifest(bad["run_id"]), tuple(s.locations(bad["run_id"])))
         why = _check_code(s, side, ReplayOptions(backend="local"))
     assert why is not None and "commit is gone" in why
+
+
+@pytest.mark.slow
+def test_tui_comparison_key_b_runs_the_bisect_to_its_answer(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import os
+    import sys
+
+    # the local backend runs the recorded `python`: this interpreter (it has torch)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("REPLAY_TUI_SEED", raising=False)
+
+    from textual.widgets import DataTable, Log, Static
+
+    from replay_tui.app import ReplayApp
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.screens.bisect import BisectScreen
+    from replay_tui.screens.comparison import ComparisonScreen
+
+    async def flow() -> None:
+        app = ReplayApp(lab.store, replay_options_factory=lambda: ReplayOptions(backend="local"))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            await app.push_screen(ComparisonScreen(lab.store, a_run=lab.good, b_run=lab.bad_seed))
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            await pilot.press("b")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, BisectScreen)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 600
+            while screen.phase != "done":
+                assert screen.phase in ("running",), screen.phase
+                assert loop.time() < deadline, "the bisect did not finish"
+                await pilot.pause(0.2)
+            assert screen.body is not None, screen.query_one("#bisect-status", Static).render()
+            assert screen.body["causes"] == ["seed"], screen.body["verdict"]
+            table = screen.query_one("#bisect-probes", DataTable)
+            assert table.row_count == len(screen.body["probes"]) == 3
+            log_lines = screen.query_one("#bisect-log", Log).lines
+            assert any("probe 1" in line for line in log_lines)
+            await pilot.press("escape")
+            assert isinstance(app.screen, ComparisonScreen)
+
+    asyncio.run(flow())

@@ -224,6 +224,14 @@ class _Runner:
                     f"GOOD cannot be replayed here, so nothing can be attributed: {e.message}",
                     e.hint,
                 ) from None
+            if rm.status != "succeeded" and self.good.manifest.status == "succeeded":
+                tail = (rm.outputs.log_tail or "").strip().splitlines()[-3:]
+                raise InfraError(
+                    f"GOOD's replay here did not succeed ({rm.status}, exit code"
+                    f" {rm.exit_code}), so nothing can be attributed"
+                    + (": " + " | ".join(tail) if tail else ""),
+                    "replay GOOD on its own (replay-tui replay) to see why",
+                )
             replicas.append(rm)
             if self.should_cancel():
                 raise KeyboardInterrupt
