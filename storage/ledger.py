@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 GENESIS = "0" * 64
+# json.dumps(..., separators=(",", ":"), ensure_ascii=True) without a new encoder per call
+_EVENT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,7 @@ def utc_now() -> str:
 def event_hash(
     seq: int, ts: str, kind: str, run_id: str | None, subject: str | None, prev: str
 ) -> str:
-    payload = json.dumps(
-        [seq, ts, kind, run_id, subject, prev], separators=(",", ":"), ensure_ascii=True
-    )
+    payload = _EVENT_JSON([seq, ts, kind, run_id, subject, prev])
     return hashlib.sha256(payload.encode("ascii")).hexdigest()
 
 

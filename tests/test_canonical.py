@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 import struct
@@ -108,3 +110,140 @@ def test_errors_are_the_reference_errors() -> None:
             canonical.dumps(bad)
         with pytest.raises(rfc8785.CanonicalizationError):
             rfc8785.dumps(bad)
+
+
+def _no_slow_path(*_: Any) -> bytes:
+    raise AssertionError("the slow path was taken")
+
+
+def test_realistic_manifests_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(canonical, "_dumps_walk", _no_slow_path)
+    for i in range(20):
+        d = realistic_manifest(i)
+        d["config"]["extra"] = [1.0, -0.0, 1e16, 1.5e-6, 1e-7, 1e21, 3.0e20, 1e-5, 2.5]
+        assert canonical.dumps(d) == rfc8785.dumps(d)
+
+
+NUMBER_LOOKALIKES = [
+    'a":1.0,"b',
+    "x,1.0]",
+    ":-0.0}",
+    "[1e+16,",
+    "1.5e-6",
+    '\\":2.0,',
+    '\\\\":3.0,',
+    '\\\\\\":4.0,',
+    "\\",
+    '"',
+    ",1e-6]",
+]
+
+
+def test_number_lookalikes_inside_strings_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(canonical, "_dumps_walk", _no_slow_path)
+    for s in NUMBER_LOOKALIKES:
+        v: Any
+        for v in (
+            {"k": s, "n": 1.0, "e": 1e16},
+            {s: 2.0, "z": [s, 1e-6, s, 0.0]},
+            [s, 5.0, {"q": s}, 1e20, s],
+            {"a": [s] * 3, "b": -0.0, "c": s + s, "d": 1.5e-6},
+        ):
+            assert canonical.dumps(v) == rfc8785.dumps(v), v
+
+
+def test_control_characters_match_reference() -> None:
+    s = "".join(chr(i) for i in range(0x20)) + '\x7f"\\/\u2028é€'
+    v: Any
+    for v in ({"s": s}, [s, 1.0], {s: s}):
+        assert canonical.dumps(v) == rfc8785.dumps(v)
+
+
+def test_random_bmp_documents_match_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like the random documents above but without characters outside the BMP, so every
+    one goes through the fast path (numbers fixed up in the output)."""
+    monkeypatch.setattr(canonical, "_dumps_walk", _no_slow_path)
+    rnd = random.Random(1785)
+
+    def value(depth: int = 0) -> Any:
+        kind = rnd.randrange(9 if depth < 4 else 5)
+        if kind == 0:
+            return random_double(rnd)
+        if kind == 1:
+            return rnd.choice(EDGE_FLOATS) * rnd.choice([1, -1])
+        if kind == 2:
+            return rnd.randrange(-(2**53) + 1, 2**53)
+        if kind == 3:
+            return "".join(rnd.choice('ab"\\\n\t\x01\x7fé€:,[]1.0e-\u2028') for _ in range(9))
+        if kind == 4:
+            return rnd.choice([True, False, None])
+        if kind in (5, 6):
+            return [value(depth + 1) for _ in range(rnd.randrange(5))]
+        keys = ["a", "B", "é", "€", "\ue000", "aa", "a\x00", "10", "9", '1.0"', "\\"]
+        return {rnd.choice(keys) + str(i): value(depth + 1) for i in range(rnd.randrange(5))}
+
+    for _ in range(3000):
+        v = {"v": value()}
+        assert canonical.dumps(v) == rfc8785.dumps(v), v
+
+
+def test_non_finite_and_tuples_inside_documents() -> None:
+    for bad in ({"a": [1, {"b": float("nan")}]}, [float("inf")], {"x": -float("inf")}):
+        with pytest.raises(rfc8785.CanonicalizationError):
+            canonical.dumps(bad)
+    v = {"t": (1, 2.0, (3.5, 1e-7)), "l": [(), (1e16,)]}
+    assert canonical.dumps(v) == rfc8785.dumps(v)
+
+
+def test_sealing_matches_the_reference() -> None:
+    from storage.manifest import manifest_from_data
+
+    for i in range(10):
+        d = realistic_manifest(i)
+        if i % 2:
+            d["integrity"] = {"signature": "sig-" + str(i)}
+        m = manifest_from_data(d)
+        sealed, sha, full = m.sealed_json()
+        dump = m.model_dump(mode="json")
+        body = {k: v for k, v in dump.items() if k != "integrity"}
+        assert sha == hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+        dump["integrity"]["manifest_sha256"] = sha
+        assert full.encode() == rfc8785.dumps(dump)
+        assert sealed.integrity.manifest_sha256 == sha == sealed.compute_sha256()
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"i": {"h": None}},
+        {"a": 1.0, "i": {"h": None, "s": "x"}},
+        {"i": {"h": None}, "z": [1e16, "\\"]},
+        {"a": {"i": 2}, "i": {"h": "old"}, "z": {"i": {"h": 3}}},
+        {"😀": 1, "i": {"h": None}},
+    ],
+)
+def test_dumps_sealed_cuts_the_member_wherever_it_sits(doc: dict[str, Any]) -> None:
+    digest, full = canonical.dumps_sealed(doc, "i", "h")
+    body = {k: v for k, v in doc.items() if k != "i"}
+    assert digest == hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+    assert full == rfc8785.dumps({**doc, "i": {**doc["i"], "h": digest}})
+
+
+def test_history_json_is_the_json_module_text() -> None:
+    from storage.ledger import event_hash
+    from storage.records import history_json
+
+    rnd = random.Random(7)
+    for _ in range(2000):
+        pts = [
+            (rnd.randrange(-(2**53) + 1, 2**53), rnd.choice([*EDGE_FLOATS, random_double(rnd)]))
+            for _ in range(rnd.randrange(4))
+        ]
+        pts += [(k, round(rnd.gauss(0, 3), rnd.randrange(8))) for k in range(20)]
+        assert history_json(pts) == json.dumps(pts, separators=(",", ":"))
+    for bad in ([(1, float("nan"))], [(2**70, 1.0)]):
+        assert history_json(bad) == json.dumps(bad, separators=(",", ":"))
+    payload = json.dumps([3, "t", "k", "é", None, "p"], separators=(",", ":"), ensure_ascii=True)
+    assert event_hash(3, "t", "k", "é", None, "p") == hashlib.sha256(payload.encode()).hexdigest()

@@ -621,13 +621,13 @@ KILLED_WRITER = textwrap.dedent(
             yield manifest_from_data(realistic_manifest(i, history_steps=20)).sealed()
     if die_inside != "-":
         # Die inside the transaction of this run: after its manifest, run, artifact and
-        # metric rows are written, while appending its ledger event, before COMMIT.
-        real_append = ledger.append
-        def append(conn, kind, run_id, subject):
+        # metric rows are written, while chaining its ledger event, before COMMIT.
+        real_hash = ledger.event_hash
+        def event_hash(seq, ts, kind, run_id, subject, prev):
             if run_id == die_inside:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return real_append(conn, kind, run_id, subject)
-        ledger.append = append
+            return real_hash(seq, ts, kind, run_id, subject, prev)
+        ledger.event_hash = event_hash
     store = RunStore(path)
     print("ready", flush=True)
     for m in models():
