@@ -8,6 +8,10 @@ if [ "${REPLAY_TUI_NO_DOCKER:-0}" != "1" ]; then
   bash scripts/docker-env.sh >&2
   set -a; . "${REPLAY_TUI_ENV_DIR:-/var/lib/replay-tui-env}/train-image.env"; set +a
 fi
+# Tests that need Slurm use the one-node cluster of scripts/slurm-env.sh (jobs run Docker).
+if [ "${REPLAY_TUI_NO_SLURM:-0}" != "1" ]; then
+  bash scripts/slurm-env.sh >&2
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"; ruff check . && ruff format --check .
 echo "== mypy"; mypy
