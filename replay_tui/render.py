@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replay_tui.gaps import Gap
+from replay_tui.safety import escape_control
 from replay_tui.verdicts import Reproduction
 from storage.manifest import RunManifest
 from storage.records import RunRecord
@@ -54,6 +55,7 @@ def gap_badge(rec: RunRecord) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    rows = [[escape_control(c) for c in r] for r in rows]  # cells hold manifest strings
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
@@ -124,7 +126,7 @@ def gaps_text(gaps: Sequence[Gap]) -> str:
         lines.append(f"[{g.severity.upper():8}] {g.code}  ({g.field})")
         lines.append(f"           {g.message}")
         lines.append(f"           fix: {g.remediation}")
-    return "\n".join(lines)
+    return escape_control("\n".join(lines), keep_newlines=True)
 
 
 def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
@@ -206,4 +208,4 @@ def manifest_text(
             f" {r['verdict'] or '-':<11} {r['replay_run'] or ''} {r['reason'] or ''}".rstrip()
         )
     lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
-    return "\n".join(lines)
+    return escape_control("\n".join(lines), keep_newlines=True)  # manifest strings: untrusted

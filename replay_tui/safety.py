@@ -11,6 +11,7 @@ is not ours goes through :func:`read_bounded`.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -97,3 +98,26 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+_MEMORY = re.compile(r"([0-9]{1,15})([bkmg]?)", re.IGNORECASE)
+_UNIT = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+MIN_MEMORY = 6 << 20  # the engine refuses less than 6 MiB
+
+
+def memory_limit_arg(value: str | None) -> str | None:
+    """A ``--memory`` value the engine takes (``512m``, ``2g``), or click.BadParameter."""
+    if value is None:
+        return None
+    import click
+
+    m = _MEMORY.fullmatch(value.strip())
+    if m is None:
+        raise click.BadParameter(
+            f"{escape_control(value)!r} is not a memory size: a whole number with b, k, m or"
+            " g (e.g. 512m, 2g)"
+        )
+    size = int(m.group(1)) * _UNIT[m.group(2).lower()]
+    if size < MIN_MEMORY:
+        raise click.BadParameter(f"{value} is below the 6m the engine accepts")
+    return f"{m.group(1)}{m.group(2).lower()}"

@@ -120,7 +120,11 @@ class LocalExecutor:
         rc = proc.returncode
         code = rc if rc >= 0 else 128 - rc
         if timed_out:
-            status, reason = "timed_out", f"timed out after {spec.timeout_s:g}s"
+            status, reason = (
+                "timed_out",
+                f"timed out after {spec.timeout_s:g}s (then SIGTERM, and SIGKILL after a 5s grace"
+                f" period: stopped after {time.monotonic() - t0:.1f}s)",
+            )
         elif interrupted:
             status, reason = "interrupted", "interrupted (Ctrl-C or cancel)"
         elif rc == 0:

@@ -153,7 +153,9 @@ def print_event(ev: ReplayEvent, *, as_json: bool, logs: bool) -> None:
     """
     if as_json or (ev.state == "log" and not logs):
         return
+    from replay_tui.safety import escape_control  # the run's output and argv: untrusted
+
     if ev.state == "log":
-        click.echo(f"  | {ev.message}", err=True)
+        click.echo(f"  | {escape_control(ev.message)}", err=True)
     else:
-        click.echo(f"[{ev.stage:>8}] {ev.state:<6} {ev.message}".rstrip(), err=True)
+        click.echo(f"[{ev.stage:>8}] {ev.state:<6} {escape_control(ev.message)}".rstrip(), err=True)

@@ -10,6 +10,7 @@ import click
 from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
 from replay_tui.cli.slurm_flags import check_backend, slurm_flags
 from replay_tui.errors import BadInput
+from replay_tui.safety import memory_limit_arg
 
 
 @click.command()
@@ -21,7 +22,12 @@ from replay_tui.errors import BadInput
 )
 @click.option("--allow-cpu", is_flag=True, help="Run a GPU-recorded run on CPU (a gap).")
 @click.option("--network", type=click.Choice(["none", "bridge"]), default="none", show_default=True)
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds; then SIGTERM, and SIGKILL after a 5 s grace period.",
+)
 @click.option("--keep-workdir", is_flag=True, help="Keep the checkout for inspection.")
 @click.option("--force-data", is_flag=True, help="Go on when data hashes differ (a gap).")
 @click.option(
@@ -30,7 +36,29 @@ from replay_tui.errors import BadInput
     default=None,
     help="A clone that has the recorded commit.",
 )
-@click.option("--memory", "memory_limit", default=None, help="Container memory limit, e.g. 2g.")
+@click.option(
+    "--memory",
+    "memory_limit",
+    default=None,
+    callback=lambda _c, _p, v: memory_limit_arg(v),
+    help="Container memory limit: a number with b, k, m or g, e.g. 2g.",
+)
+@click.option(
+    "--allow-env",
+    "allow_env",
+    multiple=True,
+    help="Pass this manifest variable on too (the default is an allow-list).",
+)
+@click.option(
+    "--fetch-repo",
+    is_flag=True,
+    help="Clone or fetch the manifest's repo_url (https/ssh) when no local clone has the commit.",
+)
+@click.option(
+    "--allow-foreign-on-host",
+    is_flag=True,
+    help="Let an ingested or imported run's command run unsandboxed on this host.",
+)
 @click.option(
     "--times",
     type=click.IntRange(1, 100),
@@ -61,6 +89,9 @@ def replay(
     force_data: bool,
     repo: Path | None,
     memory_limit: str | None,
+    allow_env: tuple[str, ...],
+    fetch_repo: bool,
+    allow_foreign_on_host: bool,
     times: int,
     determinism: str,
     quiet: bool,
@@ -83,6 +114,9 @@ def replay(
         repo=repo,
         memory_limit=memory_limit,
         backend_options=backend_options,
+        allow_env=allow_env,
+        fetch_repo=fetch_repo,
+        allow_foreign_on_host=allow_foreign_on_host,
     )
     check_backend(backend, backend_options)
 

@@ -72,7 +72,7 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
             click.echo("nothing was stored", err=True)
         sys.exit(2)
     items: list[Any] = [(m, compute_gaps(m), (), {}) for m in manifests]
-    results = obj.store.ingest_many(items)
+    results = obj.store.ingest_many(items, origin="ingest")  # foreign: never runs unasked
     if as_json:
         echo_json(
             {

@@ -309,7 +309,11 @@ class DockerExecutor:
             container.reload()
             state = container.attrs.get("State", {})
             if timed_out:
-                status, reason = "timed_out", f"timed out after {spec.timeout_s:g}s"
+                status, reason = (
+                    "timed_out",
+                    f"timed out after {spec.timeout_s:g}s (then SIGTERM, and SIGKILL after a 5s"
+                    f" grace period: stopped after {time.monotonic() - t0:.1f}s)",
+                )
             elif interrupted:
                 status, reason = "interrupted", "cancelled: the container was stopped"
             elif state.get("OOMKilled"):

@@ -35,6 +35,14 @@ ALLOWED_ENV = frozenset(
         "TORCH_DETERMINISTIC",
         "REPLAY_TUI_SEED",
         "REPLAY_TUI_DETERMINISM",
+        "CUDA_MODULE_LOADING",
+        "TOKENIZERS_PARALLELISM",
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "WANDB_MODE",
+        "WANDB_SILENT",
+        "TF_CPP_MIN_LOG_LEVEL",
     }
 )
 
@@ -46,7 +54,7 @@ _ALLOWED_PATTERNS = (
 )
 _NEVER = re.compile(
     r"(PLUGIN|LIB|PATH|FILE|DIR|SOCKET|CMD|COMMAND|EXEC|PRELOAD|SCRIPT|MODULE|HOOK|TOPO|"
-    r"CONF|DEBUG_SUBSYS|HOME|PROFILE)"
+    r"HOME|PROFILE)"
 )
 
 # Names a user can never allow: the replay sets them itself, or they load code.

@@ -7,21 +7,16 @@ values, the image reference and digest, the commit, and every path it will mount
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from replay_tui.errors import BadInput
+from replay_tui.replay.envpolicy import check_env
 from storage.manifest import DataInfo, RunManifest
 
 GpuMode = Literal["auto", "all", "none"]
 
-# Variables a manifest may never set in a replay: they would change what runs, not how.
-FORBIDDEN_ENV = re.compile(
-    r"^(LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PATH|HOME|"
-    r"DOCKER_.*|BASH_ENV|ENV|PROMPT_COMMAND|REPLAY_TUI_HANDOFF)$"
-)
 CONTAINER_ROOT = "/workspace"
 
 
@@ -39,6 +34,9 @@ class ReplayOptions:
     memory_limit: str | None = None
     pids_limit: int = 512
     backend_options: tuple[tuple[str, str], ...] = ()  # (name, value) for the backend
+    allow_env: tuple[str, ...] = ()  # --allow-env: more manifest variables to pass on
+    fetch_repo: bool = False  # --fetch-repo: clone/fetch the manifest's repo_url
+    allow_foreign_on_host: bool = False  # run an ingested/imported run's command unsandboxed
 
 
 @dataclass
@@ -105,11 +103,7 @@ def make_plan(
             f"run {m.run_id} trained from uncommitted changes that were not stored",
             "the code that ran is lost; only a commit-level replay is possible",
         )
-    for k, v in m.env.items():
-        if FORBIDDEN_ENV.match(k):
-            raise BadInput(f"manifest env sets {k}, which a replay refuses to pass on")
-        if "\x00" in v:
-            raise BadInput(f"manifest env {k} contains NUL")
+    check_env(m.env, options.allow_env)  # an allow-list (replay_tui.replay.envpolicy)
     if any("\x00" in a for a in m.argv):
         raise BadInput("manifest argv contains NUL")
     image = None

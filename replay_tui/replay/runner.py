@@ -34,6 +34,7 @@ from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris
 from replay_tui.replay.backends import get_backend
 from replay_tui.replay.checkout import find_repo, make_worktree
+from replay_tui.replay.consent import check_local_consent
 from replay_tui.replay.context import OnEvent, ReplayBackend, ReplayContext, ReplayEvent
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan, make_plan
 from replay_tui.sdk import HANDOFF_ENV, _uuid7
@@ -266,6 +267,9 @@ def stage_plan(
         host_has_gpu=host_gpu,
         needs_image=backend.needs_image,
     )
+    check_local_consent(  # an ingested/imported run never runs unsandboxed unasked
+        store, original, sandboxed=backend.pins_environment, allowed=options.allow_foreign_on_host
+    )
     on_event(
         ReplayEvent(
             "plan",
@@ -286,6 +290,8 @@ def stage_checkout(ctx: ReplayContext) -> None:
         recorded=ctx.repo_location,
         repo_url=m.code.repo_url,
         cache_dir=ctx.store.path.parent / "repos",
+        allow_fetch=opts.fetch_repo,
+        on_note=lambda text: ctx.emit("checkout", "note", text),
     )
     if m.code.dirty and m.code.diff_sha256:
         ctx.diff = ctx.store.get_blob(m.code.diff_sha256)
