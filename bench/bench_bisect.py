@@ -72,6 +72,9 @@ def main() -> int:
     ap.add_argument("--image", default=os.environ.get("REPLAY_TUI_TRAIN_IMAGE"))
     args = ap.parse_args()
     image = args.image if args.backend == "docker" else None
+    # the local backend runs the recorded `python`: this interpreter (it has torch)
+    os.environ.update({k: v for k, v in cli_env().items() if k == "PATH"})
+    os.environ.pop("REPLAY_TUI_SEED", None)
     with tempfile.TemporaryDirectory(prefix="bench-bisect-") as tmp:
         root = Path(tmp)
         store = root / "store" / "runs.db"

@@ -132,6 +132,7 @@ def test_unseeded_script_is_unexplained_with_the_noise_floor(
     assert "noise floor of GOOD over 4 run(s)" in text.stdout
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_and_leaves_the_store(lab: Lab) -> None:
     before = events(lab.store)
     code, res, _ = bisect(lab.store, lab.good, lab.good)
@@ -145,6 +146,22 @@ def test_bad_input_exits_2_and_leaves_the_store(lab: Lab) -> None:
     assert events(lab.store) == before
 
 
+@pytest.mark.slow
+def test_an_ingested_run_is_not_probed_unsandboxed(lab: Lab) -> None:
+    with RunStore(lab.store) as s:
+        data = s.manifest(lab.bad_seed).model_dump(mode="json")
+    data["run_id"] = data["run_id"][:-4] + "f00d"
+    data.pop("integrity")
+    f = lab.store.parent / "foreign.json"
+    f.write_text(json.dumps(data))
+    assert replay_tui(lab.store, "ingest", str(f)).returncode == 0
+    before = events(lab.store)
+    code, res, _ = bisect(lab.store, lab.good, data["run_id"])
+    assert code == 2 and "not from a recording on this host" in res["error"]
+    assert events(lab.store) == before
+
+
+@pytest.mark.slow
 def test_image_cannot_be_swapped_by_the_local_backend(lab: Lab) -> None:
     from replay_tui.bisect.run import _check_image
     from replay_tui.replay.plan import ReplayOptions
@@ -182,6 +199,7 @@ def test_seed_slots_and_masking() -> None:
     assert fx.seed_values(["python", "t.py", "--seed"]) == []  # no value: nothing to swap
 
 
+@pytest.mark.slow
 def test_factors_of_real_runs(lab: Lab) -> None:
     with RunStore(lab.store) as s:
         good, bad = s.manifest(lab.good), s.manifest(lab.bad_seed)
@@ -195,6 +213,7 @@ def test_factors_of_real_runs(lab: Lab) -> None:
     assert fx.diff_factors(good, good).differing == []
 
 
+@pytest.mark.slow
 def test_probe_manifest_takes_only_the_swapped_factors(lab: Lab) -> None:
     with RunStore(lab.store) as s:
         good = Side(s.manifest(lab.good), tuple(s.locations(lab.good)))
@@ -294,6 +313,7 @@ def test_verdict_text_of_an_unexplained_result() -> None:
     assert json.loads(json.dumps(res.to_dict()))["outcome"] == "unexplained"
 
 
+@pytest.mark.slow
 def test_a_commit_gone_is_untestable(tmp_path: Path) -> None:
     """BAD's commit rewritten away: code is untestable with the reason; no probe runs it."""
     from replay_tui.bisect.run import _check_code

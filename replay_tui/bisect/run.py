@@ -74,6 +74,26 @@ def check_factor_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _check_origin(store: RunStore, run_ids: Sequence[str], opts: ReplayOptions) -> None:
+    """A probe mixes GOOD's and BAD's commands and code under a new run id: on a backend
+    without a sandbox, both runs must have been recorded on this host (or the user
+    consents with ``allow_foreign_on_host``), as for a replay of either."""
+    from replay_tui.replay.backends import get_backend
+    from storage import integrity
+
+    if get_backend(opts.backend).pins_environment or getattr(opts, "allow_foreign_on_host", False):
+        return
+    for rid in run_ids:
+        origin = integrity.run_origin(store.conn, rid)
+        if origin != integrity.LOCAL:
+            raise BadInput(
+                f"run {rid} came into this store through {origin}, not from a recording on"
+                f" this host: the {opts.backend} backend would run probes of its command on"
+                " this host without a sandbox",
+                "bisect with --backend docker (sandboxed)",
+            )
+
+
 # -- availability of BAD's inputs --------------------------------------------------------
 
 
@@ -375,6 +395,7 @@ def run_bisect(
                 f"{label} ({m.run_id}) is a replay; bisect two original runs"
                 f" (this one replays {m.replay_of})"
             )
+    _check_origin(store, (gid, bid), opts.replay)
     good = Side(good_m, tuple(store.locations(gid)))
     bad = Side(bad_m, tuple(store.locations(bid)))
     res = BisectResult(gid, bid, opts.replay.backend, budget=opts.budget)
