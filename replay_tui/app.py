@@ -50,6 +50,7 @@ class ReplayApp(App[None]):
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark", "help", "Help"),
         Binding("d", "dashboard", "Dashboard"),
+        Binding("y", "copy_run_id", "Copy id", show=False),
     ]
 
     def __init__(
@@ -146,6 +147,15 @@ class ReplayApp(App[None]):
         for screen in screens:
             await screen.wait_stopped()
         self.exit()
+
+    def action_copy_run_id(self) -> None:
+        """Copy the id of the run the screen is about (the one under the cursor)."""
+        run = _run_of(self.screen)
+        if not run:
+            self.notify("no run selected", severity="warning")
+            return
+        self.copy_to_clipboard(run)
+        self.notify(f"copied run id {run}")
 
     def action_dashboard(self) -> None:
         if not isinstance(self.screen, DashboardScreen):

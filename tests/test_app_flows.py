@@ -329,7 +329,11 @@ async def test_dashboard_rates(fixed: FixedStore) -> None:
         assert s.artifact_match.part == 6  # the diverged replay: checkpoint and log differ
         assert s.drills.whole == 1 and s.drills.part == 0
         assert s.critical_total == len(s.critical_runs) > 0
-        assert dash.query_one("#recent", DataTable).row_count == 5
+        # the cancelled attempt after an IDENTICAL replay: counted apart, never a verdict
+        assert (s.aborted.part, s.aborted.whole) == (1, 6)
+        recent = dash.query_one("#recent", DataTable)
+        assert recent.row_count == 6
+        assert "CANCELLED" in str(recent.get_row_at(0)[3])
         critical = dash.query_one("#critical", DataTable)
         critical.focus()
         await pilot.press("enter")

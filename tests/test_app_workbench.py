@@ -3,13 +3,23 @@ shows what all of a run's replays add up to, and its columns re-fit to the termi
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from rich.syntax import Syntax
+from textual.widgets import Static, TabbedContent
 
 from replay_tui.app import ReplayApp
+from replay_tui.messages import OpenRun
+from replay_tui.screens.run_detail import RunDetailScreen
 from replay_tui.screens.runs import RunsScreen
 from storage.store import RunStore
 from tests.test_app_flows import runs_screen, settle, sync
 from tests.test_app_support import FixedStore, build_fixed_store
+from tests.training import cli_env, git
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +70,84 @@ async def test_runs_list_shows_every_replay_of_a_run(fixed: FixedStore) -> None:
         rep = screen.table.reproduction(run_id)
         assert rep is not None and rep.text() == "IDENTICAL 1/1, 1 cancelled"
         assert screen.table.record(run_id).last_verdict == "IDENTICAL"  # type: ignore[union-attr]
+
+
+CRASHING = """\
+import sys
+for step in range(8):
+    print(f"step {step} loss {1.0 / (step + 1)}", flush=True)
+    if step == 5:
+        raise RuntimeError("loss is nan at step 5")
+"""
+
+
+@pytest.fixture(scope="module")
+def crashed_dirty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A run recorded by the real launcher from a checkout with an uncommitted change,
+    which crashes with a traceback."""
+    root = tmp_path_factory.mktemp("crashed")
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "train.py").write_text("print('committed version')\n")
+    git(repo, "add", "train.py")
+    git(repo, "commit", "-q", "-m", "train")
+    (repo / "train.py").write_text(CRASHING)  # the uncommitted change that crashes
+    store = root / "store.db"
+    exe = str(Path(sys.executable).parent / "replay-tui")
+    done = subprocess.run(
+        [exe, "--store", str(store), "record", "--json", "--", "python3", "train.py"],
+        cwd=repo,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    return store, str(json.loads(done.stdout)["run_id"])
+
+
+@sync
+async def test_run_detail_shows_the_log_tail_and_the_stored_diff(
+    crashed_dirty: tuple[Path, str],
+) -> None:
+    store, run_id = crashed_dirty
+    app = ReplayApp(store)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenRun(run_id))
+        await settle(pilot)
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen)
+        await pilot.press("l")  # the log tail: a failed run's traceback
+        tabs = detail.query_one(TabbedContent)
+        assert tabs.active == "tab-log"
+        log = str(detail.query_one("#log-body", Static).render())
+        assert "Traceback (most recent call last)" in log
+        assert "RuntimeError: loss is nan at step 5" in log
+        assert "stored log" in str(detail.query_one("#log-source", Static).render())
+        await pilot.press("6")  # number keys pick tabs: the sixth is the diff
+        assert tabs.active == "tab-diff"
+        diff = detail.query_one("#diff-body", Static).content
+        assert isinstance(diff, Syntax) and diff.lexer is not None
+        assert "+    if step == 5:" in diff.code and "-print('committed version')" in diff.code
+        await pilot.press("1")
+        assert tabs.active == "tab-manifest"
+        await pilot.press("y")  # copy the run id
+        assert app.clipboard == run_id
+
+
+@sync
+async def test_j_k_move_the_runs_cursor_and_y_copies_the_selected_id(
+    fixed: FixedStore,
+) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        table = runs_screen(app).table
+        assert table.has_focus and table.cursor_row == 0
+        await pilot.press("j", "j", "k")
+        assert table.cursor_row == 1
+        await pilot.press("y")
+        assert app.clipboard == table.row_key(1)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from textual.binding import Binding, BindingType
 from textual.message_pump import MessagePump
 from textual.screen import ModalScreen, Screen
+from textual.widgets import TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from replay_tui.messages import WorkerFailed
@@ -31,3 +33,30 @@ class AppScreen(Screen[ResultT]):
 class AppModal(ModalScreen[ResultT]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         forward_failure(self, event)
+
+
+WORKBENCH_BINDINGS: list[BindingType] = [
+    *(Binding(str(n), f"tab({n})", f"Tab {n}", show=False) for n in range(1, 10)),
+    Binding("j", "cursor('down')", "Down", show=False),
+    Binding("k", "cursor('up')", "Up", show=False),
+]
+"""Keys people bring from k9s and lazygit: 1-9 pick a tab, j/k move the cursor."""
+
+
+class WorkbenchKeys:
+    """Actions for :data:`WORKBENCH_BINDINGS` (mixed into a screen with tabs)."""
+
+    def action_tab(self, n: int) -> None:
+        screen = self
+        assert isinstance(screen, Screen)
+        tabs = screen.query(TabbedContent).first(TabbedContent)
+        panes = [p for p in tabs.query(TabPane) if p.id]
+        if 1 <= n <= len(panes):
+            tabs.active = str(panes[n - 1].id)
+
+    def action_cursor(self, way: str) -> None:
+        screen = self
+        assert isinstance(screen, Screen)
+        move = getattr(screen.focused, f"action_cursor_{way}", None)
+        if callable(move):
+            move()

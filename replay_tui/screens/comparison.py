@@ -18,7 +18,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
 from replay_tui.messages import ComparisonLoaded
-from replay_tui.screens.base import AppScreen
+from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.style import Palette, number, plain, short
@@ -65,11 +65,12 @@ def _strs(body: dict[str, Any], key: str) -> list[str]:
     return [str(x) for x in value] if isinstance(value, list) else []
 
 
-class ComparisonScreen(AppScreen[None]):
+class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
     CSS_PATH = "comparison.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("f", "toggle_fields", "Only differences"),
+        *WORKBENCH_BINDINGS,
         Binding("b", "bisect", "Bisect (A good, B bad)"),
     ]
 

@@ -81,6 +81,14 @@ class RunDetail:
     locations: list[Location]
     original: RunRecord | None = None
     """For a replay: the run it replays (None if that run is not in this store)."""
+    log_tail: str = ""
+    """The end of the run's captured output (a failed run's traceback)."""
+    log_source: str = ""
+    """Where ``log_tail`` comes from: the stored log, or the manifest's tail."""
+    diff: str | None = None
+    """The stored uncommitted diff the run was recorded with (None: none stored)."""
+    reproduction: Reproduction | None = None
+    """For an original run: what all its replays add up to."""
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:
@@ -92,6 +100,12 @@ def load_run_detail(store: RunStore, ref: str) -> RunDetail:
             original = store.get_run(record.replay_of)
         except StoreError:
             original = None
+    log_tail, log_source = _log_tail(store, manifest)
+    diff = None
+    if manifest.code.diff_sha256:
+        blob = store.get_blob(manifest.code.diff_sha256)
+        diff = None if blob is None else blob[:MAX_DIFF_BYTES].decode("utf-8", "replace")
+    facts = store.replay_outcomes([record.id]).get(record.id)
     return RunDetail(
         record=record,
         manifest=manifest,
@@ -99,7 +113,31 @@ def load_run_detail(store: RunStore, ref: str) -> RunDetail:
         replays=store.replays_of(record.id),
         locations=store.locations(record.id),
         original=original,
+        log_tail=log_tail,
+        log_source=log_source,
+        diff=diff,
+        reproduction=summarize(facts) if facts else None,
     )
+
+
+LOG_TAIL_LINES = 400
+MAX_DIFF_BYTES = 2_000_000
+
+
+def _log_tail(store: RunStore, m: RunManifest) -> tuple[str, str]:
+    """The last lines of the run's output: the stored log (checked against its recorded
+    hash), else the tail the manifest carries."""
+    from replay_tui.evidence.gather import log_bytes
+
+    data = log_bytes(store, m)
+    if data is not None:
+        lines = data.decode("utf-8", "replace").splitlines()
+        shown = lines[-LOG_TAIL_LINES:]
+        cut = f", the last {len(shown)}" if len(lines) > len(shown) else ""
+        return "\n".join(shown), f"stored log ({len(lines)} lines{cut})"
+    if m.outputs.log_tail:
+        return m.outputs.log_tail, "the tail kept in the manifest (the full log is not stored)"
+    return "", ""
 
 
 # -- comparison -----------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""One run: its manifest in sections, its gaps, its outputs and its replays."""
+"""One run: its manifest in sections, its gaps, its outputs, its replays, the tail of its
+log and the uncommitted diff it was recorded with: what an investigation needs without
+leaving the app.  1-6 pick a tab, j/k move, y copies the run id."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -19,7 +21,7 @@ from replay_tui.messages import (
     PickAndCompare,
     RunDetailLoaded,
 )
-from replay_tui.screens.base import AppScreen
+from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.sections import (
@@ -34,13 +36,15 @@ from replay_tui.widgets.style import Palette, duration, number, short, when
 WIDE = 120
 
 
-class RunDetailScreen(AppScreen[None]):
+class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
     CSS_PATH = "run_detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("r", "replay", "Replay"),
         Binding("c", "compare", "Compare"),
-        Binding("o", "original", "Vs original", show=False),
+        Binding("o", "original", "Vs original"),
+        Binding("l", "show_tab('tab-log')", "Log"),
+        *WORKBENCH_BINDINGS,
     ]
 
     def __init__(self, store_path: Path, run_id: str) -> None:
@@ -69,7 +73,18 @@ class RunDetailScreen(AppScreen[None]):
             with TabPane("Replays", id="tab-replays"), Vertical():
                 yield DataTable(id="replays", cursor_type="row", zebra_stripes=True)
                 yield Static("", id="replays-help")
+            with TabPane("Log", id="tab-log"), Vertical():
+                yield Static("", id="log-source")
+                with VerticalScroll(id="log-box"):
+                    yield Static("", id="log-body")
+            with TabPane("Diff", id="tab-diff"), VerticalScroll(id="diff-box"):
+                yield Static("", id="diff-body")
         yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "original":  # footer bindings only where they apply
+            return self.detail is not None and self.detail.record.replay_of is not None
+        return True
 
     def on_mount(self) -> None:
         self._load()
@@ -99,7 +114,10 @@ class RunDetailScreen(AppScreen[None]):
             await self._fill_sections(d, palette)
             self.query_one("#gaps-body", Static).update(gaps_renderable(d.gaps, palette))
             await self._fill_outputs(d, palette)
+            self._fill_log(d, palette)
+            self._fill_diff(d, palette)
         self._fill_replays(d, palette)
+        self.refresh_bindings()
         tabs = self.query_one(TabbedContent)
         counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}
         tabs.get_tab("tab-gaps").label = (
@@ -113,6 +131,7 @@ class RunDetailScreen(AppScreen[None]):
             f"Outputs ({len(d.manifest.outputs.artifacts)} / {len(d.manifest.outputs.metrics)})"
         )
         tabs.get_tab("tab-replays").label = f"Replays ({len(d.replays)})"
+        tabs.get_tab("tab-diff").label = "Diff" if d.diff is not None else "Diff (none)"
 
     # -- rendering -------------------------------------------------------------------
 
@@ -131,7 +150,17 @@ class RunDetailScreen(AppScreen[None]):
             if m.replay:
                 t.append(f" ({m.replay.backend})", style=palette.muted)
         t.append("\nverdict ")
-        if r.last_verdict:
+        rep = d.reproduction
+        if rep is not None and (rep.verdict or rep.aborted):
+            if rep.verdict:
+                t.append_text(palette.verdict(rep.verdict))
+                t.append(f" {rep.reproduced} of {rep.completed} completed replays reproduced")
+            else:
+                t.append("no completed replay", style=palette.muted)
+            extra = [f"{n} {s.replace('_', ' ')}" for s, n in sorted(rep.aborted.items())]
+            if extra:
+                t.append(f" ({', '.join(extra)}: not counted)", style=palette.muted)
+        elif r.last_verdict:
             t.append_text(palette.verdict(r.last_verdict))
         else:
             t.append("not replayed", style=palette.muted)
@@ -234,7 +263,7 @@ class RunDetailScreen(AppScreen[None]):
                 Text(when(r.get("created_at"))),
                 Text(str(r.get("backend") or "-")),
                 palette.status(r.get("status")),
-                palette.verdict(r.get("verdict")),
+                _verdict_cell(r, palette),
                 Text(short(r.get("replay_run"), 13)),
                 Text(duration(r.get("duration_s"))),
                 Text(str(r.get("reason") or ""), style=palette.muted),
@@ -247,7 +276,52 @@ class RunDetailScreen(AppScreen[None]):
                 help_text = "this run is a replay · o: compare with its original"
         self.query_one("#replays-help", Static).update(help_text)
 
+    def _fill_log(self, d: RunDetail, palette: Palette) -> None:
+        source = self.query_one("#log-source", Static)
+        body = self.query_one("#log-body", Static)
+        if not d.log_tail:
+            source.update(Text("no log stored for this run", style=palette.muted))
+            body.update("")
+            return
+        source.update(Text(f"{d.log_source} · l: this tab", style=palette.muted))
+        text = Text()
+        error = palette.fg("error")
+        for line in d.log_tail.splitlines():
+            bad = line.startswith(("Traceback", "  File ")) or "Error" in line.split(":")[0]
+            text.append(line + "\n", style=error if bad else "")
+        body.update(text)
+        self.query_one("#log-box", VerticalScroll).scroll_end(animate=False)
+
+    def _fill_diff(self, d: RunDetail, palette: Palette) -> None:
+        body = self.query_one("#diff-body", Static)
+        m = d.manifest
+        if d.diff is None:
+            why = (
+                f"the diff {short(m.code.diff_sha256, 12)} is missing from the store"
+                if m.code.diff_sha256
+                else "the code had no uncommitted changes"
+                if m.code.dirty is False
+                else "no uncommitted diff was stored with this run"
+            )
+            body.update(Text(why, style=palette.muted))
+            return
+        from rich.syntax import Syntax
+
+        dark = self.app.current_theme.dark if self.app.current_theme else True
+        body.update(
+            Syntax(
+                d.diff,
+                "diff",
+                theme="monokai" if dark else "default",
+                line_numbers=False,
+                word_wrap=False,
+            )
+        )
+
     # -- actions ---------------------------------------------------------------------
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
 
     @on(DataTable.RowSelected, "#replays")
     def _replay_selected(self, event: DataTable.RowSelected) -> None:
@@ -287,3 +361,13 @@ class RunDetailScreen(AppScreen[None]):
             self.post_message(
                 OpenComparison(a_run=self.detail.record.replay_of, b_run=self.detail.record.id)
             )
+
+
+def _verdict_cell(fact: dict[str, Any], palette: Palette) -> Text:
+    """A replay's verdict when it completed; an aborted one shows its status instead."""
+    from replay_tui.verdicts import is_completed
+
+    if is_completed(fact.get("status")):
+        return palette.verdict(fact.get("verdict"))
+    word = str(fact.get("status") or "error").upper().replace("_", " ")
+    return palette.verdict(word)

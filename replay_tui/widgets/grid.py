@@ -54,8 +54,8 @@ class Grid(ScrollView, can_focus=True):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select", "Open", show=False),
-        Binding("up", "cursor_up", show=False),
-        Binding("down", "cursor_down", show=False),
+        Binding("up,k", "cursor_up", show=False),
+        Binding("down,j", "cursor_down", show=False),
         Binding("pageup", "page_up", show=False),
         Binding("pagedown", "page_down", show=False),
         Binding("home,ctrl+home", "first", show=False),
