@@ -347,8 +347,36 @@ def test_outputs_at_the_top_of_the_workdir(store: Path, repo: Path, train_image:
         "slow.py",
         cwd=repo,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rid = json.loads(proc.stdout)["run_id"]
-    code, rep, err = replay(store, rid)
+    # record --image never mounts the real repository writable (a git hook, edited sources)
+    assert proc.returncode == 2 and "never mounts the repository writable" in proc.stdout
+    # a run that did write there (recorded elsewhere) replays in a writable throwaway checkout
+    from replay_tui.sdk import _uuid7
+    from tests.training import git
+
+    weights = hashlib.sha256(b"w").digest() * 64
+    data = {
+        "schema_version": 1,
+        "run_id": _uuid7(),
+        "status": "succeeded",
+        "started_at": "2026-11-20T10:00:00.000Z",
+        "argv": ["python3", "slow.py"],
+        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
+        "image": {
+            "reference": train_image,
+            "digest": os.environ["REPLAY_TUI_TRAIN_DIGEST"].split("@", 1)[1],
+        },
+        "outputs": {
+            "artifacts": [
+                {
+                    "path": "weights.bin",
+                    "sha256": hashlib.sha256(weights).hexdigest(),
+                    "size_bytes": len(weights),
+                }
+            ]
+        },
+    }
+    (repo.parent / "m.json").write_text(json.dumps(data))
+    assert replay_tui(store, "ingest", str(repo.parent / "m.json")).returncode == 0
+    code, rep, err = replay(store, str(data["run_id"]), "--repo", str(repo))
     assert code == 0, err[-2000:]
     assert rep["replays"][0]["verdict"] == "IDENTICAL"

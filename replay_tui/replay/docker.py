@@ -94,18 +94,35 @@ class Mount:
     kind: str = "bind"  # "tmpfs": an empty in-memory folder (source unused)
 
 
+def _empty_file() -> Path:
+    """An empty read-only regular file of this user, to mount over a ``.git`` file."""
+    import stat
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"replay-tui-empty-{os.getuid()}"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        os.close(fd)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode) or st.st_size or st.st_uid != os.getuid():
+        raise InfraError(f"{path} is not an empty file of this user: remove it and retry")
+    return path
+
+
 def git_masks(host_root: Path, container_root: str) -> list[Mount]:
     """Mounts that hide ``host_root/.git`` from the container.
 
     A container that can write a repository's ``.git`` (hooks, ``core.fsmonitor``, a
     ``.git`` file pointing elsewhere) runs code on the host at the next git command, and
     one that can read it sees history the run does not need.  A ``.git`` folder is covered
-    by an empty read-only tmpfs, a ``.git`` file (a worktree's) by ``/dev/null``.
+    by an empty read-only tmpfs, a ``.git`` file (a worktree's) by an empty read-only file.
     """
     dot_git = host_root / ".git"
     target = f"{container_root}/.git"
     if dot_git.is_symlink() or dot_git.is_file():
-        return [Mount("/dev/null", target, True)]
+        return [Mount(str(_empty_file()), target, True)]
     if dot_git.is_dir():
         return [Mount("", target, True, kind="tmpfs")]
     return []
