@@ -151,3 +151,28 @@ async def test_j_k_move_the_runs_cursor_and_y_copies_the_selected_id(
         assert table.cursor_row == 1
         await pilot.press("y")
         assert app.clipboard == table.row_key(1)
+
+
+@sync
+async def test_fields_tab_count_agrees_with_the_rows_only_differences_shows(
+    fixed: FixedStore,
+) -> None:
+    from textual.widgets import DataTable
+
+    from replay_tui.messages import OpenComparison
+    from replay_tui.screens.comparison import ComparisonScreen
+
+    with RunStore(fixed.path) as s:
+        fact = next(f for f in s.facts("replays") if f.get("comparison_id"))
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenComparison(comparison_id=int(fact["comparison_id"])))
+        await settle(pilot)
+        cmp = app.screen
+        assert isinstance(cmp, ComparisonScreen)
+        await pilot.press("f")  # only differences
+        await settle(pilot)
+        label = str(cmp.query_one(TabbedContent).get_tab("tab-fields").label)
+        shown = cmp.query_one("#fields", DataTable).row_count
+        assert label.startswith(f"Fields ({shown} ≠"), (label, shown)

@@ -232,10 +232,21 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             shown += 1
         if not shown:
             table.add_row("", Text("no differing fields", style=palette.muted), "", "")
-        counts = (env or {}).get("counts") if isinstance((env or {}).get("counts"), dict) else {}
-        differing = sum(int(v) for k, v in (counts or {}).items() if k != "same")
+        # The label counts what "only differences" shows (differences that can matter, and
+        # the package diff); the expected ones (ids, times) are counted apart.
+        classes = [str(r.get("class", "same")) for r in rows]
+        differing = sum(c not in ("same", "expected") for c in classes)
+        differing += (
+            1
+            if isinstance(packages, dict)
+            and (packages.get("added") or packages.get("removed") or packages.get("changed"))
+            else 0
+        )
+        expected = classes.count("expected")
         tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠)"
+        tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠" + (
+            f" · {expected} expected)" if expected else ")"
+        )
 
     def action_toggle_fields(self) -> None:
         self.only_differences = not self.only_differences
