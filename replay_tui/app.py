@@ -148,6 +148,31 @@ class ReplayApp(App[None]):
             await screen.wait_stopped()
         self.exit()
 
+    def screenshot_dir(self) -> Path:
+        """Where the palette's Screenshot saves: $REPLAY_TUI_SCREENSHOTS, else a
+        ``screenshots`` folder beside the store (made when missing, so a save never fails
+        for want of a Downloads folder)."""
+        import os
+
+        env = os.environ.get("REPLAY_TUI_SCREENSHOTS")
+        return Path(env) if env else self.store_path.parent / "screenshots"
+
+    def deliver_screenshot(
+        self,
+        filename: str | None = None,
+        path: str | None = None,
+        time_format: str | None = None,
+    ) -> str | None:
+        if path is None:
+            folder = self.screenshot_dir()
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                self.notify(f"cannot save a screenshot in {folder}: {e.strerror}", severity="error")
+                return None
+            path = str(folder)
+        return super().deliver_screenshot(filename, path, time_format)
+
     def action_copy_run_id(self) -> None:
         """Copy the id of the run the screen is about (the one under the cursor)."""
         run = _run_of(self.screen)

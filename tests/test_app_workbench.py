@@ -17,7 +17,7 @@ from replay_tui.messages import OpenRun
 from replay_tui.screens.run_detail import RunDetailScreen
 from replay_tui.screens.runs import RunsScreen
 from storage.store import RunStore
-from tests.test_app_flows import runs_screen, settle, sync
+from tests.test_app_flows import runs_screen, settle, sync, wait_until
 from tests.test_app_support import FixedStore, build_fixed_store
 from tests.training import cli_env, git
 
@@ -176,3 +176,22 @@ async def test_fields_tab_count_agrees_with_the_rows_only_differences_shows(
         label = str(cmp.query_one(TabbedContent).get_tab("tab-fields").label)
         shown = cmp.query_one("#fields", DataTable).row_count
         assert label.startswith(f"Fields ({shown} ≠"), (label, shown)
+
+
+@sync
+async def test_screenshot_saves_beside_the_store_and_says_where(tmp_path: Path) -> None:
+    from tests.test_app_support import build_fixed_store as build
+
+    fixed = build(tmp_path / "shots")
+    app = ReplayApp(fixed.path)
+    folder = fixed.path.parent / "screenshots"
+    assert not folder.exists()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.deliver_screenshot()
+        await wait_until(pilot, lambda: folder.is_dir() and any(folder.glob("*.svg")), 60)
+        await wait_until(
+            pilot, lambda: any(str(folder) in n.message for n in app._notifications), 60
+        )
+    (shot,) = folder.glob("*.svg")
+    assert shot.read_text().startswith("<svg")
