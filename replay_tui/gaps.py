@@ -385,6 +385,16 @@ def config_source_rules(m: RunManifest) -> Iterator[Gap]:
             " recorded is known",
             "record new runs with replay-tui record so every input is captured",
         )
+        if not m.argv:
+            yield Gap(
+                "IMPORT_NO_COMMAND",
+                "warning",
+                "argv",
+                f"{src.tracker} recorded no command that runs from a checkout:"
+                " the run cannot be replayed as it is",
+                "record the run with replay-tui record, or log the script path relative"
+                " to the repository",
+            )
 
 
 @rule

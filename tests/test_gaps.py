@@ -26,6 +26,7 @@ Edit = Callable[[Data], None]
 OTHER_SHA = "f" * 64
 ARGV_FILE = {"path": "/etc/cfg.yaml", "sha256": OTHER_SHA, "size_bytes": 3, "format": "yaml"}
 IN_REPO = {"in_repo": "configs/cfg.yaml"}
+IMPORTED = {"tracker": "mlflow", "uri": "sqlite:///m.db", "run_id": "ab12"}
 
 
 def clean() -> Data:
@@ -220,8 +221,12 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
         setter("config_source", {"source": "argv", "files": [ARGV_FILE | IN_REPO]}),
     ),
     "IMPORTED_RUN": (
-        setter("source", {"tracker": "mlflow", "uri": "sqlite:///m.db", "run_id": "ab12"}),
+        setter("source", IMPORTED),
         setter("source", None),
+    ),
+    "IMPORT_NO_COMMAND": (
+        both(setter("source", IMPORTED), setter("argv", [])),
+        setter("source", IMPORTED),
     ),
     "RUN_NOT_SUCCEEDED": (
         both(setter("status", "failed"), setter("exit_code", 1)),
