@@ -195,3 +195,36 @@ async def test_screenshot_saves_beside_the_store_and_says_where(tmp_path: Path) 
         )
     (shot,) = folder.glob("*.svg")
     assert shot.read_text().startswith("<svg")
+
+
+@sync
+async def test_run_detail_overlays_the_histories_of_all_completed_replays(
+    fixed: FixedStore,
+) -> None:
+    """The N-run overlay: an original's metric plots carry its own history and every
+    completed replay's, and say how far they spread (the noise floor made visible)."""
+    from replay_tui.widgets.plot import LinePlot
+
+    with RunStore(fixed.path) as s:
+        fact = next(
+            f
+            for f in s.facts("replays")
+            if f["replay_run"] and s.manifest(f["replay_run"]).outputs.metric_history
+        )
+        run_id, names = (
+            fact["original_run"],
+            sorted(s.manifest(fact["replay_run"]).outputs.metric_history),
+        )
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenRun(run_id))
+        await settle(pilot)
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen) and detail.detail is not None
+        assert set(detail.detail.replay_histories) == set(names)
+        plots = list(detail.query("#metrics LinePlot").results(LinePlot))
+        overlaid = [p for p in plots if len(p._series) == 2]  # the run + its 1 replay
+        assert len(overlaid) == len(names)
+        labels = " ".join(str(w.render()) for w in detail.query("#metrics .metric-label"))
+        assert "+1 replays" in labels and "spread" in labels

@@ -89,6 +89,9 @@ class RunDetail:
     """The stored uncommitted diff the run was recorded with (None: none stored)."""
     reproduction: Reproduction | None = None
     """For an original run: what all its replays add up to."""
+    replay_histories: dict[str, list[list[tuple[float, float]]]] = field(default_factory=dict)
+    """For an original run: each metric's history in every completed replay (newest
+    last, at most ``MAX_OVERLAID``), to overlay on its own: the noise floor made visible."""
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:
@@ -117,7 +120,32 @@ def load_run_detail(store: RunStore, ref: str) -> RunDetail:
         log_source=log_source,
         diff=diff,
         reproduction=summarize(facts) if facts else None,
+        replay_histories=_replay_histories(store, facts or []),
     )
+
+
+MAX_OVERLAID = 20
+
+
+def _replay_histories(
+    store: RunStore, facts: list[dict[str, Any]]
+) -> dict[str, list[list[tuple[float, float]]]]:
+    from replay_tui.verdicts import counts_as_evidence
+
+    out: dict[str, list[list[tuple[float, float]]]] = {}
+    runs = [
+        f["replay_run"]
+        for f in facts
+        if f.get("replay_run") and counts_as_evidence(f["status"], f["verdict"], f["determinism"])
+    ]
+    for rid in runs[-MAX_OVERLAID:]:
+        try:
+            m = store.manifest(str(rid))
+        except StoreError:
+            continue
+        for name, hist in m.outputs.metric_history.items():
+            out.setdefault(name, []).append([(float(x), float(y)) for x, y in hist])
+    return out
 
 
 LOG_TAIL_LINES = 400

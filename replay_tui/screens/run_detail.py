@@ -23,7 +23,7 @@ from replay_tui.messages import (
 )
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
-from replay_tui.widgets.plot import LinePlot, Series
+from replay_tui.widgets.plot import LinePlot, Series, overlay_spread
 from replay_tui.widgets.sections import (
     SECTIONS,
     gaps_renderable,
@@ -241,9 +241,19 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             label.append(f"\n{number(final)}")
             if hist:
                 label.append(f"\n{len(hist)} steps", style=palette.muted)
+            own = [(float(s), float(v)) for s, v in hist]
+            replays = d.replay_histories.get(name, [])
+            if replays:  # the run and all its completed replays: the noise floor
+                label.append(f" +{len(replays)} replays", style=palette.muted)
+                spread = overlay_spread([own, *replays])
+                label.append(f"\nspread {number(spread)}", style=palette.muted)
+            series = [
+                Series(name, own),
+                *(Series(f"replay {i + 1}", r) for i, r in enumerate(replays)),
+            ]
             row = Horizontal(
                 Static(label, classes="metric-label"),
-                LinePlot([Series(name, [(float(s), float(v)) for s, v in hist])], classes="spark"),
+                LinePlot(series, classes="spark"),
                 classes="metric",
             )
             rows.append(row)

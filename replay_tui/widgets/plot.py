@@ -154,6 +154,16 @@ def render_plot(
     return Text("\n", no_wrap=True).join(lines)
 
 
+def overlay_spread(histories: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """The largest gap between any two histories at a step they share: how far runs
+    that should agree drift apart (0.0: every overlaid history is the same)."""
+    by_step: dict[float, list[float]] = {}
+    for h in histories:
+        for x, y in _finite(h):
+            by_step.setdefault(x, []).append(y)
+    return max((max(v) - min(v) for v in by_step.values() if len(v) > 1), default=0.0)
+
+
 class LinePlot(Widget):
     """One or two metric histories, with an optional marked step."""
 
