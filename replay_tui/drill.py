@@ -30,7 +30,7 @@ from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
 from replay_tui.replay.series import replay_many
 from replay_tui.verdicts import REPRODUCED
-from storage import ledger
+from storage import integrity, ledger
 from storage.store import RunStore
 
 Pick = Literal["random", "oldest", "unverified"]
@@ -84,6 +84,7 @@ class DrillReport:
     ended_at: str | None = None
     cancelled: bool = False
     drill_id: int | None = None
+    ledger_head: str | None = None  # after this drill's fact: an anchor for verify-store
 
     @property
     def passed(self) -> bool:
@@ -101,6 +102,7 @@ class DrillReport:
         counts = {s: sum(1 for i in self.items if i.status == s) for s in _STATUSES}
         return {
             "drill_id": self.drill_id,
+            "ledger_head": self.ledger_head,
             "passed": self.passed,
             "exit_code": self.exit_code,
             "pick": self.pick,
@@ -229,7 +231,9 @@ def run_drill(
     report.ended_at = ledger.utc_now()
     body = report.to_dict()
     del body["drill_id"]  # the fact's own id, known only once it is stored
+    del body["ledger_head"]
     report.drill_id = store.add_drill(report.passed, body)
+    report.ledger_head = integrity.ledger_head(store.conn)
     return report
 
 

@@ -314,3 +314,9 @@ def _check_facts(conn: sqlite3.Connection, rows: dict[str, dict[str, Any]], add:
     for cid, (a, b, _) in comparisons.items():
         if a not in rows or b not in rows:
             add(f"comparisons #{cid}: it names a run that is not stored")
+
+
+def ledger_head(conn: sqlite3.Connection) -> str | None:
+    """``SEQ:HASH`` of the last ledger event: what ``verify-store --anchor`` takes."""
+    row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    return f"{row[0]}:{row[1]}" if row else None

@@ -55,6 +55,8 @@ def export(
         return
     click.echo(f"exported run {res.run_id} to {res.path} ({res.files} files)")
     click.echo(f"  verdict: {res.verdict or 'not replayed'}")
+    if res.ledger_head:
+        click.echo(f"  store ledger head: {res.ledger_head} (verify-store --anchor takes it)")
     if res.signed:
         click.echo(f"  signed with key {res.key_id}")
     else:
@@ -156,6 +158,8 @@ def verify(
             click.echo(f"BUNDLE FAILED VERIFICATION: {chk.problems[0].text()}")
             for p in chk.problems[1:20]:
                 click.echo(f"  also: {p.text()}")
+        if chk.ledger_head:
+            click.echo(f"  exported from a store whose ledger head was {chk.ledger_head}")
         for note in chk.notes:
             red = chk.embedded_fingerprint is not None and chk.embedded_fingerprint in note
             click.echo(click.style(f"  note: {note}", fg="red") if red else f"  note: {note}")
@@ -252,6 +256,8 @@ def drill(
             f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
             f" candidate run(s)) => {'PASSED' if rep.passed else 'FAILED'}"
         )
+        if rep.ledger_head:
+            click.echo(f"ledger head {rep.ledger_head} (keep it: verify-store --anchor)")
     sys.exit(rep.exit_code)
 
 

@@ -39,7 +39,7 @@ from replay_tui.evidence.statement import (
     envelope_bytes,
     make_statement,
 )
-from storage import ledger
+from storage import integrity, ledger
 from storage.manifest import RunManifest, sha256_hex
 from storage.store import RunStore
 
@@ -57,6 +57,7 @@ class ExportResult:
     statement_sha256: str
     sums_sha256: str
     bundle_id: int
+    ledger_head: str | None = None  # the store's ledger head when exported (an anchor)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +69,7 @@ class ExportResult:
             "verdict": self.verdict,
             "statement_sha256": self.statement_sha256,
             "sha256sums_sha256": self.sums_sha256,
+            "ledger_head": self.ledger_head,
             "bundle_id": self.bundle_id,
         }
 
@@ -226,7 +228,10 @@ def export_bundle(
         sums = checksums.render(checksums.hash_files(tmp, names))
         _write(tmp, checksums.SUMS_NAME, sums)
         sums_sha = sha256_hex(sums)
-        statement = make_statement(subjects(m), _predicate(ev, sums_sha, exported_at))
+        predicate = _predicate(ev, sums_sha, exported_at)
+        head = integrity.ledger_head(store.conn)
+        predicate["store"] = {"ledger_head": head}  # verify-store --anchor, signed
+        statement = make_statement(subjects(m), predicate)
         env = envelope(statement, private_key)
         _write(tmp, ENVELOPE_NAME, envelope_bytes(env))
         for p in [tmp, *tmp.rglob("*")]:
@@ -251,5 +256,14 @@ def export_bundle(
     }
     bid = store.add_bundle(m.run_id, str(out), kid is not None, kid, body)
     return ExportResult(
-        m.run_id, out, len(names) + 2, kid is not None, kid, ev.verdict, stmt_sha, sums_sha, bid
+        m.run_id,
+        out,
+        len(names) + 2,
+        kid is not None,
+        kid,
+        ev.verdict,
+        stmt_sha,
+        sums_sha,
+        bid,
+        ledger_head=head,
     )

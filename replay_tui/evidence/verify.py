@@ -65,6 +65,7 @@ class BundleCheck:
     key_source: KeySource | None = None
     trusted: bool = False  # the signature verified against a key the user trusts
     embedded_fingerprint: str | None = None  # when checked with the key inside the bundle
+    ledger_head: str | None = None  # the exporting store's ledger head, as signed
     run_id: str | None = None
     verdict: str | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -86,6 +87,7 @@ class BundleCheck:
             "key_source": self.key_source,
             "trusted": self.trusted,
             "embedded_fingerprint": self.embedded_fingerprint,
+            "ledger_head": self.ledger_head,
             "problems": [p.to_dict() for p in self.problems],
             "notes": self.notes,
         }
@@ -157,6 +159,8 @@ def verify_bundle(
     run_id = predicate.get("run_id")
     chk.run_id = run_id if isinstance(run_id, str) else None
     verdict = _dig(predicate, "replay", "verdict")
+    head = _dig(predicate, "store", "ledger_head")
+    chk.ledger_head = escape_control(head) if isinstance(head, str) else None
     chk.verdict = verdict if isinstance(verdict, str) else None
     # -- the checksum list, against the statement
     raw_sums = _read(path / checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
