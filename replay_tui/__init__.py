@@ -19,6 +19,7 @@ _SDK_NAMES = {
     "Run",
     "worker_init_fn",
     "dataloader_generator",
+    "mixed_precision",
 }
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         current_run,
         dataloader_generator,
         deterministic,
+        mixed_precision,
         seed_everything,
         start_run,
         worker_init_fn,
@@ -38,6 +40,7 @@ __all__ = [
     "current_run",
     "dataloader_generator",
     "deterministic",
+    "mixed_precision",
     "seed_everything",
     "start_run",
     "worker_init_fn",

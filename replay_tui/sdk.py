@@ -152,6 +152,45 @@ def _catch_nondeterministic(
 _previous_showwarning = warnings.showwarning
 
 
+DETERMINISM_FLAGS = (
+    "deterministic_algorithms",
+    "cudnn_deterministic",
+    "cudnn_benchmark",
+    "cublas_workspace_config",
+    "allow_tf32",
+    "mixed_precision",
+)
+SEED_KINDS = ("python", "numpy", "torch", "cuda", "dataloader_workers")
+
+
+def determinism_group(flags: dict[str, Any], nondeterministic_ops: Any) -> dict[str, Any]:
+    """The manifest's ``determinism`` group from what the SDK recorded.  The launcher and
+    the standalone manifest both build it here, so they cannot drift apart."""
+    return {
+        **{k: flags.get(k) for k in DETERMINISM_FLAGS},
+        "nondeterministic_ops": list(nondeterministic_ops or []),
+    }
+
+
+def randomness_group(seed: Any, seeds: dict[str, Any], python_hash_seed: Any) -> dict[str, Any]:
+    """The manifest's ``randomness`` group (shared like :func:`determinism_group`)."""
+    return {
+        "seed": seed,
+        **{k: seeds.get(k) for k in SEED_KINDS},
+        "python_hash_seed": python_hash_seed,
+    }
+
+
+def mixed_precision(mode: str | None) -> None:
+    """Record the mixed-precision mode the run trains in: ``"bf16"``, ``"fp16"``,
+    ``"tf32"``..., or ``None`` for full precision.  It changes the numbers a run
+    produces, so a replay and a comparison need to know it."""
+    if mode is not None and (not isinstance(mode, str) or not 0 < len(mode) <= 64):
+        raise ValueError("mixed_precision(mode): mode is a short name such as 'bf16', or None")
+    _state["determinism"] = {**_state["determinism"], "mixed_precision": mode}
+    _save_handoff()
+
+
 def deterministic(on: bool = True, *, warn_only: bool = True) -> dict[str, Any]:
     """Switch deterministic mode on (or off) and record every flag as set.
 
@@ -198,6 +237,8 @@ def deterministic(on: bool = True, *, warn_only: bool = True) -> dict[str, Any]:
         _previous_showwarning = warnings.showwarning
         warnings.showwarning = _catch_nondeterministic
         warnings.filterwarnings("always", message=r".*does not have a deterministic implementation")
+    if "mixed_precision" in _state["determinism"]:  # recorded before: keep it
+        flags["mixed_precision"] = _state["determinism"]["mixed_precision"]
     _state["determinism"] = flags
     _save_handoff()
     return dict(flags)
@@ -409,22 +450,8 @@ class Run:
             "env": env,
             "code": code,
             "config": self.config,
-            "randomness": {
-                "seed": view["seed"],
-                **{
-                    k: seeds.get(k)
-                    for k in ("python", "numpy", "torch", "cuda", "dataloader_workers")
-                },
-                "python_hash_seed": view["python_hash_seed"],
-            },
-            "determinism": {
-                "deterministic_algorithms": det.get("deterministic_algorithms"),
-                "cudnn_deterministic": det.get("cudnn_deterministic"),
-                "cudnn_benchmark": det.get("cudnn_benchmark"),
-                "cublas_workspace_config": det.get("cublas_workspace_config"),
-                "allow_tf32": det.get("allow_tf32"),
-                "nondeterministic_ops": view["nondeterministic_ops"],
-            },
+            "randomness": randomness_group(view["seed"], seeds, view["python_hash_seed"]),
+            "determinism": determinism_group(det, view["nondeterministic_ops"]),
             "environment": {
                 **{k: v for k, v in view["environment"].items()},
                 "os": platform.platform(),

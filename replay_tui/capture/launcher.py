@@ -28,7 +28,15 @@ from replay_tui.capture.argv_config import ArgvConfig, merge_config, parse_argv
 from replay_tui.capture.hashing import StatCache, hash_path, sha256_regular_file
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.errors import BadInput
-from replay_tui.sdk import DETERMINISM_ENV, HANDOFF_ENV, INSIDE_FILE, SEED_ENV, _uuid7
+from replay_tui.sdk import (
+    DETERMINISM_ENV,
+    HANDOFF_ENV,
+    INSIDE_FILE,
+    SEED_ENV,
+    _uuid7,
+    determinism_group,
+    randomness_group,
+)
 from storage.ledger import utc_now
 from storage.manifest import RunManifest, manifest_from_data, sha256_hex
 from storage.objects import ObjectStore
@@ -75,35 +83,47 @@ class LocalExecutor:
         env = dict(os.environ)
         env.update(spec.env)
         started, t0 = utc_now(), time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                spec.argv,
-                cwd=spec.cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        except OSError as e:
-            spec.log_path.write_text(f"cannot start {spec.argv[0]!r}: {e.strerror}\n")
-            on_line(f"cannot start {spec.argv[0]!r}: {e.strerror}")
-            return ExecResult(127, "failed", started, utc_now(), 0.0, f"cannot start: {e}")
-        reader = threading.Thread(target=_pump, args=(proc, spec.log_path, on_line), daemon=True)
-        reader.start()
         interrupted = timed_out = False
+        pending: list[int] = []  # signals that came before the child existed
+        child: list[subprocess.Popen[bytes]] = []
 
         def forward(signum: int, frame: object) -> None:
             nonlocal interrupted
             interrupted = True
-            _signal_group(proc, signum)
+            if child:
+                _signal_group(child[0], signum)
+            else:
+                pending.append(signum)
 
+        # The forwarder is in place before the child starts: a Ctrl-C at any moment
+        # reaches the child (and is recorded), never this process as KeyboardInterrupt.
         in_main = threading.current_thread() is threading.main_thread()
         old = {}
         if in_main:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                old[s] = signal.signal(s, forward)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old[sig] = signal.signal(sig, forward)
         try:
+            try:
+                proc = subprocess.Popen(
+                    spec.argv,
+                    cwd=spec.cwd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            except OSError as e:
+                spec.log_path.write_text(f"cannot start {spec.argv[0]!r}: {e.strerror}\n")
+                on_line(f"cannot start {spec.argv[0]!r}: {e.strerror}")
+                return ExecResult(127, "failed", started, utc_now(), 0.0, f"cannot start: {e}")
+            child.append(proc)
+            for signum in pending:
+                _signal_group(proc, signum)
+            reader = threading.Thread(
+                target=_pump, args=(proc, spec.log_path, on_line), daemon=True
+            )
+            reader.start()
             while proc.poll() is None:
                 if should_cancel() and not interrupted:
                     interrupted = True
@@ -114,8 +134,8 @@ class LocalExecutor:
                 time.sleep(0.05)
         finally:
             if in_main:
-                for s, h in old.items():
-                    signal.signal(s, h)
+                for sig, h in old.items():
+                    signal.signal(sig, h)
         reader.join(timeout=10)
         rc = proc.returncode
         code = rc if rc >= 0 else 128 - rc
@@ -536,6 +556,68 @@ def _log_tail(log_path: Path) -> str:
         return ""
 
 
+# -- what a run leaves behind (record and replay alike) ------------------------------
+
+
+@dataclass
+class Collected:
+    """A finished run's outputs, read the same way after a recording and a replay."""
+
+    inside: dict[str, Any]  # the SDK's handoff, validated
+    artifacts: list[dict[str, Any]]
+    refused: list[str]  # outputs and handoff parts not taken, and why
+    log_bytes: bytes
+    log_sha256: str
+    log_tail: str  # the end of the log, kept for a run that did not succeed
+
+
+def collect_outputs(
+    cwd: Path,
+    patterns: Sequence[str],
+    handoff: Path,
+    log_path: Path,
+    *,
+    metrics_file: str | None,
+    series: MetricSeries,
+    succeeded: bool,
+) -> Collected:
+    """Read the handoff, hash the outputs (never following a link), merge the metrics
+    file into ``series``, and read the log."""
+    inside = read_inside(handoff)
+    refused: list[str] = list(inside.get("problems") or [])
+    artifacts = artifact_entries(cwd, patterns, inside.get("artifacts") or [], refused)
+    if metrics_file:
+        series.merge(read_metrics_file(cwd / metrics_file))
+    log_bytes = log_path.read_bytes() if log_path.exists() else b""
+    return Collected(
+        inside,
+        artifacts,
+        refused,
+        log_bytes,
+        sha256_hex(log_bytes),
+        "" if succeeded else _log_tail(log_path),
+    )
+
+
+def keep_run(
+    store: RunStore,
+    manifest: RunManifest,
+    cwd: Path,
+    collected: Collected,
+    *,
+    locations: Sequence[Location] = (),
+    blobs: Mapping[str, tuple[str, bytes]] | None = None,
+) -> Path:
+    """Store a finished run: its artifacts' bytes, the manifest with its gap counts and
+    blobs (the log and whatever else is given), and the log file beside the store."""
+    from replay_tui.gaps import gap_counts
+
+    keep_artifacts(store, cwd, manifest)
+    all_blobs = {collected.log_sha256: ("log", collected.log_bytes), **(blobs or {})}
+    store.ingest(manifest, gaps=gap_counts(manifest), locations=list(locations), blobs=all_blobs)
+    return keep_log(store, manifest.run_id, collected.log_bytes)
+
+
 # -- the manifest ---------------------------------------------------------------------
 
 
@@ -618,24 +700,12 @@ def build_manifest(
         "data": outside.data,
         "config": config,
         "config_source": config_source,
-        "randomness": {
-            "seed": inside["seed"] if inside.get("seed") is not None else seed,
-            "python": seeds.get("python"),
-            "numpy": seeds.get("numpy"),
-            "torch": seeds.get("torch"),
-            "cuda": seeds.get("cuda"),
-            "dataloader_workers": seeds.get("dataloader_workers"),
-            "python_hash_seed": outside.env.get("PYTHONHASHSEED"),
-        },
-        "determinism": {
-            "deterministic_algorithms": det.get("deterministic_algorithms"),
-            "cudnn_deterministic": det.get("cudnn_deterministic"),
-            "cudnn_benchmark": det.get("cudnn_benchmark"),
-            "cublas_workspace_config": det.get("cublas_workspace_config"),
-            "allow_tf32": det.get("allow_tf32"),
-            "mixed_precision": det.get("mixed_precision"),
-            "nondeterministic_ops": list(inside.get("nondeterministic_ops") or []),
-        },
+        "randomness": randomness_group(
+            inside["seed"] if inside.get("seed") is not None else seed,
+            seeds,
+            outside.env.get("PYTHONHASHSEED"),
+        ),
+        "determinism": determinism_group(det, inside.get("nondeterministic_ops")),
         "environment": {
             "python_version": env_view.get("python_version") or outside.python.python_version,
             "packages": env_view.get("packages", outside.python.packages),
@@ -739,20 +809,19 @@ def record(
         spec = ExecSpec(opts.argv, opts.cwd, env, handoff, log_path, opts.timeout_s)
         before = stale.snapshot(opts.cwd, opts.artifacts)  # what earlier runs left there
         result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
-        inside = read_inside(handoff)
-        refused: list[str] = list(inside.get("problems") or [])
-        artifacts = artifact_entries(
-            opts.cwd, opts.artifacts, inside.get("artifacts") or [], refused
+        out = collect_outputs(
+            opts.cwd,
+            opts.artifacts,
+            handoff,
+            log_path,
+            metrics_file=opts.metrics_file,
+            series=series,
+            succeeded=result.status == "succeeded",
         )
-        stale.mark_stale(opts.cwd, artifacts, refused, before)
-        for why in refused:  # said on stderr; a refused artifact is also a gap
+        stale.mark_stale(opts.cwd, out.artifacts, out.refused, before)
+        for why in out.refused:  # said on stderr; a refused artifact is also a gap
             (on_line or (lambda _: None))(f"replay-tui: refused: {why}")
-        if opts.metrics_file:
-            series.merge(read_metrics_file(opts.cwd / opts.metrics_file))
-        log_bytes = log_path.read_bytes() if log_path.exists() else b""
         blobs: dict[str, tuple[str, bytes]] = {}
-        log_sha = sha256_hex(log_bytes)
-        blobs[log_sha] = ("log", log_bytes)
         diff_sha = None
         if outside.git.diff is not None:
             diff_sha = sha256_hex(outside.git.diff)
@@ -765,20 +834,18 @@ def record(
             tags=opts.tags,
             outside=outside,
             result=result,
-            inside=inside,
-            artifacts=artifacts,
+            inside=out.inside,
+            artifacts=out.artifacts,
             metrics=series,
-            log_sha256=log_sha,
-            log_tail=_log_tail(log_path) if result.status != "succeeded" else "",
+            log_sha256=out.log_sha256,
+            log_tail=out.log_tail,
             seed=opts.seed,
             image=image_info() if image_info else None,
             diff_sha256=diff_sha,
             capture=capture_info(opts),
             argv_config=argv_cfg,
         )
-        keep_artifacts(store, opts.cwd, manifest)
-        from replay_tui.gaps import gap_counts
-
-        store.ingest(manifest, gaps=gap_counts(manifest), locations=outside.locations, blobs=blobs)
-        kept_log = keep_log(store, run_id, log_bytes)
+        kept_log = keep_run(
+            store, manifest, opts.cwd, out, locations=outside.locations, blobs=blobs
+        )
     return RecordResult(manifest, result, kept_log)

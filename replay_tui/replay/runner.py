@@ -23,13 +23,12 @@ from replay_tui.capture.hashing import StatCache, hash_path
 from replay_tui.capture.launcher import (
     ExecSpec,
     Outside,
-    artifact_entries,
     build_manifest,
+    collect_outputs,
     keep_artifacts,
-    keep_log,
-    read_inside,
+    keep_run,
 )
-from replay_tui.capture.metrics import MetricRegex, read_metrics_file
+from replay_tui.capture.metrics import MetricRegex
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris
 from replay_tui.replay.backends import get_backend
@@ -48,7 +47,7 @@ from replay_tui.verdicts import (
 )
 from replay_tui.verdicts import exit_code as verdict_exit_code
 from storage.ledger import utc_now
-from storage.manifest import RunManifest, canonical_json, sha256_hex
+from storage.manifest import RunManifest, canonical_json
 from storage.objects import ObjectStore
 from storage.store import Location, RunStore
 
@@ -442,15 +441,20 @@ def stage_hash(ctx: ReplayContext) -> None:
     assert ctx.handoff is not None and ctx.log_path is not None and ctx.prepared is not None
     result, cwd, log_path = ctx.result, ctx.cwd, ctx.log_path
     ctx.emit("hash", "start")
-    inside = read_inside(ctx.handoff)
     patterns = [a.path for a in m.outputs.artifacts]
     if m.capture:
         patterns += [g for g in m.capture.artifact_globs if g not in patterns]
-    artifacts = artifact_entries(cwd, patterns, inside.get("artifacts") or [])
-    if m.capture and m.capture.metrics_file:
-        ctx.series.merge(read_metrics_file(cwd / m.capture.metrics_file))
-    log_bytes = log_path.read_bytes() if log_path.exists() else b""
-    log_sha = sha256_hex(log_bytes)
+    out = collect_outputs(
+        cwd,
+        patterns,
+        ctx.handoff,
+        log_path,
+        metrics_file=m.capture.metrics_file if m.capture else None,
+        series=ctx.series,
+        succeeded=result.status == "succeeded",
+    )
+    for why in out.refused:
+        ctx.emit("hash", "note", f"refused: {why}")
     g = probes.GitState(
         root=ctx.worktree.path,
         repo_url=m.code.repo_url,
@@ -483,8 +487,6 @@ def stage_hash(ctx: ReplayContext) -> None:
     job = getattr(ctx.prepared.executor, "job_info", None)  # where a scheduler ran it
     if job:
         ctx.replay_info["job"] = dict(job)
-    from replay_tui.capture.launcher import _log_tail
-
     image = ctx.prepared.image
     if image is None and m.image and ctx.backend.pins_environment:
         image = m.image.model_dump()
@@ -495,11 +497,11 @@ def stage_hash(ctx: ReplayContext) -> None:
         tags=m.tags,
         outside=outside,
         result=result,
-        inside=inside,
-        artifacts=artifacts,
+        inside=out.inside,
+        artifacts=out.artifacts,
         metrics=ctx.series,
-        log_sha256=log_sha,
-        log_tail=_log_tail(log_path) if result.status != "succeeded" else "",
+        log_sha256=out.log_sha256,
+        log_tail=out.log_tail,
         seed=m.randomness.seed,
         image=image,
         diff_sha256=m.code.diff_sha256,
@@ -509,18 +511,17 @@ def stage_hash(ctx: ReplayContext) -> None:
         capture=m.capture.model_dump() if m.capture else None,
     )
     if ctx.persist:
-        from replay_tui.gaps import gap_counts
-
-        ctx.store.ingest(
+        keep_run(
+            ctx.store,
             rm,
-            gaps=gap_counts(rm),
+            cwd,
+            out,
             locations=[Location("workdir", "cwd", str(cwd))] if opts.keep_workdir else [],
-            blobs={log_sha: ("log", log_bytes)},
         )
-        keep_log(ctx.store, rm.run_id, log_bytes)
-    keep_artifacts(ctx.store, cwd, rm)
+    else:  # a probe: only the artifacts' bytes, for the caller's comparison
+        keep_artifacts(ctx.store, cwd, rm)
     ctx.replay = rm
-    ctx.emit("hash", "done", f"{len(artifacts)} artifact(s) hashed")
+    ctx.emit("hash", "done", f"{len(out.artifacts)} artifact(s) hashed")
 
 
 def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
