@@ -27,12 +27,6 @@ def schema() -> None:
     echo_json(json_schema())
 
 
-def compute_gaps(m: RunManifest) -> Any:
-    from replay_tui.gaps import gap_counts
-
-    return gap_counts(m)
-
-
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @json_option
@@ -71,7 +65,10 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
                 click.echo(f"error: {problem}", err=True)
             click.echo("nothing was stored", err=True)
         sys.exit(2)
-    items: list[Any] = [(m, compute_gaps(m), (), {}) for m in manifests]
+    from replay_tui.gaps import gap_counts
+
+    no_blobs: dict[str, tuple[str, bytes]] = {}
+    items = [(m, gap_counts(m), (), no_blobs) for m in manifests]
     results = obj.store.ingest_many(items, origin="ingest")  # foreign: never runs unasked
     if as_json:
         echo_json(
