@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from replay_tui.safety import escape_control
 from storage.manifest import (
     MAX_MANIFEST_BYTES,
     ManifestError,
@@ -462,6 +463,49 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], bytes], list[str]]] = {
     "non-object top level": (lambda d: _json([d]), ["top level must be a JSON object"]),
     "empty file": (lambda d: b"", ["invalid JSON"]),
     "huge file over 8 MiB": (_huge_padding, [f"limit is {MAX_MANIFEST_BYTES}"]),
+    # terminal escape sequences where a label is printed (titles, tables)
+    "OSC escape in name": (
+        _patched(a=_set("name", "resnet\x1b]0;owned\x07")),
+        ["name", "control characters"],
+    ),
+    "CSI line erase in a tag": (
+        _patched(a=_set("tags.team", "vision\x1b[2K\rsafe")),
+        ["tags.team", "control characters"],
+    ),
+    "carriage return in branch": (
+        _patched(a=_set("code.branch", "main\rrelease")),
+        ["code.branch", "control characters"],
+    ),
+    "backspaces in hostname": (
+        _patched(a=_set("environment.hostname", "gpu01\x08\x08\x08evil")),
+        ["environment.hostname", "control characters"],
+    ),
+}
+
+# Accepted by ingest (a manifest records what was), refused when a replay would act on
+# them: variables that run code through an innocent command.  name -> (env, variable named)
+HOSTILE_ENV: dict[str, tuple[dict[str, str], str]] = {
+    "PYTHONWARNINGS + BROWSER": ({"PYTHONWARNINGS": "ignore::x", "BROWSER": "sh -c id"}, "BROWSER"),
+    "PYTHONINSPECT": ({"PYTHONINSPECT": "1"}, "PYTHONINSPECT"),
+    "GCONV_PATH": ({"GCONV_PATH": "/tmp/g"}, "GCONV_PATH"),
+    "PERL5OPT": ({"PERL5OPT": "-Mevil"}, "PERL5OPT"),
+    "NODE_OPTIONS": ({"NODE_OPTIONS": "--require /tmp/x.js"}, "NODE_OPTIONS"),
+    "PYTHONUSERBASE": ({"PYTHONUSERBASE": "/tmp/u"}, "PYTHONUSERBASE"),
+    "NCCL_NET_PLUGIN": ({"NCCL_NET_PLUGIN": "/tmp/libx.so"}, "NCCL_NET_PLUGIN"),
+    "PYTORCH_KERNEL_CACHE_PATH": ({"PYTORCH_KERNEL_CACHE_PATH": "/tmp/k"}, "PYTORCH_"),
+    "LD_AUDIT": ({"LD_AUDIT": "/tmp/a.so"}, "LD_AUDIT"),
+    "BASH_ENV": ({"BASH_ENV": "/tmp/rc"}, "BASH_ENV"),
+    "JAVA_TOOL_OPTIONS": ({"JAVA_TOOL_OPTIONS": "-javaagent:/tmp/a.jar"}, "JAVA_TOOL_OPTIONS"),
+    "GIT_SSH_COMMAND": ({"GIT_SSH_COMMAND": "sh -c id"}, "GIT_SSH_COMMAND"),
+}
+
+# Accepted by ingest (argv and URLs are free text), printed escaped everywhere.
+HOSTILE_TEXT: dict[str, tuple[str, str]] = {
+    "CSI erase + CR in argv": ("argv.2", "--lr=1\x1b[2K\rpython3 train.py"),
+    "OSC 52 clipboard write in argv": ("argv.2", "\x1b]52;c;cm0gLXJmIH4=\x07"),
+    "C1 CSI in argv": ("argv.2", "\x9b2Jx"),
+    "bidi override in argv": ("argv.2", "safe\u202etxt.exe"),
+    "escape in repo_url": ("code.repo_url", "https://example.invalid/\x1b[31mx.git"),
 }
 
 
@@ -518,6 +562,43 @@ def test_hostile_manifest_is_refused_by_the_parser(case: str) -> None:
     assert str(err.value).startswith("in.json")
     for part in expected:
         assert part in str(err.value)
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_ENV))
+def test_hostile_env_is_stored_but_a_replay_refuses_it(case: str) -> None:
+    from replay_tui.errors import BadInput
+    from replay_tui.replay.plan import ReplayOptions, make_plan
+
+    env, named = HOSTILE_ENV[case]
+    d = realistic_manifest(1)
+    d["env"] = {**d["env"], **env}
+    m = parse_manifest(_json(d), source="in.json")  # a manifest may record it...
+    for backend, image in (("docker", True), ("local", False)):
+        with pytest.raises(BadInput) as err:  # ...a replay never passes it on
+            make_plan(
+                m,
+                ReplayOptions(backend=backend),
+                data_locations={},
+                host_has_gpu=True,
+                needs_image=image,
+            )
+        assert named in err.value.message and "does not pass on" in err.value.message
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_TEXT))
+def test_hostile_text_is_printed_escaped(
+    case: str, store_path: Path, tmp_path: Path, cli: RunCli
+) -> None:
+    field, value = HOSTILE_TEXT[case]
+    d = realistic_manifest(1)
+    d = json.loads(_patched(a=_set(field, value))(d))
+    f = tmp_path / "in.json"
+    f.write_text(json.dumps(d))
+    assert cli("ingest", f).returncode == 0
+    for args in (("show", d["run_id"]), ("runs",), ("runs", "--wide")):
+        out = cli(*args).stdout
+        assert not any(c in out for c in "\x1b\x07\x9b\r\u202e"), (args, out[-400:])
+    assert escape_control(value) in cli("show", d["run_id"]).stdout
 
 
 def test_hostile_json_output_mode(populated_store: Path, tmp_path: Path, cli: RunCli) -> None:
