@@ -1,8 +1,10 @@
 """Smoke test: the real ``replay-tui`` in a real terminal (tmux), driven by keys.
 
 Starts ``replay-tui --store S`` in a detached 120x36 tmux session, waits for the runs
-table to be painted, searches, opens a run, opens the dashboard, quits, reading the
-screen with ``capture-pane`` at each step.
+table to be painted, reads a run's reproduction state from all its replays, moves with
+j/k, searches, opens a run, picks its tabs with number keys and ``l``, copies its id with
+``y``, opens the dashboard, quits, reading the screen with ``capture-pane`` at each
+step.  tmux is part of the test environment: without it the test fails, never skips.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from pathlib import Path
 import pytest
 
 from tests.test_app_support import FixedStore, build_fixed_store, cli_env
-
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
 def tmux(*args: str) -> str:
@@ -60,6 +60,7 @@ def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
 
 @pytest.fixture
 def terminal(fixed: FixedStore) -> Iterator[Terminal]:
+    assert shutil.which("tmux") is not None, "tmux is missing: apt-get install tmux"
     session = f"replay-tui-smoke-{uuid.uuid4().hex[:8]}"
     exe = Path(sys.executable).parent / "replay-tui"
     env = cli_env()
@@ -81,6 +82,11 @@ def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     text = terminal.wait_for(lambda s: "44 of 44 runs" in s)
     assert "resnet50-imagenet-audit" in text
     assert "DIVERGED" in text
+    # the original's state from all its replays: latest completed verdict, 0 of 1 reproduced
+    assert any("DIVERGED" in line and "0/1" in line for line in text.splitlines())
+
+    terminal.keys("j", "j", "k", "y")  # j/k move the cursor; y copies the run id
+    terminal.wait_for(lambda s: "copied run id" in s)
 
     terminal.keys("/")
     time.sleep(0.3)  # a person's pause between "/" and the word
@@ -95,6 +101,12 @@ def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     text = terminal.wait_for(lambda s: "Manifest" in s and "code" in s)
     assert "whisper" in text
     assert "started" in text
+    terminal.keys("2")  # number keys pick tabs
+    terminal.wait_for(lambda s: "fix:" in s or "no provenance gaps" in s.lower())
+    terminal.keys("l")  # the log tail
+    terminal.wait_for(lambda s: "l: this tab" in s or "no log stored for this run" in s)
+    terminal.keys("1")
+    terminal.wait_for(lambda s: "code" in s and "Manifest" in s)
 
     terminal.keys("Escape")
     terminal.wait_for(lambda s: "search “whisper”" in s)
