@@ -263,7 +263,6 @@ class WandbImporter:
 
     def to_manifest(self, run: SourceRun) -> RunManifest:
         from replay_tui.capture.argv_config import merge_config, parse_argv
-        from replay_tui.capture.launcher import artifact_entries
         from replay_tui.capture.probes import packages_sha256, scrub_url
 
         rf: RunFolder = run.handle
@@ -296,11 +295,7 @@ class WandbImporter:
             log_sha = sha256_hex(log)
             run.blobs[log_sha] = ("log", log)
         packages = _requirements(files / "requirements.txt")
-        user = [p for p in dict.fromkeys(rf.user_files) if p not in USER_FILE_SKIP]
-        artifacts = artifact_entries(files, [], user) if files.is_dir() and user else []
-        for e in artifacts:
-            if e["sha256"] is not None:
-                run.files[e["sha256"]] = files / e["path"]
+        artifacts = _saved_files(run, files, rf.user_files)
         gpus = [
             {
                 "name": g.name,
@@ -383,6 +378,41 @@ class WandbImporter:
 
 
 IMPORTER = WandbImporter()
+
+
+def _saved_files(run: SourceRun, files: Path, saved: Sequence[str]) -> list[dict[str, Any]]:
+    """Files the run saved (``wandb.save``), hashed, for the object store.
+
+    W&B keeps a saved file as a link from ``files/`` to where the program wrote it and
+    uploads what the link names, so the link is followed here too, to a regular file
+    only; the code snapshot (``code/``) and W&B's own files are not outputs.
+    """
+    from replay_tui.capture.hashing import sha256_file
+    from replay_tui.capture.launcher import CHECKPOINT_SUFFIXES, _rel_path_ok, _tensor_digest
+
+    out: list[dict[str, Any]] = []
+    root = files.resolve()
+    for rel in sorted(set(saved)):
+        if rel in USER_FILE_SKIP or rel.startswith("code/") or not _rel_path_ok(rel):
+            continue
+        p = root / rel
+        if not p.resolve().is_relative_to(root) and not p.is_symlink():
+            continue
+        try:
+            target = p.resolve(strict=True)
+            if not target.is_file():
+                continue
+            digest, size = sha256_file(target), target.stat().st_size
+        except (OSError, ValueError, RuntimeError):
+            out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
+            continue
+        kind = "checkpoint" if target.suffix in CHECKPOINT_SUFFIXES else "file"
+        entry: dict[str, Any] = {"path": rel, "sha256": digest, "size_bytes": size, "kind": kind}
+        if kind == "checkpoint":
+            entry["tensor_sha256"] = _tensor_digest(target)
+        out.append(entry)
+        run.files[digest] = target
+    return out
 
 
 def _runtime(rf: RunFolder) -> float | None:
