@@ -269,6 +269,15 @@ def test_record_uninstrumented_program_keeps_argv_config(
     # gaps as the CLI shows them
     gaps = replay_tui(store, "gaps", run_id, "--json")
     assert "CONFIG_FROM_ARGV" in gaps.stdout and "CONFIG_MISSING" not in gaps.stdout
+    # a replay reads the same config from the same argv in its checkout
+    rep = replay_tui(store, "replay", run_id, "--backend", "local", "--json")
+    assert rep.returncode == 0, (rep.stdout[-2000:], rep.stderr[-3000:])
+    with RunStore(store) as s:
+        replays = [r for r in s.list_runs() if r.kind == "replay"]
+        assert len(replays) == 1
+        rm = s.manifest(replays[0].id)
+    assert rm.config == m.config and rm.config_hash == m.config_hash
+    assert rm.config_source is not None and rm.config_source.files == cs.files
 
 
 @pytest.mark.slow

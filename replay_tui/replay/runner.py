@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.capture import probes
+from replay_tui.capture.argv_config import parse_argv
 from replay_tui.capture.hashing import StatCache, hash_path
 from replay_tui.capture.launcher import (
     ExecSpec,
@@ -509,6 +510,7 @@ def stage_hash(ctx: ReplayContext) -> None:
         replay_of=m.run_id,
         replay=ctx.replay_info,
         capture=m.capture.model_dump() if m.capture else None,
+        argv_config=parse_argv(plan.argv, cwd, ctx.worktree.path),  # config as recorded
     )
     if ctx.persist:
         keep_run(
