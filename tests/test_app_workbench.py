@@ -228,3 +228,24 @@ async def test_run_detail_overlays_the_histories_of_all_completed_replays(
         assert len(overlaid) == len(names)
         labels = " ".join(str(w.render()) for w in detail.query("#metrics .metric-label"))
         assert "+1 replays" in labels and "spread" in labels
+
+
+def test_plot_axes_and_the_both_colour_only_where_series_agree() -> None:
+    from rich.style import Style
+
+    from replay_tui.widgets.plot import Series, render_plot
+
+    a_style, b_style, both = Style(color="blue"), Style(color="yellow"), Style(color="green")
+    kw = dict(styles=(a_style, b_style), both=both, marker_style=Style(), axis=Style())
+    same = [(float(s), float(s * s)) for s in range(50)]
+    other = [(float(s), float(2500 - s * s)) for s in range(50)]
+    text = render_plot([Series("A", same), Series("B", same)], 60, 8, **kw)  # type: ignore[arg-type]
+    styles = {span.style for span in text.spans}
+    assert both in styles and a_style not in styles  # identical histories: all "both"
+    text = render_plot([Series("A", same), Series("B", other)], 60, 8, **kw)  # type: ignore[arg-type]
+    lines = text.plain.splitlines()
+    assert lines[0].lstrip().startswith("2500") and lines[-2].lstrip().startswith("0")
+    assert any(line.lstrip().startswith("1250") for line in lines[1:-2])  # a middle tick
+    assert " step " in lines[-1] and lines[-1].rstrip().endswith("49")
+    crossing = [s.style for s in text.spans]
+    assert a_style in crossing and b_style in crossing

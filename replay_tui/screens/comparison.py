@@ -399,7 +399,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} ✓)"
         first = next(
             (m for m in metrics if m.get("first_step_out_of_tol") is not None),
-            next((m for m in metrics if m.get("has_history")), metrics[0] if metrics else None),
+            self._longest_history(metrics),
         )
         if first is not None:
             self._plot(str(first.get("name")))
@@ -408,6 +408,17 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 table.move_cursor(row=names.index(str(first.get("name"))))
         else:
             self._plot(None)
+
+    def _longest_history(self, metrics: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The metric with the longest history on either side (the default to plot)."""
+        assert self.view is not None
+        a, b = self.view.a.outputs.metric_history, self.view.b.outputs.metric_history
+
+        def length(m: dict[str, Any]) -> tuple[bool, int]:
+            name = str(m.get("name"))  # a judged metric before a timing one
+            return (not m.get("timing"), max(len(a.get(name, [])), len(b.get(name, []))))
+
+        return max(metrics, key=length, default=None)
 
     def _plot(self, name: str | None) -> None:
         assert self.view is not None

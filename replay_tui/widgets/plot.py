@@ -71,6 +71,7 @@ def render_plot(
     axis: Style,
     marker: float | None = None,
     axes: bool = True,
+    x_title: str = "step",
 ) -> Text:
     """The plot as Rich text of ``height`` lines, ``width`` cells each."""
     data = [_finite(s.points) for s in series]
@@ -88,9 +89,10 @@ def render_plot(
         ymin, ymax = ymin - 0.5, ymax + 0.5
     if xmax == xmin:
         xmin, xmax = xmin - 0.5, xmax + 0.5
-    top, bottom = _fmt(ymax), _fmt(ymin)
-    gutter = (max(len(top), len(bottom)) + 1) if axes and width >= 24 else 0
+    top, bottom, middle = _fmt(ymax), _fmt(ymin), _fmt((ymax + ymin) / 2)
+    gutter = (max(len(top), len(bottom), len(middle)) + 1) if axes and width >= 24 else 0
     rows = height - (1 if axes and height >= 3 else 0)
+    mid_row = (rows - 1) // 2 if rows >= 5 else -1  # a middle tick when there is room
     cols = width - gutter
     if cols < 2 or rows < 1:
         return Text("")
@@ -119,6 +121,8 @@ def render_plot(
         line = Text(no_wrap=True, end="")
         if gutter:
             label = top if r == 0 else bottom if r == rows - 1 else ""
+            if r == mid_row and mid_row not in (0, rows - 1):
+                label = middle
             line.append(label.rjust(gutter - 1) + " ", style=axis)
         for c in range(cols):
             bits = [m[r][c] for m in masks]
@@ -132,7 +136,10 @@ def render_plot(
                 line.append(" ")
                 continue
             present = [i for i, b in enumerate(bits) if b]
-            style = both if len(present) > 1 else styles[present[0] % len(styles)]
+            # "both" only where the series draw the very same dots: where they differ, the
+            # later one (B, a replay) is drawn in its own colour
+            same = len(present) > 1 and all(bits[i] == bits[present[0]] for i in present)
+            style = both if same else styles[present[-1] % len(styles)]
             line.append(chr(0x2800 + total), style=style)
         lines.append(line)
     if rows < height:
@@ -142,6 +149,10 @@ def render_plot(
             axis_line[i] = ch
         for i, ch in enumerate(right[-cols:]):
             axis_line[cols - len(right[-cols:]) + i] = ch
+        title = f" {x_title} "
+        if x_title and len(left) + len(right) + len(title) + 2 <= cols:
+            start = (cols - len(title)) // 2
+            axis_line[start : start + len(title)] = list(title)
         bottom_line = Text(" " * gutter + "".join(axis_line), style=axis, no_wrap=True, end="")
         if 0 <= marker_col < cols:
             tag = f"▲{_fmt(marker)}" if marker is not None else "▲"
