@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -230,6 +231,18 @@ def test_drill_of_three_runs_goes_through_slurm(store: Path, recorded: dict[str,
     verify_store(store)
 
 
+def test_replay_times_two_fans_out_to_two_jobs(store: Path, recorded: dict[str, Any]) -> None:
+    code, rep, err = replay(store, recorded["runs"][1], "--times", "2")
+    assert code == 0, err[-3000:]
+    assert [r["verdict"] for r in rep["replays"]] == ["IDENTICAL", "IDENTICAL"]
+    assert rep["noise_floor"]["replicas"] == 2
+    assert rep["noise_floor"]["largest_identical_group"] == 2
+    jobs = [job_of(store, r["replay_run"])["job_id"] for r in rep["replays"]]
+    assert len(set(jobs)) == 2
+    assert wait_for_sacct(jobs) == dict.fromkeys(jobs, "COMPLETED")
+    verify_store(store)
+
+
 def _running_job(spool: Path, timeout: float = 300) -> tuple[str, Path]:
     """The id and folder of the job whose container printed 'working'."""
     deadline = time.monotonic() + timeout
@@ -240,6 +253,23 @@ def _running_job(spool: Path, timeout: float = 300) -> tuple[str, Path]:
                 return jid.read_text().strip(), d
         time.sleep(0.2)
     raise AssertionError("the replay job never started its container")
+
+
+def _containers_of(job_id: str, timeout: float = 60) -> str:
+    """Containers (running or not) the ended job left, once dockerd has had time to
+    remove them (``--rm`` removal follows the stop asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ps = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"name=replay-tui-{job_id}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ps.returncode == 0, ps.stderr
+        if not ps.stdout.strip() or time.monotonic() > deadline:
+            return ps.stdout.strip()
+        time.sleep(0.5)
 
 
 def _aborted_replay_is_consistent(store: Path, rep: dict[str, Any]) -> dict[str, Any]:
@@ -281,14 +311,35 @@ def test_job_killed_with_scancel_is_an_incomplete_replay(
     job = job_of(store, r["replay_run"])
     assert job["job_id"] == job_id and job["state"] == "CANCELLED"
     assert wait_for_sacct([job_id])[job_id].startswith("CANCELLED")
-    # the container went with the job
-    ps = subprocess.run(
-        ["docker", "ps", "-q", "--filter", f"name=replay-tui-{job_id}"],
-        capture_output=True,
+    assert _containers_of(job_id) == ""  # the container went with the job
+
+
+def test_ctrl_c_cancels_the_job(store: Path, recorded: dict[str, Any]) -> None:
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "replay-tui"),
+            *("--store", str(store), "replay", recorded["long"]),
+            *("--backend", "slurm", "--json", "--quiet"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
+        env=cli_env(),
     )
-    assert ps.stdout.strip() == ""
+    try:
+        job_id, _jobdir = _running_job(store.parent / "slurm-spool")
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, err[-3000:]  # (click's "Aborted!", as on every backend)
+    assert wait_for_sacct([job_id])[job_id].startswith("CANCELLED")
+    assert _containers_of(job_id) == ""
+    with RunStore(store) as s:
+        fact = s.facts("replays")[-1]
+        assert fact["status"] == "interrupted" and fact["replay_run"] is None
+    verify_store(store)
 
 
 def test_job_over_its_time_limit_is_an_incomplete_replay(
