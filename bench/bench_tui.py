@@ -2,10 +2,14 @@
 
 Measures, with ``App.run_test()`` (headless, the real event loop and compositor):
 
-- ``cold_start_s``: from constructing ``ReplayApp`` to the first page of the runs table
-  painted (the runs screen posts ``RunsPageShown`` after the refresh that shows it),
-  in a process that has already imported the app (imports are reported apart, as
-  ``import_s``, measured in a fresh interpreter).
+- ``cold_start_s``: as a user experiences it: from starting a fresh interpreter to the
+  first page of the runs table painted (the runs screen posts ``RunsPageShown`` after
+  the refresh that shows it).  The child imports the ``replay-tui`` program (the CLI
+  that opens the TUI) and then the app, exactly as the command does, and reports the
+  paint time on the system-wide monotonic clock the parent started from; median of
+  several launches.  ``cold_start_in_process_s`` is the same from constructing
+  ``ReplayApp`` in a process that has already imported it, and ``import_s`` the import
+  of ``replay_tui.app`` alone in a fresh interpreter, for information.
 - ``search_keystroke_ms``: from one keystroke in the search box to the table showing
   that query's first page (``RunsPageShown`` for the new query), median over several
   searches typed one key at a time after a pause (the search fires on the first key
@@ -92,6 +96,48 @@ def ensure_store(path: Path, runs: int) -> tuple[float | None, int]:
         return built, s.count_runs()
 
 
+# The child side of a cold start: what ``replay-tui`` does, headless, then one line with
+# the perf_counter (CLOCK_MONOTONIC, shared by every process) of the first painted page.
+COLD_CHILD = """
+import asyncio, sys, time
+import replay_tui.program  # the command line, which opens the TUI
+from replay_tui.app import ReplayApp
+from replay_tui.messages import RunsPageShown
+
+shown = []
+
+class BenchApp(ReplayApp):
+    def on_runs_page_shown(self, message: RunsPageShown) -> None:
+        shown.append(message)
+
+async def main() -> None:
+    app = BenchApp(sys.argv[1])
+    async with app.run_test(size=(200, 60)):
+        while not shown:
+            await asyncio.sleep(0.0005)
+        print(shown[0].painted_at, shown[0].rows, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def cold_start_fresh_process(store: Path, launches: int) -> list[float]:
+    """Seconds from starting a new interpreter to the first painted page, per launch."""
+    out = []
+    for _ in range(launches):
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", COLD_CHILD, str(store)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        painted = float(proc.stdout.split()[0])
+        out.append(round(painted - t0, 4))
+    return out
+
+
 def import_time() -> float:
     code = "import time; t=time.perf_counter(); import replay_tui.app; print(time.perf_counter()-t)"
     best = float("inf")
@@ -172,19 +218,21 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--searches", type=int, default=8)
     ap.add_argument("--store", type=Path, default=None)
+    ap.add_argument("--launches", type=int, default=5, help="fresh-process cold starts")
     args = ap.parse_args()
     store = args.store or (
         Path(tempfile.gettempdir()) / "replay-tui-bench" / f"runs-{args.runs}.db"
     )
     built_s, count = ensure_store(store, args.runs)
     load_before = os.getloadavg()[0]  # other work on the machine inflates every figure
+    cold_fresh = cold_start_fresh_process(store, args.launches)
     imp = import_time()
     cold_runs = []
     result: dict[str, Any] = {}
     for _ in range(3):
         result = asyncio.run(measure(store, args.searches))
         cold_runs.append(result["cold_start_s"])
-    cold = statistics.median(cold_runs)
+    cold = statistics.median(cold_fresh)
     ks = result["search_keystroke_ms"]["median"]
     out = {
         "benchmark": "tui_runs_browser",
@@ -192,12 +240,12 @@ def main() -> None:
         "store_bytes": store.stat().st_size,
         "store_built_s": None if built_s is None else round(built_s, 1),
         "terminal_size": [200, 60],
-        "import_s": round(imp, 4),
         "cold_start_s": round(cold, 4),
-        "cold_start_runs_s": cold_runs,
+        "cold_start_launches_s": cold_fresh,
         "cold_start_target_s": COLD_START_TARGET_S,
         "cold_start_ok": cold <= COLD_START_TARGET_S,
-        "cold_start_with_import_s": round(cold + imp, 4),
+        "cold_start_in_process_s": round(statistics.median(cold_runs), 4),
+        "import_s": round(imp, 4),
         "first_page_rows": result["first_page_rows"],
         "search_keystroke_ms": result["search_keystroke_ms"],
         "search_keystroke_target_ms": KEYSTROKE_TARGET_MS,

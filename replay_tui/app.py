@@ -6,9 +6,10 @@ other screens with the navigation messages of ``replay_tui.messages``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -22,15 +23,15 @@ from replay_tui.messages import (
     PickAndCompare,
     WorkerFailed,
 )
-from replay_tui.replay.plan import ReplayOptions
 from replay_tui.screens.base import forward_failure
-from replay_tui.screens.comparison import ComparisonScreen
-from replay_tui.screens.dashboard import DashboardScreen
-from replay_tui.screens.modals import ConfirmModal, ErrorModal, HelpScreen
-from replay_tui.screens.picker import PickRunScreen
-from replay_tui.screens.replay import ReplayScreen
-from replay_tui.screens.run_detail import RunDetailScreen
 from replay_tui.screens.runs import RunsScreen
+
+# Only the runs browser is imported up front: it is the first frame. The other screens
+# (and through them pydantic models, the replay pipeline, docker, git, torch) load when
+# first opened, so start-up stays fast.
+if TYPE_CHECKING:
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.screens.replay import ReplayScreen
 
 
 @runtime_checkable
@@ -62,7 +63,7 @@ class ReplayApp(App[None]):
     ) -> None:
         super().__init__()
         self.store_path = Path(store_path)
-        self.replay_options_factory = replay_options_factory or ReplayOptions
+        self.replay_options_factory = replay_options_factory or _default_replay_options
         self.notice = notice
         self.sub_title = str(self.store_path)
 
@@ -74,6 +75,8 @@ class ReplayApp(App[None]):
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         """The one place a failure in any worker becomes the error modal."""
+        from replay_tui.screens.modals import ErrorModal
+
         self.push_screen(ErrorModal(message.error, context=_what_failed(message.group)))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -82,14 +85,20 @@ class ReplayApp(App[None]):
     # -- navigation ------------------------------------------------------------------
 
     def on_open_run(self, message: OpenRun) -> None:
+        from replay_tui.screens.run_detail import RunDetailScreen
+
         self.push_screen(RunDetailScreen(self.store_path, message.run_id))
 
     def on_open_replay(self, message: OpenReplay) -> None:
+        from replay_tui.screens.replay import ReplayScreen
+
         self.push_screen(
             ReplayScreen(self.store_path, message.run_id, self.replay_options_factory())
         )
 
     def on_open_comparison(self, message: OpenComparison) -> None:
+        from replay_tui.screens.comparison import ComparisonScreen
+
         self.push_screen(
             ComparisonScreen(
                 self.store_path,
@@ -100,6 +109,9 @@ class ReplayApp(App[None]):
         )
 
     def on_pick_and_compare(self, message: PickAndCompare) -> None:
+        from replay_tui.screens.comparison import ComparisonScreen
+        from replay_tui.screens.picker import PickRunScreen
+
         run_id = message.run_id
 
         def picked(other: str | None) -> None:
@@ -111,6 +123,10 @@ class ReplayApp(App[None]):
     # -- quitting --------------------------------------------------------------------
 
     def running_replays(self) -> list[ReplayScreen]:
+        if "replay_tui.screens.replay" not in sys.modules:
+            return []  # never opened: nothing can be running
+        from replay_tui.screens.replay import ReplayScreen
+
         return [s for s in self.screen_stack if isinstance(s, ReplayScreen) and s.replay_running]
 
     async def action_quit(self) -> None:
@@ -120,6 +136,8 @@ class ReplayApp(App[None]):
         if not running:
             self.exit()
             return
+        from replay_tui.screens.modals import ConfirmModal
+
         if isinstance(self.screen, ConfirmModal):
             self.screen.dismiss(True)  # quit pressed again on the question: yes
             return
@@ -183,10 +201,14 @@ class ReplayApp(App[None]):
         self.notify(f"copied run id {run}")
 
     def action_dashboard(self) -> None:
+        from replay_tui.screens.dashboard import DashboardScreen
+
         if not isinstance(self.screen, DashboardScreen):
             self.push_screen(DashboardScreen(self.store_path))
 
     def action_help(self) -> None:
+        from replay_tui.screens.modals import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -227,6 +249,12 @@ class ReplayApp(App[None]):
                 f"Pick a run to compare with {run[:13]}",
                 lambda: self.post_message(PickAndCompare(run)),
             )
+
+
+def _default_replay_options() -> ReplayOptions:
+    from replay_tui.replay.plan import ReplayOptions
+
+    return ReplayOptions()
 
 
 def _run_of(screen: Screen[object]) -> str | None:

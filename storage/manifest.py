@@ -207,7 +207,9 @@ JSONValue: TypeAlias = Any  # checked by _check_config: JSON scalars, lists, str
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # defer_build: the validators and serializers are built on first use, not at import,
+    # so importing the store (the TUI's first frame) does not pay for every model here.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class CodeInfo(_Model):

@@ -50,3 +50,26 @@ def test_sdk_is_standard_library_only() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_tui_start_up_loads_only_what_the_first_frame_needs() -> None:
+    """The runs browser is the first frame: the other screens, the replay pipeline, the
+    comparison and evidence code and their libraries load when first opened; sqlite_utils
+    comes without its optional pandas/numpy."""
+    code = (
+        "import sys, replay_tui.app\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'docker', 'git',"
+        " 'cryptography', 'safetensors', 'securesystemslib', 'pandas', 'numpy')"
+        " or m.startswith(('replay_tui.replay', 'replay_tui.compare', 'replay_tui.evidence',"
+        " 'replay_tui.capture', 'replay_tui.screens.replay', 'replay_tui.screens.comparison'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    out = subprocess.run(
+        [sys.executable, "-c", "import storage, pandas, numpy, sqlite_utils.db as d; print(d.pd)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # a later import of pandas/numpy still works (when installed); sqlite_utils has none
+    assert out.stdout.strip() == "None" or "No module named 'pandas'" in out.stderr, out.stderr
