@@ -249,3 +249,59 @@ def test_plot_axes_and_the_both_colour_only_where_series_agree() -> None:
     assert " step " in lines[-1] and lines[-1].rstrip().endswith("49")
     crossing = [s.style for s in text.spans]
     assert a_style in crossing and b_style in crossing
+
+
+@sync
+async def test_escape_clears_search_and_filters(fixed: FixedStore) -> None:
+    from textual.widgets import Checkbox, Select
+
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        screen.query_one("#kind", Select).value = "replay"
+        screen.query_one("#critical", Checkbox).value = True
+        await settle(pilot)
+        assert screen.query_state.kind == "replay" and screen.query_state.has_critical
+        screen.table.focus()
+        await pilot.press("escape")
+        await settle(pilot)
+        q = screen.query_state
+        assert (q.search, q.kind, q.verdict, q.has_critical) == (None, None, None, False)
+        assert screen.table.row_count == 44
+
+
+@sync
+async def test_runs_list_refreshes_when_another_process_writes(
+    fixed: FixedStore, tmp_path: Path
+) -> None:
+    """Another process (a real CLI `ingest`) adds a run: the open list shows it."""
+    import shutil
+
+    from tests.factories import realistic_manifest
+
+    store = tmp_path / "live" / "store.db"
+    store.parent.mkdir()
+    with RunStore(fixed.path) as s:
+        s.conn.execute(f"VACUUM INTO '{store}'")
+    m = realistic_manifest(900)
+    m["name"] = "written-by-another-process"
+    (tmp_path / "m.json").write_text(json.dumps(m))
+    app = ReplayApp(store)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        assert screen.table.row_count == 44
+        exe = str(Path(sys.executable).parent / "replay-tui")
+        done = subprocess.run(
+            [exe, "--store", str(store), "ingest", str(tmp_path / "m.json")],
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        await wait_until(pilot, lambda: screen.table.record(m["run_id"]) is not None, 60)
+        assert screen.table.row_count == 45
+    shutil.rmtree(store.parent)

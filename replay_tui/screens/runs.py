@@ -62,8 +62,10 @@ class RunsScreen(AppScreen[None]):
         Binding("c", "compare", "Compare"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse", show=False),
-        Binding("escape", "clear_search", "Clear search", show=False),
+        Binding("escape", "clear_search", "Clear filters"),
     ]
+    LIVE_REFRESH_S = 2.0
+    """How often the store file is looked at for writes by another process."""
 
     def __init__(self, store_path: Path, *, notice: str | None = None) -> None:
         super().__init__()
@@ -80,6 +82,7 @@ class RunsScreen(AppScreen[None]):
         self._search_timer: Timer | None = None
         self._shown_generation = -1
         self._restore: str | None = None
+        self._stamp: tuple[int, ...] = ()
 
     # -- widgets ---------------------------------------------------------------------
 
@@ -122,6 +125,8 @@ class RunsScreen(AppScreen[None]):
             self._query.order, self._query.descending, width=self.app.size.width
         )
         self._reload()
+        self._stamp = self._store_stamp()
+        self.set_interval(self.LIVE_REFRESH_S, self._poll_store)  # another process writes
 
     def on_resize(self, event: events.Resize) -> None:
         self.table.refit(event.size.width)  # columns re-fit at once, not at the next sort
@@ -132,6 +137,7 @@ class RunsScreen(AppScreen[None]):
         """Apply ``changes`` to the query and show its first page."""
         if changes:
             self._query = replace(self._query, **changes)  # type: ignore[arg-type]
+            self.refresh_bindings()
         self._generation += 1
         self._total = None
         self._next_offset = 0
@@ -317,9 +323,44 @@ class RunsScreen(AppScreen[None]):
         self.set_focus(self.search_box)
 
     def action_clear_search(self) -> None:
+        """Clear the search and every filter (kind, verdict, critical gaps)."""
         if self.search_box.value:
             self.search_box.value = ""
+        self.query_one("#kind", Select).value = ""
+        self.query_one("#verdict", Select).value = ""
+        self.query_one("#critical", Checkbox).value = False
         self.table.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "clear_search":  # shown in the footer only while something filters
+            q = self._query
+            filtering = bool(q.search or q.kind or q.verdict or q.has_critical)
+            return filtering or self.search_box.has_focus or bool(self.search_box.value)
+        return True
+
+    # -- live refresh ------------------------------------------------------------------
+
+    def _store_stamp(self) -> tuple[int, ...]:
+        """The store file and its write-ahead log as (size, mtime) pairs: any commit, by
+        this process or another, changes one of them."""
+        stamp: list[int] = []
+        for suffix in ("", "-wal"):
+            try:
+                st = Path(str(self.store_path) + suffix).stat()
+            except OSError:
+                stamp += [-1, -1]
+                continue
+            stamp += [st.st_size, st.st_mtime_ns]
+        return tuple(stamp)
+
+    def _poll_store(self) -> None:
+        stamp = self._store_stamp()
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        if self.app.screen is self and self._shown_generation >= 0 and not self._loading_more:
+            self._restore = self.table.selected_run  # refresh where the cursor is
+            self._reload()
 
     def action_open_run(self) -> None:
         run = self.table.selected_run

@@ -31,7 +31,7 @@ class RunColumn(NamedTuple):
 COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("id", "ID", 13, None),
     RunColumn("name", "NAME", 26, "name"),
-    RunColumn("started", "STARTED", 16, "started_at"),
+    RunColumn("started", "STARTED", 19, "started_at"),
     RunColumn("verdict", "VERDICT", 16, "last_verdict"),
     RunColumn("gaps", "GAPS", 10, None),
     RunColumn("status", "STATUS", 11, "status"),
@@ -175,7 +175,7 @@ class RunsTable(Grid):
                     [
                         Text(short(r.id, 13)),
                         Text(r.name or "-"),
-                        Text(r.started_at[:16].replace("T", " ")),
+                        Text(r.started_at[:19].replace("T", " ")),
                         verdict,
                         palette.gap_counts(
                             gaps.critical if gaps else None,
