@@ -241,3 +241,25 @@ def test_slurm_flags_with_another_backend_are_refused(cli: RunCli, store_path: P
         with RunStore(store_path) as s:
             assert s.facts("replays") == [] and s.facts("drills") == []
             assert s.count_runs() == 0
+
+
+def test_max_in_flight_holds_a_job_back_until_a_slot_frees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replay_tui.replay.slurm import _slot
+
+    log = _fake_tools(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    ex = _executor(tmp_path, gpus=0, options=SlurmOptions(max_in_flight=1))
+    held = _slot(1)
+    assert held is not None and held is _slot(1)  # one limit, shared by every replay
+    spec = _spec(tmp_path)
+    held.acquire()  # another replay of this process has the only slot
+    try:
+        result = ex.run(spec, lambda _l: None, lambda: True)
+    finally:
+        held.release()
+    assert result.status == "interrupted" and result.reason == "cancelled before submitting"
+    assert not log.exists()  # never submitted
+    result = ex.run(spec, lambda _l: None, lambda: False)
+    assert result.status == "succeeded" and log.exists()
