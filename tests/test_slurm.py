@@ -255,6 +255,20 @@ def _running_job(spool: Path, timeout: float = 300) -> tuple[str, Path]:
     raise AssertionError("the replay job never started its container")
 
 
+def _replay_in_background(store: Path, run_id: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "replay-tui"),
+            *("--store", str(store), "replay", run_id),
+            *("--backend", "slurm", "--json", "--quiet"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+
+
 def _containers_of(job_id: str, timeout: float = 60) -> str:
     """Containers (running or not) the ended job left, once dockerd has had time to
     remove them (``--rm`` removal follows the stop asynchronously)."""
@@ -285,17 +299,7 @@ def _aborted_replay_is_consistent(store: Path, rep: dict[str, Any]) -> dict[str,
 def test_job_killed_with_scancel_is_an_incomplete_replay(
     store: Path, recorded: dict[str, Any]
 ) -> None:
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "replay-tui"),
-            *("--store", str(store), "replay", recorded["long"]),
-            *("--backend", "slurm", "--json", "--quiet"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env(),
-    )
+    proc = _replay_in_background(store, recorded["long"])
     try:
         job_id, _jobdir = _running_job(store.parent / "slurm-spool")
         subprocess.run(["scancel", job_id], check=True, timeout=60)
@@ -315,17 +319,7 @@ def test_job_killed_with_scancel_is_an_incomplete_replay(
 
 
 def test_ctrl_c_cancels_the_job(store: Path, recorded: dict[str, Any]) -> None:
-    proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "replay-tui"),
-            *("--store", str(store), "replay", recorded["long"]),
-            *("--backend", "slurm", "--json", "--quiet"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=cli_env(),
-    )
+    proc = _replay_in_background(store, recorded["long"])
     try:
         job_id, _jobdir = _running_job(store.parent / "slurm-spool")
         proc.send_signal(signal.SIGINT)
@@ -354,6 +348,38 @@ def test_job_over_its_time_limit_is_an_incomplete_replay(
     job = job_of(store, r["replay_run"])
     assert job["state"] == "TIMEOUT" and job["time_limit"] == "00:01:00"
     assert wait_for_sacct([job["job_id"]])[job["job_id"]] == "TIMEOUT"
+
+
+def test_job_on_a_failed_node_is_an_incomplete_replay(
+    store: Path, recorded: dict[str, Any]
+) -> None:
+    node = socket.gethostname().split(".")[0]
+    proc = _replay_in_background(store, recorded["long"])
+    try:
+        job_id, _jobdir = _running_job(store.parent / "slurm-spool")
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=replay-tui-test"],
+            check=True,
+            timeout=60,
+        )
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        # back to service (ReturnToService=2 may have done it already), then wait for idle
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+            capture_output=True,
+            timeout=60,
+        )
+        subprocess.run(["bash", str(SLURM_ENV)], check=True, timeout=600)
+    assert proc.returncode == 3, err[-3000:]
+    r = _aborted_replay_is_consistent(store, json.loads(out))
+    assert r["replay_status"] == "infra-error"
+    assert f"Slurm job {job_id}" in r["reason"] and "NODE_FAIL" in r["reason"]
+    assert job_of(store, r["replay_run"])["state"] == "NODE_FAIL"
+    assert wait_for_sacct([job_id])[job_id] == "NODE_FAIL"  # never requeued
+    assert _containers_of(job_id) == ""
 
 
 @pytest.fixture

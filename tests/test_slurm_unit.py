@@ -108,6 +108,7 @@ def test_sbatch_gets_the_options_and_the_recorded_gpus(
     assert "--time 1:30" in flags  # --timeout 90 s, in Slurm's M:S
     assert argv.index("--nice=5") < argv.index("--constraint=a100")  # env first, then flags
     assert "--parsable" in argv and argv[-1].endswith("/job.sh")
+    assert "--no-requeue" in argv  # a failed node ends the replay, never reruns it
     assert ex.job_info == {
         "scheduler": "slurm",
         "job_id": "4242",
@@ -202,6 +203,7 @@ def test_no_sbatch_on_path_says_what_to_do(tmp_path: Path, monkeypatch: pytest.M
         ({"sbatch_args": ("--output=/etc/x",)}, "override"),
         ({"sbatch_args": ("-o/tmp/x",)}, "override"),
         ({"sbatch_args": ("--export=NONE",)}, "override"),
+        ({"sbatch_args": ("--requeue",)}, "override"),
         ({"max_in_flight": -1}, "max jobs"),
     ],
 )

@@ -78,6 +78,8 @@ _RESERVED_SBATCH = (
     "--export",
     "--job-name",
     "-J",
+    "--requeue",
+    "--no-requeue",
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 # Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED.
@@ -557,6 +559,7 @@ class SlurmExecutor:
             "1",
             "--export",
             "ALL",
+            "--no-requeue",  # a node failure ends the replay (honestly), never reruns it
         ]
         if o.partition:
             argv += ["--partition", o.partition]
