@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 from types import TracebackType
 from typing import Literal, TypeAlias
 
@@ -258,7 +259,7 @@ def _digest_files(
 
 # --------------------------------------------------------------------------- trees
 
-_File: TypeAlias = tuple[bytes, bytes, _StatKey]  # relative path, absolute path, stat key
+_File: TypeAlias = tuple[bytes, _StatKey]  # relative path, stat key
 _Line: TypeAlias = tuple[bytes, str]  # relative path, listing line
 
 
@@ -293,21 +294,32 @@ def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
         folder, rel_folder = stack.pop()
         with os.scandir(folder) as entries:
             for entry in entries:
+                # One lstat per entry (what re-verification must pay anyway) and its mode
+                # decides: no further calls per entry, the stat key built inline.
+                st = entry.stat(follow_symlinks=False)
+                mode = st.st_mode
                 rel = rel_folder + entry.name
-                if entry.is_symlink():
-                    target = _link_target(root, entry.path)
-                    others.append((rel, f"L {_quote(target)} {_quote(rel)}\n"))
-                elif entry.is_dir(follow_symlinks=False):
+                if S_ISREG(mode):
+                    ino = st.st_ino
+                    key = (
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ctime_ns,
+                        ino - 2 * _INT64 if ino >= _INT64 else ino,
+                    )
+                    files.append((rel, key))
+                elif S_ISDIR(mode):
                     others.append((rel, f"D {_quote(rel)}\n"))
                     stack.append((entry.path, rel + b"/"))
-                elif entry.is_file(follow_symlinks=False):
-                    files.append((rel, entry.path, _stat_key(entry.stat(follow_symlinks=False))))
+                elif S_ISLNK(mode):
+                    target = _link_target(root, entry.path)
+                    others.append((rel, f"L {_quote(target)} {_quote(rel)}\n"))
                 else:
                     raise ValueError(
                         f"{os.fsdecode(entry.path)!r} is not a file, folder or symlink (a "
                         "device, FIFO or socket); refusing to hash the folder"
                     )
-    files.sort(key=lambda f: f[0])
+    files.sort()  # by relative path: paths are unique, so later fields never decide
     others.sort(key=lambda line: line[0])
     return files, others
 
@@ -316,7 +328,9 @@ def _fingerprint(files: Sequence[_File], others: Sequence[_Line]) -> str:
     """SHA-256 of every name, link target and file stat key: equal means nothing changed."""
     hasher = hashlib.sha256(TREE_HEADER + b"%d\n" % len(others))  # count: an exact boundary
     hasher.update("".join(line for _, line in others).encode("ascii"))
-    hasher.update(b"".join(b"%s\0%d %d %d %d\n" % (rel, *key) for rel, _, key in files))
+    hasher.update(
+        b"".join([b"%s\0%d %d %d %d\n" % (rel, k0, k1, k2, k3) for rel, (k0, k1, k2, k3) in files])
+    )
     return hasher.hexdigest()
 
 
@@ -328,19 +342,23 @@ def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> Tre
         known = cache._lookup_tree(root, fingerprint)
         if known is not None:
             return known
-    digests, read = _digest_files([(path, key) for _, path, key in files], cache, workers)
+    top = root if root.endswith(b"/") else root + b"/"
+    paths = [top + rel for rel, _ in files]  # what scandir's entry.path was
+    digests, read = _digest_files(
+        [(path, key) for path, (_, key) in zip(paths, files, strict=True)], cache, workers
+    )
     lines = others + [
         (rel, f"F {digest} {size} {_quote(rel)}\n")
-        for (rel, _, _), (digest, size) in zip(files, digests, strict=True)
+        for (rel, _), (digest, size) in zip(files, digests, strict=True)
     ]
     lines.sort(key=lambda line: line[0])
     hasher = hashlib.sha256(TREE_HEADER)
     hasher.update("".join(line for _, line in lines).encode("ascii"))
     result = TreeDigest(hasher.hexdigest(), sum(size for _, size in digests), len(files))
     if cache is not None:
-        scanned = {path: key for _, path, key in files}
+        scanned = {path: key for path, (_, key) in zip(paths, files, strict=True)}
         unchanged = all(scanned[path] == key for path, key, _ in read)
-        tree = (root, fingerprint, result, [key for _, _, key in files]) if unchanged else None
+        tree = (root, fingerprint, result, [key for _, key in files]) if unchanged else None
         cache._store(read, tree)
     return result
 
