@@ -191,6 +191,39 @@ class ReplayApp(App[None]):
             path = str(folder)
         return super().deliver_screenshot(filename, path, time_format)
 
+    def export_run(self, run_id: str) -> None:
+        """Export a run's evidence bundle into ``bundles/`` beside the store, in a worker;
+        a notification says where and with which verdict."""
+        self.notify(f"exporting the evidence bundle of {run_id[:13]}…")
+        self.run_worker(
+            lambda: self._export(run_id), thread=True, group="export", exit_on_error=False
+        )
+
+    def _export(self, run_id: str) -> None:
+        import os
+        import time
+
+        from replay_tui.evidence.export import export_bundle
+        from replay_tui.screens.queries import open_store
+
+        key = os.environ.get("REPLAY_TUI_SIGNING_KEY")
+        with open_store(self.store_path) as store:
+            rid = store.resolve(run_id)
+            record = store.get_run(rid)
+            if record.kind == "replay" and record.replay_of:
+                rid = record.replay_of  # evidence is exported for the run a replay replays
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            out = self.store_path.parent / "bundles" / f"{rid[:13]}-{stamp}"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            res = export_bundle(store, rid, out, key_path=Path(key) if key else None)
+        signed = f"signed with key {res.key_id}" if res.signed else "not signed"
+        self.call_from_thread(
+            self.notify,
+            f"exported {res.files} files to {res.path} · verdict {res.verdict or 'not replayed'}"
+            f" · {signed}",
+            timeout=15,
+        )
+
     def action_copy_run_id(self) -> None:
         """Copy the id of the run the screen is about (the one under the cursor)."""
         run = _run_of(self.screen)
@@ -249,6 +282,12 @@ class ReplayApp(App[None]):
                 f"Pick a run to compare with {run[:13]}",
                 lambda: self.post_message(PickAndCompare(run)),
             )
+            yield SystemCommand(
+                "Export evidence bundle",
+                f"Write {run[:13]}'s evidence bundle beside the store (signed when"
+                " $REPLAY_TUI_SIGNING_KEY names a key)",
+                lambda: self.export_run(run),
+            )
 
 
 def _default_replay_options() -> ReplayOptions:
@@ -274,6 +313,7 @@ def _what_failed(group: str) -> str:
         "comparison": "The comparison failed",
         "dashboard": "Reading the dashboard failed",
         "picker": "Reading the runs failed",
+        "export": "Exporting the evidence bundle failed",
     }
     return groups.get(group, "A background task failed")
 

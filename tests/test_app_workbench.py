@@ -305,3 +305,25 @@ async def test_runs_list_refreshes_when_another_process_writes(
         await wait_until(pilot, lambda: screen.table.record(m["run_id"]) is not None, 60)
         assert screen.table.row_count == 45
     shutil.rmtree(store.parent)
+
+
+@sync
+async def test_export_from_the_palette_writes_a_bundle_and_says_where(tmp_path: Path) -> None:
+    from replay_tui.evidence.verify import verify_bundle
+    from tests.test_app_support import build_fixed_store as build
+
+    fixed = build(tmp_path / "export")
+    app = ReplayApp(fixed.path)
+    bundles = fixed.path.parent / "bundles"
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(pilot)
+        app.export_run(fixed.replay_id)  # a replay: its original's evidence is exported
+        await wait_until(
+            pilot, lambda: any("exported" in n.message for n in app._notifications), 120
+        )
+        note = next(n.message for n in app._notifications if "exported" in n.message)
+    (bundle,) = bundles.iterdir()
+    assert str(bundle) in note and "verdict DIVERGED" in note and "not signed" in note
+    assert bundle.name.startswith(fixed.original_id[:13])
+    check = verify_bundle(bundle, public_key=None, allow_embedded_key=True, allow_unsigned=True)
+    assert check.ok and check.run_id == fixed.original_id
