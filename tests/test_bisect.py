@@ -73,12 +73,18 @@ def events(store: Path) -> int:
 
 @pytest.mark.slow
 def test_seed_change_names_seed(lab: Lab) -> None:
-    code, res, err = bisect(lab.store, lab.good, lab.bad_seed)
+    # --parallel 2: the two one-factor probes run at the same time, each its own store
+    code, res, err = bisect(lab.store, lab.good, lab.bad_seed, "--parallel", "2")
     assert code == 0, err[-4000:]
     assert res["causes"] == ["seed"]
     assert res["cleared"] == ["config"]
     assert res["confirmed"] is True
     assert res["times"] == 1  # seeded and deterministic: one replay of GOOD
+    assert [(p["base"], p["swapped"]) for p in res["probes"]] == [
+        ("good", ["config"]),
+        ("good", ["seed"]),
+        ("bad", ["seed"]),
+    ]
     assert res["noise_floor"]["identical"] is True
     seed_probe = next(p for p in res["probes"] if p["swapped"] == ["seed"])
     assert seed_probe["behaves_like"] == "BAD" and seed_probe["vs_bad"] == "IDENTICAL"
@@ -94,7 +100,11 @@ def test_seed_change_names_seed(lab: Lab) -> None:
     doc = json.loads((out / "bisects.json").read_text())
     assert doc["bisects"][-1]["body"]["causes"] == ["seed"]
     assert "bisects.json" in (out / "SHA256SUMS").read_text()
-    assert replay_tui(lab.store, "verify", str(out)).returncode == 0
+    assert replay_tui(lab.store, "verify", str(out), "--allow-unsigned").returncode == 0
+    with (out / "bisects.json").open("a") as f:
+        f.write(" ")
+    tampered = replay_tui(lab.store, "verify", str(out), "--allow-unsigned")
+    assert tampered.returncode == 1 and "bisects.json" in tampered.stdout
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class BisectOptions:
     times: int | None = None  # GOOD's replays for the noise floor (None: from its settings)
     factors: tuple[str, ...] | None = None  # only these (default: every differing one)
     budget: int = DEFAULT_BUDGET
+    parallel: int = 1  # probes at a time (one-factor probes run ahead concurrently)
     rtol: float | None = None
     atol: float | None = None
 
@@ -205,18 +207,20 @@ class _Runner:
         self.rtol = DEFAULT_RTOL if opts.rtol is None else opts.rtol
         self.atol = DEFAULT_ATOL if opts.atol is None else opts.atol
         self.floor: NoiseFloor | None = None
+        self.prefetched: dict[tuple[frozenset[str], str], Behaviour] = {}
+        self._lock = threading.Lock()
 
     def note(self, message: str) -> None:
         self.on_event(ReplayEvent("bisect", "note", message))
 
-    def replay(self, probe: Probe) -> RunManifest:
+    def replay(self, probe: Probe, store: RunStore | None = None) -> RunManifest:
         from replay_tui.replay.runner import replay_manifest
 
         options = self.opts.replay
         if options.repo is None and probe.code_repo is not None and probe.code_repo.exists():
             options = dataclasses.replace(options, repo=probe.code_repo)
         outcome = replay_manifest(
-            self.store,
+            store or self.store,
             probe.manifest,
             options,
             data_locations=probe.data_locations,
@@ -258,13 +262,42 @@ class _Runner:
         return noise_floor(self.good.manifest, replicas, self.objects)
 
     def probe(self, swapped: frozenset[str], base: str, why: str) -> Behaviour:
+        """Run one probe (or take the result of one run ahead in parallel)."""
+        if self.should_cancel():
+            raise KeyboardInterrupt
+        done = self.prefetched.pop((swapped, base), None)
+        if done is not None:
+            return done
+        return self._execute(self._record(swapped, base, why), self.store)
+
+    def prefetch(self, keys: Sequence[tuple[frozenset[str], str, str]], workers: int) -> None:
+        """Run these probes ahead, ``workers`` at a time (each thread its own store
+        connection); ``probe`` then answers them from here, in the search's order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        recs = [self._record(s, b, why) for s, b, why in keys]
+
+        def task(rec: ProbeRecord) -> Behaviour:
+            with RunStore(self.store.path) as store:
+                return self._execute(rec, store)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for (s, b, _), behaves in zip(keys, pool.map(task, recs), strict=True):
+                self.prefetched[(s, b)] = behaves
+
+    def _record(self, swapped: frozenset[str], base: str, why: str) -> ProbeRecord:
+        with self._lock:
+            rec = ProbeRecord(
+                len(self.result.probes) + 1, base, [f for f in fx.FACTORS if f in swapped], why
+            )
+            self.result.probes.append(rec)
+        return rec
+
+    def _execute(self, rec: ProbeRecord, store: RunStore) -> Behaviour:
         if self.should_cancel():
             raise KeyboardInterrupt
         assert self.floor is not None
-        rec = ProbeRecord(
-            len(self.result.probes) + 1, base, [f for f in fx.FACTORS if f in swapped], why
-        )
-        self.result.probes.append(rec)
+        base, why, swapped = rec.base, rec.why, frozenset(rec.swapped)
         side = "GOOD" if base == "good" else "BAD"
         donor = "BAD" if base == "good" else "GOOD"
         self.on_event(
@@ -277,7 +310,7 @@ class _Runner:
         t0 = time.monotonic()
         b, d = (self.good, self.bad) if base == "good" else (self.bad, self.good)
         try:
-            rm = self.replay(build_probe(b, d, swapped, base))
+            rm = self.replay(build_probe(b, d, swapped, base), store)
         except ReplayTuiError as e:
             rec.behaves, rec.error, rec.status = "failed", e.message, "error"
             rec.duration_s = time.monotonic() - t0
@@ -471,6 +504,14 @@ def run_bisect(
         )
         return _finish(store, res, t0, persist)
     blocked = [f.name for f in rep.untestable if f.name in ("code", "image", "data")]
+    if opts.parallel > 1 and len(testable) > 1:
+        runner.prefetch(
+            [
+                (frozenset([f]), "good", f"one factor at a time: {f} alone")
+                for f in testable[: opts.budget]
+            ],
+            opts.parallel,
+        )
     sr = search(testable, runner.probe, budget=opts.budget, confirm=not blocked)
     if blocked and sr.causes:
         res.notes.append(

@@ -33,6 +33,13 @@ from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_
     show_default=True,
     help="Most probes to run (the noise-floor replays do not count).",
 )
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Probes at a time: the one-factor probes run concurrently (Slurm jobs, containers).",
+)
 @click.option("--rtol", type=float, default=None, help="Relative tolerance (default 1e-5).")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance (default 1e-8).")
 @click.option("--allow-cpu", is_flag=True, help="Run GPU-recorded runs on CPU (a gap).")
@@ -55,6 +62,7 @@ def bisect_cmd(
     times: int | None,
     factors: str | None,
     budget: int,
+    parallel: int,
     rtol: float | None,
     atol: float | None,
     allow_cpu: bool,
@@ -80,6 +88,7 @@ def bisect_cmd(
         times=times,
         factors=names,
         budget=budget,
+        parallel=parallel,
         rtol=_tolerance("rtol", rtol, DEFAULT_RTOL),
         atol=_tolerance("atol", atol, DEFAULT_ATOL),
     )
