@@ -18,7 +18,7 @@ from storage.manifest import (
     json_schema,
     parse_manifest,
 )
-from storage.store import RunQuery
+from storage.store import RunQuery, RunStore
 
 
 @click.command()
@@ -222,8 +222,10 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
             raise BadInput(f"--anchor {a!r} must be SEQ:HASH as verify-store prints it")
     import sqlite3
 
-    try:
-        rep = obj.store.verify(anchors)
+    try:  # opened here, not through --store's check: an unreadable store is a failed
+        # verification (exit 1), not a usage error
+        with RunStore(obj.store_path) as store:
+            rep = store.verify(anchors)
     except sqlite3.DatabaseError as e:  # not a database, or pages corrupted
         fail(f"STORE UNREADABLE: {obj.store_path}: {e}", 1, as_json=as_json)
     if as_json:
