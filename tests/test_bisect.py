@@ -149,6 +149,8 @@ def test_bad_input_exits_2_and_leaves_the_store(lab: Lab) -> None:
     assert code == 2 and "same run" in res["error"]
     code, res, _ = bisect(lab.store, lab.good, lab.bad_seed, "--factors", "seed,weather")
     assert code == 2 and "weather" in res["error"]
+    code, res, _ = bisect(lab.store, lab.good, lab.bad_seed, "--factors", ",")
+    assert code == 2 and "no factor" in res["error"]
     code, res, _ = bisect(lab.store, lab.good, "no-such-run")
     assert code == 2
     code, res, _ = bisect(lab.store, lab.good, lab.bad_seed, "--budget", "0")

@@ -68,6 +68,8 @@ def _noop(_: ReplayEvent) -> None:
 
 
 def check_factor_names(names: Sequence[str]) -> tuple[str, ...]:
+    if not names:
+        raise BadInput("--factors names no factor", "choose from: " + ", ".join(fx.FACTORS))
     bad = [n for n in names if n not in fx.FACTORS]
     if bad:
         raise BadInput(
