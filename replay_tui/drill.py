@@ -30,7 +30,7 @@ from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
 from replay_tui.replay.series import replay_many
 from replay_tui.verdicts import REPRODUCED
-from storage import integrity, ledger
+from storage import integrity, ledger, readmodel
 from storage.store import RunStore
 
 Pick = Literal["random", "oldest", "unverified"]
@@ -140,15 +140,7 @@ def parse_since(text: str) -> str:
 
 def candidates(store: RunStore, since: str | None = None) -> list[Candidate]:
     """Original runs that succeeded (a failed run trained no model), oldest first."""
-    sql = (
-        "SELECT id, name, started_at, last_verdict, last_verdict_at FROM runs"
-        " WHERE kind = 'original' AND status = 'succeeded'"
-    )
-    params: list[Any] = []
-    if since is not None:
-        sql += " AND started_at >= ?"
-        params.append(since)
-    rows = store.conn.execute(sql + " ORDER BY started_at, id", params).fetchall()
+    rows = readmodel.drill_candidates(store, since)
     return [Candidate(*r) for r in rows]
 
 

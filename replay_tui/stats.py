@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,10 +36,8 @@ from typing import Any
 
 from replay_tui.compare.metrics import is_timing_metric
 from replay_tui.verdicts import ABORTED, is_reproduced, summarize
+from storage import readmodel
 from storage.store import RunStore
-
-# replays that count: determinism as recorded (error facts have no replay info at all)
-_COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
 
 
 @dataclass(frozen=True)
@@ -171,17 +167,6 @@ class Stats:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-@contextmanager
-def _snapshot(store: RunStore) -> Iterator[None]:
-    """One consistent read of every table (WAL: writers go on meanwhile)."""
-    conn = store.conn
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
-
-
 def _pvariance(values: list[float]) -> float:
     return statistics.pvariance(values) if len(values) > 1 else 0.0
 
@@ -189,132 +174,52 @@ def _pvariance(values: list[float]) -> float:
 def compute_stats(store: RunStore) -> Stats:
     from storage.ledger import utc_now
 
-    with _snapshot(store):
-        return _compute(store, utc_now())
+    with readmodel.snapshot(store):
+        facts = readmodel.sli_facts(store)
+    return stats_from(facts, utc_now())
 
 
-def _compute(store: RunStore, now: str) -> Stats:
-    q = store.conn.execute
-    originals = int(q("SELECT count(*) FROM runs WHERE kind = 'original'").fetchone()[0])
-    replays = int(
-        q(
-            "SELECT count(*) FROM replays r JOIN runs o ON o.id = r.original_run"
-            f" AND o.kind = 'original' WHERE {_COUNTED}"
-        ).fetchone()[0]
-    )
+def stats_from(f: readmodel.SliFacts, now: str) -> Stats:
+    """The SLIs from the store's raw counts (``storage.readmodel.sli_facts``)."""
     # every counted replay per original run: the latest completed verdict, the aborted
-    facts: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for run, status, verdict in q(
-        "SELECT r.original_run, r.status, r.verdict FROM replays r JOIN runs o"
-        f" ON o.id = r.original_run AND o.kind = 'original' WHERE {_COUNTED} ORDER BY r.id"
-    ):
-        facts[run].append({"status": status, "verdict": verdict})
-    sums = [summarize(f) for f in facts.values()]
+    sums = [summarize(x) for x in f.replay_outcomes.values()]
     judged = [x for x in sums if x.verdict is not None]
     reproducible = Ratio(sum(is_reproduced(x.verdict) for x in judged), len(judged))
     by_status = {st: sum(x.aborted.get(st, 0) for x in sums) for st in ABORTED}
     aborted = Ratio(sum(by_status.values()), sum(x.attempts for x in sums))
-
-    compared, matched = q(
-        "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
-        " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
-        " JOIN artifacts oa ON oa.run_id = r.original_run AND oa.kind = 'checkpoint'"
-        " AND oa.sha256 IS NOT NULL"
-        " LEFT JOIN artifacts rb ON rb.run_id = r.replay_run AND rb.path = oa.path"
-        f" WHERE r.replay_run IS NOT NULL AND {_COUNTED}"
-    ).fetchone()
-    checkpoint_match = Ratio(int(matched), int(compared))
-
-    # the original and its succeeded replays, per original
-    members: dict[str, list[str]] = defaultdict(list)
-    for orig, rep in q(
-        "SELECT r.original_run, r.replay_run FROM replays r"
-        " JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
-        " JOIN runs p ON p.id = r.replay_run"
-        f" WHERE r.status = 'succeeded' AND {_COUNTED} ORDER BY r.id"
-    ):
-        if not members[orig]:
-            members[orig].append(orig)
-        if rep not in members[orig]:
-            members[orig].append(rep)
     metric_values: dict[tuple[str, str], list[float]] = defaultdict(list)
-    durations: dict[str, list[float]] = defaultdict(list)
-    for orig, ids in members.items():
-        marks = ",".join("?" * len(ids))
-        for name, final in q(
-            f"SELECT name, final FROM metrics WHERE run_id IN ({marks}) AND final IS NOT NULL",
-            ids,
-        ):
+    for orig, finals in f.finals.items():
+        for name, final in finals:
             if not is_timing_metric(name):
-                metric_values[(orig, name)].append(float(final))
-        for (d,) in q(
-            f"SELECT duration_s FROM runs WHERE id IN ({marks}) AND duration_s IS NOT NULL", ids
-        ):
-            durations[orig].append(float(d))
+                metric_values[(orig, name)].append(final)
     metric_var = {k: _pvariance(v) for k, v in metric_values.items() if len(v) > 1}
     worst = sorted(metric_var.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
-    time_groups = {k: v for k, v in durations.items() if len(v) > 1}
+    time_groups = {k: v for k, v in f.durations.items() if len(v) > 1}
     time_var = [_pvariance(v) for v in time_groups.values()]
     cvs = [
         statistics.pstdev(v) / statistics.fmean(v)
         for v in time_groups.values()
         if statistics.fmean(v) > 0
     ]
-
-    with_data, verified = q(
-        "SELECT count(*), coalesce(sum(coalesce(json_extract(pm.body,"
-        " '$.replay.forced_data'), 0) = 0), 0)"
-        " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
-        " JOIN manifests om ON om.run_id = r.original_run"
-        " JOIN manifests pm ON pm.run_id = r.replay_run"
-        f" WHERE {_COUNTED} AND json_array_length(om.body, '$.data') > 0"
-    ).fetchone()
-    inputs, hashed = q(
-        "SELECT count(*), coalesce(sum(json_extract(d.value, '$.sha256') IS NOT NULL), 0)"
-        " FROM manifests m JOIN runs o ON o.id = m.run_id AND o.kind = 'original',"
-        " json_each(m.body, '$.data') d"
-    ).fetchone()
-
-    total_ops, runs_ops = q(
-        "SELECT coalesce(sum(n), 0), coalesce(sum(n > 0), 0) FROM (SELECT"
-        " coalesce(json_array_length(m.body, '$.determinism.nondeterministic_ops'), 0) AS n"
-        " FROM manifests m JOIN runs o ON o.id = m.run_id AND o.kind = 'original')"
-    ).fetchone()
-    distinct_ops = [
-        str(v)
-        for (v,) in q(
-            "SELECT DISTINCT op.value FROM manifests m"
-            " JOIN runs o ON o.id = m.run_id AND o.kind = 'original',"
-            " json_each(m.body, '$.determinism.nondeterministic_ops') op ORDER BY op.value"
-        )
-    ]
-
-    (signed,) = q(
-        "SELECT count(DISTINCT b.run_id) FROM bundles b"
-        " JOIN runs o ON o.id = b.run_id AND o.kind = 'original' WHERE b.signed = 1"
-    ).fetchone()
-    drills, passed, last = q(
-        "SELECT count(*), coalesce(sum(passed), 0), max(created_at) FROM drills"
-    ).fetchone()
     return Stats(
-        original_runs=originals,
-        replays=replays,
+        original_runs=f.original_runs,
+        replays=f.replays,
         reproducible=reproducible,
         aborted=aborted,
         aborted_by_status=by_status,
-        checkpoint_match=checkpoint_match,
+        checkpoint_match=Ratio(f.checkpoints_matched, f.checkpoints_compared),
         metric_variance=Spread.of(list(metric_var.values())),
         worst_metrics=[{"run_id": r, "metric": m, "variance": v} for (r, m), v in worst],
-        data_verified=Ratio(int(verified), int(with_data)),
-        data_hashed=Ratio(int(hashed), int(inputs)),
-        nondeterministic_ops=int(total_ops),
-        runs_with_nondeterministic_ops=int(runs_ops),
-        distinct_nondeterministic_ops=distinct_ops,
+        data_verified=Ratio(f.replays_data_verified, f.replays_with_data),
+        data_hashed=Ratio(f.data_inputs_hashed, f.data_inputs),
+        nondeterministic_ops=f.nondeterministic_ops,
+        runs_with_nondeterministic_ops=f.runs_with_nondeterministic_ops,
+        distinct_nondeterministic_ops=f.distinct_nondeterministic_ops,
         training_time_variance=Spread.of(time_var),
         training_time_cv_max=max(cvs) if cvs else None,
-        attested=Ratio(int(signed), originals),
-        drills=Ratio(int(passed), int(drills)),
-        last_drill_at=last,
+        attested=Ratio(f.signed_originals, f.original_runs),
+        drills=Ratio(f.drills_passed, f.drills),
+        last_drill_at=f.last_drill_at,
         generated_at=now,
     )
 

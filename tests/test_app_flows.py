@@ -325,8 +325,22 @@ async def test_dashboard_rates(fixed: FixedStore) -> None:
         s = dash.stats
         # judged originals: DIVERGED, IDENTICAL, IDENTICAL, EQUIVALENT, INCOMPLETE
         assert (s.reproducible.part, s.reproducible.whole) == (3, 5)
-        assert s.artifact_match.whole == 8  # two replays with 4 hashed artifacts each
-        assert s.artifact_match.part == 6  # the diverged replay: checkpoint and log differ
+        # (replay, checkpoint of its original) pairs: the diverged replay's checkpoint differs
+        assert (s.artifact_match.part, s.artifact_match.whole) == (3, 4)
+        # the dashboard shows the SLIs exactly as `replay-tui stats` computes them
+        from replay_tui.stats import compute_stats
+
+        with RunStore(fixed.path) as store:
+            sli = compute_stats(store)
+        assert (s.reproducible.part, s.reproducible.whole) == (
+            sli.reproducible.numerator,
+            sli.reproducible.denominator,
+        )
+        assert (s.artifact_match.part, s.artifact_match.whole) == (
+            sli.checkpoint_match.numerator,
+            sli.checkpoint_match.denominator,
+        )
+        assert (s.aborted.part, s.aborted.whole) == (sli.aborted.numerator, sli.aborted.denominator)
         assert s.drills.whole == 1 and s.drills.part == 0
         assert s.critical_total == len(s.critical_runs) > 0
         # the cancelled attempt after an IDENTICAL replay: counted apart, never a verdict

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from replay_tui.errors import BadInput
+from storage import readmodel
 from storage.manifest import ManifestError, RunManifest, manifest_from_data
 from storage.records import GapCounts
 from storage.store import Location, RunStore
@@ -147,8 +148,7 @@ class Outcome:
 
 
 def _has_run(store: RunStore, run_id: str) -> bool:
-    row = store.conn.execute("SELECT 1 FROM manifests WHERE run_id = ?", (run_id,)).fetchone()
-    return row is not None
+    return readmodel.has_manifest(store, run_id)
 
 
 def _ingest_kwargs(store: RunStore, tracker: str) -> dict[str, Any]:

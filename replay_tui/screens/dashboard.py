@@ -108,7 +108,7 @@ class DashboardScreen(AppScreen[None]):
         match = s.artifact_match.rate
         self.query_one("#card-hash", Card).show(
             _pct(match),
-            f"% of {s.artifact_match.whole:,} replayed artifacts: same sha256"
+            f"% of {s.artifact_match.whole:,} replayed checkpoints: same sha256"
             if s.artifact_match.whole
             else "no artifact replayed yet",
             tone=_tone(match),

@@ -8,7 +8,6 @@ read-only SQL over the store's tables, kept here in one place.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.gaps import Gap, evaluate
 from replay_tui.verdicts import REPRODUCED, VERDICTS, Reproduction, summarize
+from storage import readmodel
 from storage.manifest import RunManifest
 from storage.records import RunRecord
 from storage.store import Location, RunQuery, RunStore, StoreError
@@ -49,8 +49,7 @@ def open_store(path: Path) -> Iterator[RunStore]:
     try:
         yield store
     finally:
-        if store.conn.in_transaction:  # never leave a read snapshot open in a pool thread
-            store.conn.execute("ROLLBACK")
+        readmodel.end_read(store)  # never leave a read snapshot open in a pool thread
 
 
 def list_runs(store: RunStore, q: RunQuery) -> list[RunRecord]:
@@ -184,10 +183,7 @@ class ComparisonView:
 
 
 def _comparison_runs(store: RunStore, cid: int) -> tuple[str, str]:
-    row = store.conn.execute("SELECT a_run, b_run FROM comparisons WHERE id = ?", (cid,)).fetchone()
-    if row is None:
-        raise StoreError(f"no comparison {cid}")
-    return str(row[0]), str(row[1])
+    return readmodel.comparison_runs(store, cid)
 
 
 def load_comparison(
@@ -298,10 +294,6 @@ def replay(
 
 # -- dashboard ------------------------------------------------------------------------
 
-# Replays that count, as in replay_tui.stats: determinism as recorded (an experiment
-# with determinism switched off never counts).
-_COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
-
 
 @dataclass(frozen=True)
 class Share:
@@ -322,7 +314,8 @@ class DashboardStats:
     reproducible: Share
     """Original runs whose latest completed replay is IDENTICAL or EQUIVALENT (as ``stats``)."""
     artifact_match: Share
-    """(replay, hashed artifact of its original) pairs where the replay wrote the same sha256."""
+    """(replay, hashed checkpoint of its original) pairs where the replay wrote the same
+    sha256: the SLI ``checkpoint_match`` of ``replay-tui stats``."""
     drills: Share
     critical_total: int
     critical_runs: list[RunRecord]
@@ -340,57 +333,23 @@ class DashboardStats:
 def load_dashboard(
     store: RunStore, *, critical_limit: int = 50, recent: int = 10
 ) -> DashboardStats:
-    q = store.conn.execute
-    facts: dict[str, list[dict[str, Any]]] = {}
-    for run, status, verdict in q(
-        "SELECT r.original_run, r.status, r.verdict FROM replays r JOIN runs o"
-        f" ON o.id = r.original_run AND o.kind = 'original' WHERE {_COUNTED} ORDER BY r.id"
-    ):
-        facts.setdefault(str(run), []).append({"status": status, "verdict": verdict})
-    sums: list[Reproduction] = [summarize(f) for f in facts.values()]
-    judged = [x for x in sums if x.verdict is not None]
-    compared, matched = q(
-        "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
-        " FROM replays r JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
-        " JOIN artifacts oa ON oa.run_id = r.original_run AND oa.sha256 IS NOT NULL"
-        " LEFT JOIN artifacts rb ON rb.run_id = r.replay_run AND rb.path = oa.path"
-        f" WHERE r.replay_run IS NOT NULL AND {_COUNTED}"
-    ).fetchone()
-    (replays,) = q(
-        "SELECT count(*) FROM replays r JOIN runs o ON o.id = r.original_run"
-        f" AND o.kind = 'original' WHERE {_COUNTED}"
-    ).fetchone()
-    drill_total, drill_passed = q(
-        "SELECT count(*), coalesce(sum(passed), 0) FROM drills"
-    ).fetchone()
-    cur = q(
-        "SELECT id, created_at, original_run, replay_run, backend, status, verdict, reason,"
-        " duration_s, comparison_id FROM replays ORDER BY id DESC LIMIT ?",
-        (recent,),
-    )
-    names = [d[0] for d in cur.description]
-    recent_replays = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    drills = []
-    for did, created, passed, body in q(
-        "SELECT id, created_at, passed, body FROM drills ORDER BY id DESC LIMIT ?", (recent,)
-    ).fetchall():
-        try:
-            decoded = json.loads(body)
-        except ValueError:
-            decoded = {}
-        drills.append({"id": did, "created_at": created, "passed": bool(passed), "body": decoded})
+    """The dashboard's figures: the SLIs exactly as ``replay-tui stats`` computes them,
+    the runs that need attention, the latest replays and drills."""
+    from replay_tui.stats import compute_stats
+
+    s = compute_stats(store)
     return DashboardStats(
         total_runs=store.count_runs(),
         originals=store.count_runs(RunQuery(kind="original")),
-        replays=int(replays),
-        reproducible=Share(sum(x.verdict in REPRODUCED for x in judged), len(judged)),
-        artifact_match=Share(int(matched), int(compared)),
-        drills=Share(int(drill_passed), int(drill_total)),
+        replays=s.replays,
+        reproducible=Share(s.reproducible.numerator, s.reproducible.denominator),
+        artifact_match=Share(s.checkpoint_match.numerator, s.checkpoint_match.denominator),
+        drills=Share(s.drills.numerator, s.drills.denominator),
         critical_total=store.count_runs(RunQuery(has_critical=True)),
         critical_runs=store.list_runs(RunQuery(has_critical=True, limit=critical_limit)),
-        recent_replays=recent_replays,
-        recent_drills=drills,
-        aborted=Share(sum(sum(x.aborted.values()) for x in sums), sum(x.attempts for x in sums)),
+        recent_replays=readmodel.recent_replays(store, recent),
+        recent_drills=readmodel.recent_drills(store, recent),
+        aborted=Share(s.aborted.numerator, s.aborted.denominator),
     )
 
 

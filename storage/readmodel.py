@@ -1,0 +1,206 @@
+"""Read models: the queries the SLIs, the dashboard, drills and importers ask the store.
+
+``storage/`` is the only package that holds SQL.  What the rest of the project reads in
+bulk is here, as functions over a :class:`RunStore` that return plain data; what it
+computes from that data (rates, variances, verdict summaries) lives with the domain
+(``replay_tui.stats``, ``replay_tui.verdicts``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage.store import RunStore, StoreError
+
+# Replays that count: determinism as recorded.  A replay run with determinism switched off
+# (to measure its cost) is an experiment, never evidence; failed attempts have no replay
+# info at all and count (as aborted).
+COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+_OF_ORIGINAL = "JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
+
+
+@contextmanager
+def snapshot(store: RunStore) -> Iterator[None]:
+    """One consistent read of every table (WAL: writers go on meanwhile)."""
+    conn = store.conn
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
+def end_read(store: RunStore) -> None:
+    """Close a read snapshot left open (a pooled thread must not hold one)."""
+    if store.conn.in_transaction:
+        store.conn.execute("ROLLBACK")
+
+
+@dataclass
+class SliFacts:
+    """The raw counts and rows the reproducibility SLIs are computed from."""
+
+    original_runs: int = 0
+    replays: int = 0
+    replay_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per original run, every counted replay fact in order: status and verdict."""
+    checkpoints_compared: int = 0
+    checkpoints_matched: int = 0
+    finals: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    """Per original run, (metric, final value) of the original and its succeeded replays."""
+    durations: dict[str, list[float]] = field(default_factory=dict)
+    replays_with_data: int = 0
+    replays_data_verified: int = 0
+    data_inputs: int = 0
+    data_inputs_hashed: int = 0
+    nondeterministic_ops: int = 0
+    runs_with_nondeterministic_ops: int = 0
+    distinct_nondeterministic_ops: list[str] = field(default_factory=list)
+    signed_originals: int = 0
+    drills: int = 0
+    drills_passed: int = 0
+    last_drill_at: str | None = None
+
+
+def sli_facts(store: RunStore) -> SliFacts:
+    """Everything the SLIs need, read in the caller's snapshot (see :func:`snapshot`)."""
+    q = store.conn.execute
+    f = SliFacts()
+    f.original_runs = int(q("SELECT count(*) FROM runs WHERE kind = 'original'").fetchone()[0])
+    f.replays = int(
+        q(f"SELECT count(*) FROM replays r {_OF_ORIGINAL} WHERE {COUNTED}").fetchone()[0]
+    )
+    for run, status, verdict in q(
+        f"SELECT r.original_run, r.status, r.verdict FROM replays r {_OF_ORIGINAL}"
+        f" WHERE {COUNTED} ORDER BY r.id"
+    ):
+        f.replay_outcomes.setdefault(str(run), []).append({"status": status, "verdict": verdict})
+    compared, matched = q(
+        "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
+        f" FROM replays r {_OF_ORIGINAL}"
+        " JOIN artifacts oa ON oa.run_id = r.original_run AND oa.kind = 'checkpoint'"
+        " AND oa.sha256 IS NOT NULL"
+        " LEFT JOIN artifacts rb ON rb.run_id = r.replay_run AND rb.path = oa.path"
+        f" WHERE r.replay_run IS NOT NULL AND {COUNTED}"
+    ).fetchone()
+    f.checkpoints_compared, f.checkpoints_matched = int(compared), int(matched)
+    members: dict[str, list[str]] = {}
+    for orig, rep in q(
+        f"SELECT r.original_run, r.replay_run FROM replays r {_OF_ORIGINAL}"
+        " JOIN runs p ON p.id = r.replay_run"
+        f" WHERE r.status = 'succeeded' AND {COUNTED} ORDER BY r.id"
+    ):
+        ids = members.setdefault(str(orig), [str(orig)])
+        if rep not in ids:
+            ids.append(str(rep))
+    for orig, ids in members.items():
+        marks = ",".join("?" * len(ids))
+        f.finals[orig] = [
+            (str(name), float(final))
+            for name, final in q(
+                f"SELECT name, final FROM metrics WHERE run_id IN ({marks}) AND final IS NOT NULL",
+                ids,
+            )
+        ]
+        f.durations[orig] = [
+            float(d)
+            for (d,) in q(
+                f"SELECT duration_s FROM runs WHERE id IN ({marks}) AND duration_s IS NOT NULL",
+                ids,
+            )
+        ]
+    with_data, verified = q(
+        "SELECT count(*), coalesce(sum(coalesce(json_extract(pm.body,"
+        " '$.replay.forced_data'), 0) = 0), 0)"
+        f" FROM replays r {_OF_ORIGINAL}"
+        " JOIN manifests om ON om.run_id = r.original_run"
+        " JOIN manifests pm ON pm.run_id = r.replay_run"
+        f" WHERE {COUNTED} AND json_array_length(om.body, '$.data') > 0"
+    ).fetchone()
+    f.replays_with_data, f.replays_data_verified = int(with_data), int(verified)
+    inputs, hashed = q(
+        "SELECT count(*), coalesce(sum(json_extract(d.value, '$.sha256') IS NOT NULL), 0)"
+        " FROM manifests m JOIN runs o ON o.id = m.run_id AND o.kind = 'original',"
+        " json_each(m.body, '$.data') d"
+    ).fetchone()
+    f.data_inputs, f.data_inputs_hashed = int(inputs), int(hashed)
+    total_ops, runs_ops = q(
+        "SELECT coalesce(sum(n), 0), coalesce(sum(n > 0), 0) FROM (SELECT"
+        " coalesce(json_array_length(m.body, '$.determinism.nondeterministic_ops'), 0) AS n"
+        " FROM manifests m JOIN runs o ON o.id = m.run_id AND o.kind = 'original')"
+    ).fetchone()
+    f.nondeterministic_ops, f.runs_with_nondeterministic_ops = int(total_ops), int(runs_ops)
+    f.distinct_nondeterministic_ops = [
+        str(v)
+        for (v,) in q(
+            "SELECT DISTINCT op.value FROM manifests m"
+            " JOIN runs o ON o.id = m.run_id AND o.kind = 'original',"
+            " json_each(m.body, '$.determinism.nondeterministic_ops') op ORDER BY op.value"
+        )
+    ]
+    (signed,) = q(
+        "SELECT count(DISTINCT b.run_id) FROM bundles b"
+        " JOIN runs o ON o.id = b.run_id AND o.kind = 'original' WHERE b.signed = 1"
+    ).fetchone()
+    f.signed_originals = int(signed)
+    drills, passed, last = q(
+        "SELECT count(*), coalesce(sum(passed), 0), max(created_at) FROM drills"
+    ).fetchone()
+    f.drills, f.drills_passed, f.last_drill_at = int(drills), int(passed), last
+    return f
+
+
+def recent_replays(store: RunStore, limit: int) -> list[dict[str, Any]]:
+    """The latest replay facts, newest first."""
+    cur = store.conn.execute(
+        "SELECT id, created_at, original_run, replay_run, backend, status, verdict, reason,"
+        " duration_s, comparison_id FROM replays ORDER BY id DESC LIMIT ?",
+        (limit,),
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def recent_drills(store: RunStore, limit: int) -> list[dict[str, Any]]:
+    """The latest drills, newest first, each with its body decoded."""
+    out = []
+    for did, created, passed, body in store.conn.execute(
+        "SELECT id, created_at, passed, body FROM drills ORDER BY id DESC LIMIT ?", (limit,)
+    ).fetchall():
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            decoded = {}
+        out.append({"id": did, "created_at": created, "passed": bool(passed), "body": decoded})
+    return out
+
+
+def drill_candidates(store: RunStore, since: str | None) -> list[tuple[Any, ...]]:
+    """(id, name, started_at, last_verdict, last_verdict_at) of original runs that
+    succeeded, started at or after ``since``, oldest first."""
+    sql = (
+        "SELECT id, name, started_at, last_verdict, last_verdict_at FROM runs"
+        " WHERE kind = 'original' AND status = 'succeeded'"
+    )
+    params: list[Any] = []
+    if since is not None:
+        sql += " AND started_at >= ?"
+        params.append(since)
+    return [tuple(r) for r in store.conn.execute(sql + " ORDER BY started_at, id", params)]
+
+
+def has_manifest(store: RunStore, run_id: str) -> bool:
+    row = store.conn.execute("SELECT 1 FROM manifests WHERE run_id = ?", (run_id,)).fetchone()
+    return row is not None
+
+
+def comparison_runs(store: RunStore, cid: int) -> tuple[str, str]:
+    """(A, B) of comparison ``cid``."""
+    row = store.conn.execute("SELECT a_run, b_run FROM comparisons WHERE id = ?", (cid,)).fetchone()
+    if row is None:
+        raise StoreError(f"no comparison {cid}")
+    return str(row[0]), str(row[1])
