@@ -103,6 +103,9 @@ def handled(fn: F) -> F:
             fail(e.message, e.exit_code, e.hint, as_json=as_json)
         except PermissionError as e:
             fail(f"permission denied: {e.filename}", 3, as_json=as_json)
+        except KeyboardInterrupt:  # what was started is stopped and recorded by then
+            click.echo("interrupted (Ctrl-C)", err=True)
+            sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
 
