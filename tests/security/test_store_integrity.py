@@ -193,3 +193,34 @@ def test_a_drill_report_carries_the_ledger_head(filled: list[str], cli: RunCli) 
     assert head and head == json.loads(cli("verify-store", "--json").stdout)["head"]
     text = cli("drill", "--count", "1", "--backend", "local")
     assert "ledger head " in text.stdout and "verify-store --anchor" in text.stdout
+
+
+def test_the_rebuilt_row_is_the_row_ingest_writes(make_manifest: MakeManifest) -> None:
+    """``integrity.row_from_data`` mirrors ``records.run_row``: a change to one without
+    the other would make verify-store cry wolf (or go blind)."""
+    from storage.integrity import row_from_data
+    from storage.records import run_row
+
+    for i in range(20):
+        d = make_manifest(index=i)
+        if i % 3 == 0:
+            d["image"] = None
+            d["code"]["dirty"] = None
+        m = manifest_from_data(d)
+        sealed, sha, body = m.sealed_json()
+        want = run_row(sealed, sha, None, "now")
+        got = row_from_data(json.loads(body))
+        assert {k: want[k] for k in got} == got
+
+
+def test_negative_zero_and_whole_floats_are_not_edits(store_path: Path) -> None:
+    """Canonical JSON writes -0.0 as 0 and 1.0 as 1; the rows keep floats: not an edit."""
+    from tests.factories import realistic_manifest
+
+    d = realistic_manifest(7, history_steps=5)
+    name = next(iter(d["outputs"]["metric_history"]))
+    d["outputs"]["metric_history"][name][0][1] = -0.0
+    d["outputs"]["metric_history"][name][1][1] = 1.0
+    with RunStore(store_path) as s:
+        s.ingest(manifest_from_data(d))
+        assert s.verify().ok, s.verify().problems
