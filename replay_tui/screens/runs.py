@@ -348,19 +348,26 @@ class RunsScreen(AppScreen[None]):
             try:
                 st = Path(str(self.store_path) + suffix).stat()
             except OSError:
-                stamp += [-1, -1]
+                stamp += [0, 0]
                 continue
-            stamp += [st.st_size, st.st_mtime_ns]
+            # an empty log (made by a reader opening the store) holds no write
+            stamp += [st.st_size, st.st_mtime_ns] if st.st_size else [0, 0]
         return tuple(stamp)
 
     def _poll_store(self) -> None:
+        """Show the query again when the store changed, unless more than the first page
+        is paged in (a reload would throw the reader back to the top): then the next
+        return to this screen reloads it."""
         stamp = self._store_stamp()
         if stamp == self._stamp:
             return
+        if self.app.screen is not self or self._shown_generation < 0 or self._loading_more:
+            return
+        if self.table.row_count > FIRST_PAGE:
+            return
         self._stamp = stamp
-        if self.app.screen is self and self._shown_generation >= 0 and not self._loading_more:
-            self._restore = self.table.selected_run  # refresh where the cursor is
-            self._reload()
+        self._restore = self.table.selected_run  # refresh where the cursor is
+        self._reload()
 
     def action_open_run(self) -> None:
         run = self.table.selected_run
