@@ -22,6 +22,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,9 +90,37 @@ class Worktree:
     diff_applied: bool
 
     def remove(self) -> None:
-        _run(git_cmd(self.repo, "worktree", "remove", "--force", "--", str(self.path)))
-        shutil.rmtree(self.path, ignore_errors=True)
-        _run(git_cmd(self.repo, "worktree", "prune"))
+        with repo_lock(self.repo):
+            _run(git_cmd(self.repo, "worktree", "remove", "--force", "--", str(self.path)))
+            shutil.rmtree(self.path, ignore_errors=True)
+            _run(git_cmd(self.repo, "worktree", "prune"))
+
+
+@contextlib.contextmanager
+def repo_lock(repo: Path) -> Iterator[None]:
+    """One worktree change at a time per repository, across threads and processes.
+
+    Concurrent replays of runs from one repository (a drill fanned out to Slurm, bisect
+    probes in parallel) each add and remove a worktree; git serialises those through
+    lock files it does not wait on, so two at once can fail.  The lock file lives in the
+    temp folder, never in the user's repository.
+    """
+    import fcntl
+
+    key = hashlib.sha256(os.fsencode(repo.resolve())).hexdigest()[:16]
+    lock_path = Path(tempfile.gettempdir()) / f"replay-tui-git-{key}.lock"
+    with _thread_locks_guard:
+        tlock = _thread_locks.setdefault(key, threading.Lock())
+    with tlock, lock_path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
 
 
 def _has_commit(repo: Path, commit: str) -> bool:
@@ -168,10 +198,11 @@ def make_worktree(
 ) -> Worktree:
     """Check ``commit`` out into a new temporary folder (under ``base``) and apply the diff."""
     path = Path(tempfile.mkdtemp(prefix="replay-tui-wt-", dir=base))
-    proc = _run(
-        git_cmd(repo, "worktree", "add", "--detach", "--force", "--", str(path), commit),
-        text=True,
-    )
+    with repo_lock(repo):
+        proc = _run(
+            git_cmd(repo, "worktree", "add", "--detach", "--force", "--", str(path), commit),
+            text=True,
+        )
     if proc.returncode != 0:
         shutil.rmtree(path, ignore_errors=True)
         raise InfraError(f"git worktree add failed: {proc.stderr.strip()}")
