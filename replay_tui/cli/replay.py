@@ -10,7 +10,7 @@ import click
 from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
 from replay_tui.cli.slurm_flags import check_backend, slurm_flags
 from replay_tui.errors import BadInput
-from replay_tui.safety import memory_limit_arg
+from replay_tui.safety import escape_control, memory_limit_arg
 
 
 @click.command()
@@ -129,7 +129,7 @@ def replay(
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(report.text())
+        click.echo(escape_control(report.text(), keep_newlines=True))
     sys.exit(report.exit_code)
 
 
@@ -187,7 +187,7 @@ def compare_cmd(
     if as_json:
         echo_json(body)
     else:
-        click.echo(comparison_text(result))
+        click.echo(escape_control(comparison_text(result), keep_newlines=True))
     sys.exit(result.exit_code)
 
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 from replay_tui.evidence.gather import Evidence, ReplayEntry
 from replay_tui.gaps import Gap
+from replay_tui.safety import escape_control
 from storage.manifest import RunManifest
 
 State = Literal["same", "differs", "info"]
@@ -44,7 +45,7 @@ def _s(v: object) -> str:
         return "—"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    return str(v)
+    return escape_control(str(v))  # manifest strings: no terminal escapes in a report
 
 
 def _short(v: str | None, n: int = 16) -> str:
@@ -228,7 +229,7 @@ def markdown(ev: Evidence, exported_at: str) -> str:
         " offline; `sha256sum -c SHA256SUMS` checks the files alone.",
         "",
     ]
-    return "\n".join(lines)
+    return escape_control("\n".join(lines), keep_newlines=True)
 
 
 def _mark(state: State) -> str:
@@ -358,4 +359,4 @@ def html_page(ev: Evidence, exported_at: str) -> str:
         " <code>sha256sum -c SHA256SUMS</code> checks the files alone.</p>"
     )
     parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return escape_control("\n".join(parts), keep_newlines=True)
