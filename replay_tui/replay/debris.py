@@ -101,10 +101,10 @@ def sweep_scratch(
             shutil.rmtree(folder, ignore_errors=True)
             repo = owner.get("repo")
             if isinstance(repo, str) and Path(repo).is_dir():
-                subprocess.run(
-                    ["git", "-c", "core.hooksPath=/dev/null", "-C", repo, "worktree", "prune"],
-                    capture_output=True,
-                )
+                from replay_tui.replay.checkout import git_cmd, repo_lock
+
+                with repo_lock(Path(repo)):  # hooks and fsmonitor off, as every host git
+                    subprocess.run(git_cmd(Path(repo), "worktree", "prune"), capture_output=True)
             removed.append(folder)
             on_note(
                 f"removed {folder} left by a replay that was killed"
