@@ -11,9 +11,10 @@ except in three places, each fixed up here or handed to a slower exact path:
   every other double is already printed in the shortest round-trip form ECMAScript uses.
 - key order is by UTF-16 code units, orjson's by code points: they differ only when a
   character outside the Basic Multilingual Plane is present (a 4-byte UTF-8 sequence).
-- orjson writes NaN and infinities as ``null``; reading the output back and comparing it
-  with the input catches them (and any value that orjson writes but JSON cannot hold
-  exactly: tuples, enums, dataclasses, ...).
+- orjson writes NaN and infinities as ``null``, and writes some types JSON does not have
+  (enums, dataclasses, UUIDs, subclasses).  ``marshal`` accepts only the exact built-in
+  types and stores each double's bits, so one ``marshal.dumps`` (in C, faster than
+  reading the output back) rules out both.
 
 Anything not on the fast path (a top-level scalar, such a character, an out-of-range
 integer, a lone surrogate, a non-finite number, an unusual type) goes through
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import marshal
 import math
 import re
 import secrets
@@ -45,6 +47,10 @@ _EXPONENT = re.compile(rb"e[-+][0-9]")
 _NUMBER_CHARS = frozenset(b"0123456789.-+e")
 _NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:e[-+][0-9]+)?")
 _OUTSIDE_BMP = re.compile(rb"[\xf0-\xf4]")
+# A double in marshal's format: type code "g" (0xe7 with its reference flag), then 8
+# little-endian bytes; all exponent bits set means NaN or an infinity.  A match inside
+# other data only sends the value down the exact path.
+_NON_FINITE = re.compile(rb"[g\xe7].{6}[\xf0-\xff][\x7f\xff]", re.DOTALL)
 
 _MAX = 2**53
 _ENC = json.JSONEncoder(
@@ -75,11 +81,11 @@ def dumps(value: Any) -> bytes:
     if not out.isascii() and _OUTSIDE_BMP.search(out):
         return _dumps_walk(value)  # UTF-16 key order may differ from code-point order
     try:
-        same = orjson.loads(out) == value
-    except Exception:  # e.g. an array-like whose == is not a bool
-        same = False
-    if same is not True:
-        return _dumps_walk(value)  # a NaN/infinity written as null, a tuple, an enum...
+        packed = marshal.dumps(value)  # accepts only the exact built-in types
+    except ValueError:  # a subclass, an enum, a dataclass, a UUID...: orjson's own rules
+        return _dumps_walk(value)
+    if _NON_FINITE.search(packed):
+        return _dumps_walk(value)  # NaN or an infinity, which orjson writes as null
     return _fix_numbers(out)
 
 
