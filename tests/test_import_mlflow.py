@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from replay_tui.gaps import evaluate
+from replay_tui.replay.consent import run_origin
 from storage.manifest import config_hash
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -188,6 +189,9 @@ def test_import_sqlite_store_field_by_field(tracked: dict[str, Any], tmp_path: P
     assert "CONFIG_MISSING" not in codes and "IMAGE_NONE" not in codes
     assert m.tags == {"team": "vision"}
 
+    # the store remembers where the run came from
+    with RunStore(store) as s:
+        assert run_origin(s, m.run_id) == "import:mlflow"
     # shown like any other run
     runs = _cli(store, "runs", "--json")
     assert runs.returncode == 0 and by_source[tracked["ok"]]["run_id"] in runs.stdout

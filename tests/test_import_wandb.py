@@ -23,6 +23,7 @@ import pytest
 
 from replay_tui.gaps import evaluate
 from replay_tui.importers.wandb import RunFolder, WandbLogError, find_log, read_records
+from replay_tui.replay.consent import run_origin
 from storage.manifest import config_hash
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -158,6 +159,11 @@ def test_import_offline_runs_field_by_field(runs: dict[str, Any], tmp_path: Path
     assert {"IMAGE_NONE", "SEED_UNKNOWN", "IMPORTED_RUN", "CODE_DIRTY_DIFF_STORED"} <= codes
     assert "CONFIG_MISSING" not in codes and "PACKAGES_MISSING" not in codes
     assert m.tags == {"baseline": ""}
+    # the store remembers where the run came from; the local backend will not run it
+    with RunStore(store) as s:
+        assert run_origin(s, m.run_id) == "import:wandb"
+    local = _cli(store, "replay", m.run_id, "--backend", "local")
+    assert local.returncode == 2 and "import:wandb" in local.stderr, local.stderr[-2000:]
     # shown like any other run
     assert _cli(store, "gaps", m.run_id, "--json").returncode == 0
     stats = _cli(store, "stats", "--json")
