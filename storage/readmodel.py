@@ -91,8 +91,8 @@ def sli_facts(store: RunStore) -> SliFacts:
     members: dict[str, list[str]] = {}
     for orig, rep in q(
         f"SELECT r.original_run, r.replay_run FROM replays r {_OF_ORIGINAL}"
-        " JOIN runs p ON p.id = r.replay_run"
-        f" WHERE r.status = 'succeeded' AND {COUNTED} ORDER BY r.id"
+        " JOIN runs p ON p.id = r.replay_run"  # the replay's own command succeeded
+        f" WHERE p.status = 'succeeded' AND {COUNTED} ORDER BY r.id"
     ):
         ids = members.setdefault(str(orig), [str(orig)])
         if rep not in ids:

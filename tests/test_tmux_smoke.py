@@ -79,8 +79,8 @@ def terminal(fixed: FixedStore) -> Iterator[Terminal]:
 
 
 def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
-    text = terminal.wait_for(lambda s: "44 of 44 runs" in s)
-    assert "resnet50-imagenet-audit" in text
+    # wait for the end state (status and rows painted), never a frame in between
+    text = terminal.wait_for(lambda s: "44 of 44 runs" in s and "resnet50-imagenet-audit" in s)
     assert "DIVERGED" in text
     # the original's state from all its replays: latest completed verdict, 0 of 1 reproduced
     assert any("DIVERGED" in line and "0/1" in line for line in text.splitlines())
@@ -91,9 +91,19 @@ def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     terminal.keys("/")
     time.sleep(0.3)  # a person's pause between "/" and the word
     terminal.keys("-l", "whisper")
-    text = terminal.wait_for(lambda s: "search “whisper”" in s and " of " in s)
-    rows = [line for line in text.splitlines() if line.startswith(" 01")]
-    assert rows and all("whisper" in line for line in rows)
+
+    def whisper_rows(screen: str) -> list[str]:
+        return [line for line in screen.splitlines() if line.startswith(" 01")]
+
+    text = terminal.wait_for(
+        lambda s: (
+            "search “whisper”" in s
+            and " of " in s
+            and bool(whisper_rows(s))
+            and all("whisper" in line for line in whisper_rows(s))
+        )
+    )
+    assert whisper_rows(text)
 
     terminal.keys("Enter")  # leave the box for the table
     time.sleep(0.3)

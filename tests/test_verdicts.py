@@ -94,6 +94,7 @@ def test_a_cancelled_replay_leaves_verdict_sli_and_export_unchanged(
     assert stats.returncode == 0, stats.stderr
     got = json.loads(stats.stdout)
     assert got["reproducible_run_rate"]["value"] == 1.0
+    assert got["metric_variance"]["groups"] > 0  # completed replays feed the variances
     assert got["aborted_replay_rate"]["numerator"] == 2
     assert got["aborted_replay_rate"]["denominator"] == 5
 

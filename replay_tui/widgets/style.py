@@ -29,6 +29,9 @@ VERDICT_COLOUR = {
 SEVERITY_COLOUR = {"critical": "error", "warning": "warning", "info": "primary"}
 STATUS_COLOUR = {
     "succeeded": "success",
+    "completed": "success",
+    "cancelled": "warning",
+    "infra-error": "error",
     "failed": "error",
     "interrupted": "warning",
     "timed_out": "warning",
