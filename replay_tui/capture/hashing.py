@@ -11,7 +11,6 @@ import hashlib
 import mmap
 import multiprocessing
 import os
-import sqlite3
 import stat
 import sys
 import threading
@@ -22,6 +21,8 @@ from dataclasses import dataclass
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from types import TracebackType
 from typing import Literal, TypeAlias
+
+from storage.digestdb import DigestDB
 
 __all__ = [
     "TREE_HEADER",
@@ -409,25 +410,6 @@ def verify_path(path: StrPath, expected_sha256: str, *, cache: StatCache | None 
 
 # --------------------------------------------------------------------------- stat cache
 
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS file_digest (
-        path BLOB PRIMARY KEY,
-        size INTEGER NOT NULL,
-        mtime_ns INTEGER NOT NULL,
-        ctime_ns INTEGER NOT NULL,
-        inode INTEGER NOT NULL,
-        sha256 TEXT NOT NULL
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS tree_digest (
-        path BLOB PRIMARY KEY,
-        fingerprint TEXT NOT NULL,
-        sha256 TEXT NOT NULL,
-        size_bytes INTEGER NOT NULL,
-        file_count INTEGER NOT NULL
-    ) WITHOUT ROWID""",
-)
-_LOOKUP_BATCH = 500  # bound parameters per query (SQLite allows 32766 since 3.32)
-
 _TreeRecord: TypeAlias = tuple[bytes, str, TreeDigest, list[_StatKey]]
 
 
@@ -453,19 +435,11 @@ class StatCache:
     ) -> None:
         self.path = os.fspath(path)
         self._racy_ns = int(racy_window_s * 1e9)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(
-            self.path, timeout=timeout_s, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SCHEMA:
-            self._db.execute(statement)
+        self._db = DigestDB(self.path, timeout_s=timeout_s)
 
     def close(self) -> None:
         """Close the database connection."""
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def __enter__(self) -> StatCache:
         return self
@@ -495,16 +469,7 @@ class StatCache:
         return self._store([(_path_key(p), _stat_key(st), digest) for p, st, digest in items])
 
     def _lookup(self, keys: Sequence[bytes], stat_keys: Sequence[_StatKey]) -> list[str | None]:
-        rows: dict[bytes, tuple[_StatKey, str]] = {}
-        with self._lock:
-            for start in range(0, len(keys), _LOOKUP_BATCH):
-                batch = keys[start : start + _LOOKUP_BATCH]
-                query = (
-                    "SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM file_digest"
-                    f" WHERE path IN ({','.join('?' * len(batch))})"
-                )
-                for path, size, mtime, ctime, inode, digest in self._db.execute(query, batch):
-                    rows[path] = ((size, mtime, ctime, inode), digest)
+        rows = self._db.files(keys)
         out: list[str | None] = []
         for key, stat_key in zip(keys, stat_keys, strict=True):
             row = rows.get(key)
@@ -512,13 +477,8 @@ class StatCache:
         return out
 
     def _lookup_tree(self, root: bytes, fingerprint: str) -> TreeDigest | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT sha256, size_bytes, file_count FROM tree_digest"
-                " WHERE path = ? AND fingerprint = ?",
-                (root, fingerprint),
-            ).fetchone()
-        return None if row is None else TreeDigest(row[0], row[1], row[2])
+        row = self._db.tree(root, fingerprint)
+        return None if row is None else TreeDigest(*row)
 
     def _store(
         self, items: Sequence[tuple[bytes, _StatKey, str]], tree: _TreeRecord | None = None
@@ -530,24 +490,10 @@ class StatCache:
             tree = None
         if not rows and tree is None:
             return 0
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO file_digest"
-                    " (path, size, mtime_ns, ctime_ns, inode, sha256) VALUES (?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                if tree is not None:
-                    root, fingerprint, digest, _ = tree
-                    self._db.execute(
-                        "INSERT OR REPLACE INTO tree_digest"
-                        " (path, fingerprint, sha256, size_bytes, file_count)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (root, fingerprint, digest.sha256, digest.size_bytes, digest.file_count),
-                    )
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        self._db.put(
+            rows,
+            None
+            if tree is None
+            else (tree[0], tree[1], tree[2].sha256, tree[2].size_bytes, tree[2].file_count),
+        )
         return len(rows)
