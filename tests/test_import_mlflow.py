@@ -249,3 +249,54 @@ def test_bad_sources_leave_the_store_unchanged(tracked: dict[str, Any], tmp_path
     assert not (tmp_path / "missing.db").exists()  # not created by the client either
     js = _cli(store, "import", "mlflow", "http://127.0.0.1:9/", "--json")
     assert js.returncode == 3 and json.loads(js.stdout)["exit_code"] == 3
+
+
+def test_import_through_a_tracking_server(tracked: dict[str, Any], tmp_path: Path) -> None:
+    """The same store served by a real ``mlflow server`` on 127.0.0.1 imports the same."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    exe = Path(sys.executable).parent / "mlflow"
+    cmd = [str(exe), "server", "--backend-store-uri", tracked["db"], "--host", "127.0.0.1"]
+    server = subprocess.Popen(
+        [*cmd, "--port", str(port), "--workers", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(),
+        start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240  # a busy machine: wait for the end state
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None, "mlflow server exited"
+            assert time.monotonic() < deadline, "mlflow server did not answer /health"
+            time.sleep(1)
+        store = tmp_path / "runs.db"
+        proc = _cli(store, "import", "mlflow", uri, "--run-id", tracked["ok"], "--json")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (row,) = json.loads(proc.stdout)["runs"]
+        with RunStore(store) as s:
+            m = s.manifest(row["run_id"])
+        assert m.source is not None and m.source.uri == uri
+        assert m.config == {"lr": 0.05, "steps": 6, "optimizer": "sgd", "note": "007"}
+        assert len(m.outputs.metric_history["loss"]) == 6
+        assert m.code.commit == tracked["commit"]
+        # the same source run as through sqlite: the same id, so never stored twice
+        sq = _cli(store, "import", "mlflow", tracked["db"], "--run-id", tracked["ok"], "--json")
+        (again,) = json.loads(sq.stdout)["runs"]
+        assert (again["run_id"], again["status"]) == (row["run_id"], "already")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
