@@ -1,31 +1,23 @@
-"""Plain-text rendering for the CLI (the TUI has its own widgets)."""
+"""The CLI's text for runs, manifests, gaps and drills (comparisons:
+``replay_tui.compare.render``; shared formatters: ``replay_tui.textfmt``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
+from replay_tui.textfmt import cut, duration, gap_lines, short, table
 from replay_tui.verdicts import Reproduction
 from storage.manifest import RunManifest
 from storage.records import RunRecord
 
+if TYPE_CHECKING:
+    from replay_tui.drill import DrillReport
 
-def cut(value: str, n: int | None) -> str:
-    """``value`` in at most ``n`` characters; a cut value ends in an ellipsis (None: whole)."""
-    if n is None or len(value) <= n:
-        return value
-    return value[: max(0, n - 1)] + "…"
-
-
-def short(value: str | None, n: int = 12) -> str:
-    if not value:
-        return "-"
-    if value.startswith("sha256:"):
-        value = value[7:]
-    return value[:n]
+__all__ = ["cut", "duration", "short", "table"]  # re-exported from replay_tui.textfmt
 
 
 def image_short(ref: str | None, digest: str | None) -> str:
@@ -36,33 +28,10 @@ def image_short(ref: str | None, digest: str | None) -> str:
     return "-"
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    if m < 60:
-        return f"{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
-
-
 def gap_badge(rec: RunRecord) -> str:
     if rec.gaps is None:
         return "-"
     return f"{rec.gaps.critical}c/{rec.gaps.warning}w/{rec.gaps.info}i"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    rows = [[escape_control(c) for c in r] for r in rows]  # cells hold manifest strings
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    return "\n".join(lines)
 
 
 RUN_COLUMNS = ("ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATUS", "VERDICT")
@@ -121,12 +90,7 @@ def runs_table(
 def gaps_text(gaps: Sequence[Gap]) -> str:
     if not gaps:
         return "no provenance gaps"
-    lines = []
-    for g in gaps:
-        lines.append(f"[{g.severity.upper():8}] {g.code}  ({g.field})")
-        lines.append(f"           {g.message}")
-        lines.append(f"           fix: {g.remediation}")
-    return escape_control("\n".join(lines), keep_newlines=True)
+    return "\n".join(gap_lines(gaps))
 
 
 def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
@@ -209,3 +173,29 @@ def manifest_text(
         )
     lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
     return escape_control("\n".join(lines), keep_newlines=True)  # manifest strings: untrusted
+
+
+def drill_table(rep: DrillReport) -> str:
+    """A drill's runs, one row each, and its one-line outcome."""
+    rows = [
+        [
+            short(i.run_id, 13),
+            cut(i.name or "-", 24),
+            i.status.replace("_", " "),
+            i.verdict or "-",
+            short(i.replay_run, 13),
+            duration(i.duration_s),
+            cut(i.reason or "", 60),
+        ]
+        for i in rep.items
+    ]
+    seed_note = f", seed {rep.seed}" if rep.seed is not None else ""
+    lines = [
+        table(["RUN", "NAME", "RESULT", "VERDICT", "REPLAY", "TIME", "REASON"], rows),
+        f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
+        f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
+        f" candidate run(s)) => {'PASSED' if rep.passed else 'FAILED'}",
+    ]
+    if rep.ledger_head:
+        lines.append(f"ledger head {rep.ledger_head} (keep it: verify-store --anchor)")
+    return "\n".join(lines)

@@ -235,29 +235,7 @@ def drill(
     if as_json:
         echo_json(rep.to_dict())
     else:
-        rows = [
-            [
-                i.run_id[:13],
-                (i.name or "-")[:24],
-                i.status.replace("_", " "),
-                i.verdict or "-",
-                (i.replay_run or "-")[:13],
-                render.duration(i.duration_s),
-                (i.reason or "")[:60],
-            ]
-            for i in rep.items
-        ]
-        click.echo(
-            render.table(["RUN", "NAME", "RESULT", "VERDICT", "REPLAY", "TIME", "REASON"], rows)
-        )
-        seed_note = f", seed {rep.seed}" if rep.seed is not None else ""
-        click.echo(
-            f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
-            f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
-            f" candidate run(s)) => {'PASSED' if rep.passed else 'FAILED'}"
-        )
-        if rep.ledger_head:
-            click.echo(f"ledger head {rep.ledger_head} (keep it: verify-store --anchor)")
+        click.echo(render.drill_table(rep))
     sys.exit(rep.exit_code)
 
 

@@ -15,6 +15,7 @@ from replay_tui.compare.artifacts import ArtifactDiff
 from replay_tui.compare.environment import CLASS_ORDER, CLASS_TITLES, EnvironmentDiff, EnvRow
 from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.verdict import TOLERANCE_RULE, Comparison
+from replay_tui.textfmt import gap_lines, short, table
 
 ARTIFACT_MARKS: dict[str, str] = {
     "match": "==",
@@ -39,15 +40,9 @@ _EXPECTED_SHOWN = 12
 _TENSORS_SHOWN = 10
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        return indent + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-    return "\n".join([line(headers), *(line(r) for r in rows)])
+def table_(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    """A report section's table, indented under its heading."""
+    return table(headers, rows, indent=indent)
 
 
 def num(x: float | str | None) -> str:
@@ -61,10 +56,6 @@ def num(x: float | str | None) -> str:
 def exact(x: float | None) -> str:
     """Shortest text that round-trips, so two values that differ never print alike."""
     return "-" if x is None else repr(x)
-
-
-def short_hash(h: str | None, n: int = 12) -> str:
-    return "-" if not h else h.removeprefix("sha256:")[:n]
 
 
 def value(v: Any, present: bool = True, width: int = _VALUE_WIDTH) -> str:
@@ -149,8 +140,8 @@ def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
             artifact_mark(x),
             x.path,
             x.kind_a or x.kind_b or "-",
-            short_hash(x.sha256_a),
-            short_hash(x.sha256_b),
+            short(x.sha256_a),
+            short(x.sha256_b),
             "-" if x.size_a is None else str(x.size_a),
             "-" if x.size_b is None else str(x.size_b),
             (x.checkpoint or x.status).replace("_", " "),
@@ -159,7 +150,7 @@ def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
     ]
     out = [f"── artifacts ({len(arts)}: {summary})"]
     out.append(
-        table(["", "PATH", "KIND", "SHA256 A", "SHA256 B", "SIZE A", "SIZE B", "STATUS"], rows)
+        table_(["", "PATH", "KIND", "SHA256 A", "SHA256 B", "SIZE A", "SIZE B", "STATUS"], rows)
     )
     for x in arts:
         if x.error:
@@ -198,7 +189,7 @@ def checkpoint_text(x: ArtifactDiff) -> list[str]:
         ]
         out.append("  worst tensors:")
         out.append(
-            table(
+            table_(
                 ["TENSOR", "STATUS", "DTYPE", "SHAPE", "MAX ABS", "REL L2", "UNEQUAL", "IN TOL"],
                 rows,
                 indent="    ",
@@ -235,7 +226,7 @@ def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
     ]
     out = ["── metrics (final values; history aligned by step)"]
     out.append(
-        table(
+        table_(
             [
                 "",
                 "METRIC",
@@ -278,7 +269,7 @@ def environment_text(env: EnvironmentDiff) -> list[str]:
         out.append(f"  {CLASS_TITLES[cls]}:")
         shown: Sequence[EnvRow] = rows[:_EXPECTED_SHOWN] if cls == "expected" else rows
         out.append(
-            table(
+            table_(
                 ["FIELD", "A", "B"],
                 [[r.path, *value_pair(r.a, r.b, r.present_a, r.present_b)] for r in shown],
                 indent="    ",
@@ -302,9 +293,7 @@ def gaps_text(c: Comparison) -> list[str]:
     out = [head]
     if not c.gaps:
         out.append("  none: nothing recorded explains a difference between these two runs")
-    for g in c.gaps:
-        out.append(f"  [{g.severity.upper():8}] {g.code}  ({g.field})")
-        out.append(f"             {g.message}")
+    out.extend(gap_lines(c.gaps, indent="  ", fix=False))
     return out
 
 

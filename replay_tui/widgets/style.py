@@ -13,8 +13,8 @@ from rich.text import Text
 from textual.app import App
 from textual.color import Color
 
-from replay_tui.render import duration as duration
-from replay_tui.render import short as short
+from replay_tui.textfmt import duration as duration
+from replay_tui.textfmt import short as short
 
 VERDICT_COLOUR = {
     "IDENTICAL": "success",

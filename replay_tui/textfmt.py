@@ -1,0 +1,68 @@
+"""Formatters every text face shares: the CLI's tables and reports, the TUI's widgets,
+the evidence report.  Neutral: no Textual, no click, no domain logic.
+
+The CLI's text lives in ``replay_tui.render`` (runs, manifests, gaps, drills) and
+``replay_tui.compare.render`` (comparisons); both build on these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from replay_tui.safety import escape_control
+
+if TYPE_CHECKING:
+    from replay_tui.gaps import Gap
+
+
+def cut(value: str, n: int | None) -> str:
+    """``value`` in at most ``n`` characters; a cut value ends in an ellipsis (None: whole)."""
+    if n is None or len(value) <= n:
+        return value
+    return value[: max(0, n - 1)] + "…"
+
+
+def short(value: str | None, n: int = 12) -> str:
+    """The first ``n`` characters of an id, commit or digest (``sha256:`` dropped)."""
+    if not value:
+        return "-"
+    return value.removeprefix("sha256:")[:n]
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> str:
+    """Left-aligned columns two spaces apart; cells are escaped (they hold manifest
+    strings, which may carry terminal control sequences)."""
+    cells = [[escape_control(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in cells:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+
+    def line(row: Sequence[str]) -> str:
+        return indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in cells)])
+
+
+def gap_lines(gaps: Sequence[Gap], *, indent: str = "", fix: bool = True) -> list[str]:
+    """Each gap as ``[SEVERITY] CODE (field)``, its message and (``fix``) remediation."""
+    pad = indent + " " * 11
+    out: list[str] = []
+    for g in gaps:
+        out.append(f"{indent}[{g.severity.upper():8}] {g.code}  ({g.field})")
+        out.append(f"{pad}{g.message}")
+        if fix:
+            out.append(f"{pad}fix: {g.remediation}")
+    return [escape_control(line) for line in out]
