@@ -580,12 +580,16 @@ def collect_outputs(
     metrics_file: str | None,
     series: MetricSeries,
     succeeded: bool,
+    before: stale.Before | None = None,
 ) -> Collected:
-    """Read the handoff, hash the outputs (never following a link), merge the metrics
-    file into ``series``, and read the log."""
+    """Read the handoff, hash the outputs (never following a link, never claiming a file
+    the run did not write: ``before`` is ``stale.snapshot`` taken just before the run),
+    merge the metrics file into ``series``, and read the log."""
     inside = read_inside(handoff)
     refused: list[str] = list(inside.get("problems") or [])
     artifacts = artifact_entries(cwd, patterns, inside.get("artifacts") or [], refused)
+    if before is not None:
+        stale.mark_stale(cwd, artifacts, refused, before)
     if metrics_file:
         series.merge(read_metrics_file(cwd / metrics_file))
     log_bytes = log_path.read_bytes() if log_path.exists() else b""
@@ -817,8 +821,8 @@ def record(
             metrics_file=opts.metrics_file,
             series=series,
             succeeded=result.status == "succeeded",
+            before=before,
         )
-        stale.mark_stale(opts.cwd, out.artifacts, out.refused, before)
         for why in out.refused:  # said on stderr; a refused artifact is also a gap
             (on_line or (lambda _: None))(f"replay-tui: refused: {why}")
         blobs: dict[str, tuple[str, bytes]] = {}

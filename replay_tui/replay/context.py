@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from replay_tui.capture.launcher import ExecResult, Executor
 from replay_tui.capture.metrics import MetricSeries
 from replay_tui.capture.probes import PythonEnv
+from replay_tui.capture.stale import Before
 from replay_tui.replay.checkout import Worktree
 from replay_tui.replay.debris import Claim
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan
@@ -87,6 +88,7 @@ class ReplayContext:
     forced_data: bool = False
     placed_data: set[str] = field(default_factory=set)  # data paths placed in the checkout
     cwd: Path | None = None
+    stale_before: Before | None = None  # the output folders before the run
     prepared: Prepared | None = None
     result: ExecResult | None = None
     series: MetricSeries = field(default_factory=MetricSeries)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replay_tui.capture import probes
+from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import parse_argv
 from replay_tui.capture.hashing import StatCache, hash_path
 from replay_tui.capture.launcher import (
@@ -385,6 +385,9 @@ def stage_place(ctx: ReplayContext) -> None:
         if out.is_symlink() or (out.exists() and not out.is_dir()):
             raise BadInput(f"output folder {out_dir!r} is not a folder in the checkout")
         out.mkdir(parents=True, exist_ok=True)
+    # What the checkout already holds where outputs go (files the commit tracks there):
+    # never claimed as the replay's outputs.
+    ctx.stale_before = stale.snapshot(cwd, _output_patterns(plan.original))
 
 
 def _clear(path: Path) -> None:
@@ -393,6 +396,14 @@ def _clear(path: Path) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+
+
+def _output_patterns(m: RunManifest) -> list[str]:
+    """The recorded artifacts' paths and the recording's artifact globs."""
+    patterns = [a.path for a in m.outputs.artifacts]
+    if m.capture:
+        patterns += [g for g in m.capture.artifact_globs if g not in patterns]
+    return patterns
 
 
 def stage_pull(ctx: ReplayContext) -> None:
@@ -442,17 +453,15 @@ def stage_hash(ctx: ReplayContext) -> None:
     assert ctx.handoff is not None and ctx.log_path is not None and ctx.prepared is not None
     result, cwd, log_path = ctx.result, ctx.cwd, ctx.log_path
     ctx.emit("hash", "start")
-    patterns = [a.path for a in m.outputs.artifacts]
-    if m.capture:
-        patterns += [g for g in m.capture.artifact_globs if g not in patterns]
     out = collect_outputs(
         cwd,
-        patterns,
+        _output_patterns(m),
         ctx.handoff,
         log_path,
         metrics_file=m.capture.metrics_file if m.capture else None,
         series=ctx.series,
         succeeded=result.status == "succeeded",
+        before=ctx.stale_before,
     )
     for why in out.refused:
         ctx.emit("hash", "note", f"refused: {why}")
