@@ -179,7 +179,7 @@ def test_import_sqlite_store_field_by_field(tracked: dict[str, Any], tmp_path: P
     assert mf.outputs.artifacts == []
     # the script as MLflow saw it (relative to the repository): a command a checkout runs
     assert run.data.tags["mlflow.source.name"] == "train.py"
-    assert m.argv == ["python", "train.py"]
+    assert m.argv == ["python3", "train.py"]
     # nothing guessed: what MLflow did not record is None and raises its gap
     assert m.randomness.seed is None and m.environment.packages is None
     assert m.hardware.cpu_model is None and m.environment.hostname is None and m.data == []

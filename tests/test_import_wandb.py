@@ -118,7 +118,7 @@ def test_import_offline_runs_field_by_field(runs: dict[str, Any], tmp_path: Path
     assert m.config_hash == config_hash(m.config)
     assert m.config_source is not None and m.config_source.source == "tracker"
     assert m.config_source.argv == {"lr": 0.05, "steps": 5}
-    assert m.argv == ["python", "train.py", "--lr", "0.05", "--steps", "5"]
+    assert m.argv == ["python3", "train.py", "--lr", "0.05", "--steps", "5"]
     # every history step, and the summary
     assert [p[0] for p in m.outputs.metric_history["loss"]] == [0, 1, 2, 3, 4]
     halves = [round(v, 9) for _, v in m.outputs.metric_history["half"]]

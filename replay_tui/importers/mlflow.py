@@ -318,8 +318,9 @@ def _argv(tags: dict[str, str], params: dict[str, str]) -> list[str]:
     """The command, where MLflow recorded one that runs from a checkout.
 
     An MLflow Project run is re-run with ``mlflow run . -e ENTRY -P k=v``; a local
-    script is ``python SCRIPT`` when its path is relative.  An absolute path names a
-    file on the recording host, not in the commit: no command is recorded then.
+    script is ``python3 SCRIPT`` (the name hosts and images share) when its path is
+    relative.  An absolute path names a file on the recording host, not in the commit:
+    no command is recorded then.
     """
     entry = tags.get("mlflow.project.entryPoint")
     if entry:
@@ -330,5 +331,5 @@ def _argv(tags: dict[str, str], params: dict[str, str]) -> list[str]:
     source = tags.get("mlflow.source.name") or ""
     local = tags.get("mlflow.source.type", "LOCAL") == "LOCAL"
     if local and source.endswith(".py") and not os.path.isabs(source):
-        return ["python", source]
+        return ["python3", source]
     return []

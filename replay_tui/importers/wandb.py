@@ -274,7 +274,7 @@ class WandbImporter:
         git = rf.env("git") or (r.git if r.HasField("git") else None)
         program = rf.env("code_path") or rf.env("code_path_local") or ""
         args = [str(a) for a in (rf.env("args") or [])]
-        argv = ["python", program, *args] if program.endswith(".py") else []
+        argv = ["python3", program, *args] if program.endswith(".py") else []
         config, source = merge_config(
             {k: v for k, v in rf.config.items() if label_ok(k)}, parse_argv(argv)
         )
