@@ -296,7 +296,22 @@ class DockerExecutor:
         code = -1
         pump = None
         try:
-            container.start()
+            try:
+                container.start()
+            except docker.errors.APIError as e:
+                # The recorded command cannot start in the recorded image (no such
+                # executable, a bad working folder): the run failed, as a shell says 127.
+                why = (e.explanation or str(e)).strip()[:300]
+                spec.log_path.write_text(f"cannot start {spec.argv[0]!r} in the image: {why}\n")
+                on_line(f"cannot start {spec.argv[0]!r} in the image: {why}")
+                return ExecResult(
+                    127,
+                    "failed",
+                    started,
+                    utc_now(),
+                    time.monotonic() - t0,
+                    f"cannot start {spec.argv[0]!r} in the image: {why}",
+                )
             pump = threading.Thread(
                 target=_pump_logs, args=(container, spec.log_path, on_line), daemon=True
             )
