@@ -77,6 +77,7 @@ class ReplayOutcome:
     replay_fact_id: int | None
     duration_s: float
     status: str = "completed"  # replay_tui.verdicts: completed / cancelled / interrupted ...
+    comparison_id: int | None = None  # the stored comparison of original and replay
 
 
 def _noop(_: ReplayEvent) -> None:
@@ -575,7 +576,7 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
         ctx.emit("replay", "failed", host_fault)
     code = verdict_exit_code(status, verdict)
     t = time.monotonic() - ctx.t0
-    return ReplayOutcome(m, rm, verdict, body, code, reason, fid, t, status)
+    return ReplayOutcome(m, rm, verdict, body, code, reason, fid, t, status, cid)
 
 
 def compare_and_store(

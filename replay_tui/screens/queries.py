@@ -267,20 +267,16 @@ def replay(
     report = replay_many(
         store, run_id, options, times=times, on_event=on_event, should_cancel=should_cancel
     )
-    by_run = {r["replay_run"]: r for r in store.replays_of(report.original_id)}
-    results = []
-    for o in report.outcomes:
-        rid = o.replay.run_id if o.replay else None
-        fact = by_run.get(rid) if rid else None
-        results.append(
-            ReplayResult(
-                replay_run=rid,
-                verdict=o.verdict,
-                reason=o.reason,
-                comparison_id=fact.get("comparison_id") if fact else None,
-                status=o.status,
-            )
+    results = [
+        ReplayResult(
+            replay_run=o.replay.run_id if o.replay else None,
+            verdict=o.verdict,
+            reason=o.reason,
+            comparison_id=o.comparison_id,  # carried by the outcome: no re-query
+            status=o.status,
         )
+        for o in report.outcomes
+    ]
     return ReplaySummary(
         original_id=report.original_id,
         results=results,
