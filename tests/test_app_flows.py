@@ -36,8 +36,8 @@ from replay_tui.widgets.plot import LinePlot
 from replay_tui.widgets.status import StatusLine
 from storage.manifest import manifest_from_data
 from storage.store import RunQuery, RunStore
+from tests.app_support import FixedStore, build_fixed_store, cli_env, record_real_run, settle
 from tests.factories import realistic_manifest
-from tests.test_app_support import FixedStore, build_fixed_store, cli_env, record_real_run
 
 SIZE = (120, 36)
 
@@ -55,14 +55,6 @@ def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
     return build_fixed_store(tmp_path_factory.mktemp("fixed"))
-
-
-async def settle(pilot: Pilot[None], rounds: int = 3) -> None:
-    """Let every worker finish and every message land."""
-    for _ in range(rounds):
-        await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 async def wait_until(

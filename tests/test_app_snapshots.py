@@ -26,7 +26,7 @@ from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.screens.modals import ErrorModal
 from replay_tui.screens.replay import ReplayScreen
-from tests.test_app_support import FixedStore, build_fixed_store
+from tests.app_support import FixedStore, build_fixed_store, settle
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
 SnapCompare = Callable[..., bool]
@@ -42,13 +42,6 @@ def make_app(fixed: FixedStore) -> ReplayApp:
     app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
     app.sub_title = "store.db"  # the temporary path changes from run to run
     return app
-
-
-async def settle(pilot: Pilot[Any]) -> None:
-    for _ in range(3):
-        await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
 
 
 def then(*steps: Step) -> Step:

@@ -17,8 +17,8 @@ from replay_tui.messages import OpenRun
 from replay_tui.screens.run_detail import RunDetailScreen
 from replay_tui.screens.runs import RunsScreen
 from storage.store import RunStore
+from tests.app_support import FixedStore, build_fixed_store
 from tests.test_app_flows import runs_screen, settle, sync, wait_until
-from tests.test_app_support import FixedStore, build_fixed_store
 from tests.training import cli_env, git
 
 
@@ -180,7 +180,7 @@ async def test_fields_tab_count_agrees_with_the_rows_only_differences_shows(
 
 @sync
 async def test_screenshot_saves_beside_the_store_and_says_where(tmp_path: Path) -> None:
-    from tests.test_app_support import build_fixed_store as build
+    from tests.app_support import build_fixed_store as build
 
     fixed = build(tmp_path / "shots")
     app = ReplayApp(fixed.path)
@@ -310,7 +310,7 @@ async def test_runs_list_refreshes_when_another_process_writes(
 @sync
 async def test_export_from_the_palette_writes_a_bundle_and_says_where(tmp_path: Path) -> None:
     from replay_tui.evidence.verify import verify_bundle
-    from tests.test_app_support import build_fixed_store as build
+    from tests.app_support import build_fixed_store as build
 
     fixed = build(tmp_path / "export")
     app = ReplayApp(fixed.path)

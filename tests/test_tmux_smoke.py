@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_app_support import FixedStore, build_fixed_store, cli_env
+from tests.app_support import FixedStore, build_fixed_store, cli_env
 
 
 def tmux(*args: str) -> str:

@@ -194,7 +194,7 @@ def replay_many(
         times_left = times
     for i in range(times_left):
         if times > 1:
-            emit(ReplayEvent("replay", "note", f"replica {i + 1} of {times}"))
+            emit(ReplayEvent("replica", "start", f"replica {i + 1} of {times}"))
         report.outcomes.append(
             replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
         )

@@ -368,7 +368,6 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             table.add_column(label, key=key)
         within = 0
         for m in metrics:
-            status = str(m.get("status", ""))
             timing = bool(m.get("timing"))
             ok: bool | None = None if timing else bool(m.get("within_tol", False))
             within += bool(ok)
@@ -388,8 +387,6 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 ),
                 key=str(m.get("name")),
             )
-            if status == "incomplete":
-                pass
         if not metrics:
             table.add_row(
                 "", Text("no metrics on either side", style=palette.muted), "", "", "", "", "", ""

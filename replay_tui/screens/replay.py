@@ -232,7 +232,7 @@ class ReplayScreen(AppScreen[None]):
         if ev.state == "log":
             log.write_line(ev.message)
             return
-        if ev.stage == "replay" and ev.state == "note" and ev.message.startswith("replica"):
+        if ev.stage == "replica":  # a new replica begins: the board starts over
             self.board.reset()
             self._replica = ev.message
             self.query_one("#replica", Static).update(ev.message)

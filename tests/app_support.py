@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from textual.pilot import Pilot
 
 from replay_tui.gaps import gap_counts
 from storage import ledger
@@ -333,3 +334,11 @@ def record_real_run(root: Path, *extra: str) -> tuple[Path, str]:
     import json
 
     return store, str(json.loads(done.stdout)["run_id"])
+
+
+async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
+    """Let every worker finish and every message land."""
+    for _ in range(rounds):
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
