@@ -479,7 +479,11 @@ def stage_hash(ctx: ReplayContext) -> None:
     outside = Outside(
         git=g,
         python=ctx.backend.python_env(ctx),
-        gpus=probes.probe_gpus() if plan.use_gpus else probes.GpuProbe(),
+        # GPUs seen by this host; a scheduler's GPUs are on another machine, which this
+        # host cannot probe: recorded as unknown (a gap) rather than as this host's.
+        gpus=probes.probe_gpus()
+        if plan.use_gpus and not getattr(ctx.backend, "gpus_from_scheduler", False)
+        else probes.GpuProbe(),
         data=ctx.verified_data,
         locations=[],
         env=plan.env,
