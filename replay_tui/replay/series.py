@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from replay_tui.compare.distance import metric_gap, weight_rel_l2
 from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome, replay_run
@@ -102,40 +103,6 @@ class ReplayReport:
         return "\n".join(lines)
 
 
-def _metric_gap(a: RunManifest, b: RunManifest) -> float:
-    gap = 0.0
-    for name in set(a.outputs.metrics) & set(b.outputs.metrics):
-        gap = max(gap, abs(a.outputs.metrics[name] - b.outputs.metrics[name]))
-    for name in set(a.outputs.metric_history) & set(b.outputs.metric_history):
-        hb = dict(b.outputs.metric_history[name])
-        for step, v in a.outputs.metric_history[name]:
-            if step in hb:
-                gap = max(gap, abs(v - hb[step]))
-    return gap
-
-
-def _weight_l2(a: RunManifest, b: RunManifest, objects: ObjectStore) -> float:
-    worst = 0.0
-    arts_b = {x.path: x for x in b.outputs.artifacts}
-    for x in a.outputs.artifacts:
-        y = arts_b.get(x.path)
-        if x.kind != "checkpoint" or y is None or not x.sha256 or not y.sha256:
-            continue
-        if x.sha256 == y.sha256 or (x.tensor_sha256 and x.tensor_sha256 == y.tensor_sha256):
-            continue
-        pa, pb = objects.get(x.sha256), objects.get(y.sha256)
-        if pa is None or pb is None:
-            continue
-        from replay_tui.compare.tensors import compare_checkpoints
-
-        diff = compare_checkpoints(pa, pb).to_dict()
-        for t in diff.get("tensors", []):
-            v = t.get("rel_l2")
-            if isinstance(v, int | float):
-                worst = max(worst, float(v))
-    return worst
-
-
 def noise_floor(replicas: list[RunManifest], objects: ObjectStore) -> dict[str, Any]:
     groups: dict[tuple[str | None, ...], int] = {}
     for r in replicas:
@@ -144,8 +111,8 @@ def noise_floor(replicas: list[RunManifest], objects: ObjectStore) -> dict[str, 
     gap = 0.0
     l2 = 0.0
     for a, b in itertools.combinations(replicas, 2):
-        gap = max(gap, _metric_gap(a, b))
-        l2 = max(l2, _weight_l2(a, b, objects))
+        gap = max(gap, metric_gap(a, b))
+        l2 = max(l2, weight_rel_l2(a, b, objects))
     return {
         "replicas": len(replicas),
         "max_metric_gap": gap,
