@@ -13,7 +13,10 @@ if [ "${REPLAY_TUI_NO_SLURM:-0}" != "1" ]; then
   bash scripts/slurm-env.sh >&2
 fi
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff"; ruff check . && ruff format --check .
+# One command per line: under set -e a failure inside an && list would not stop the run.
+echo "== ruff"
+ruff check .
+ruff format --check .
 echo "== mypy"; mypy
 echo "== import contracts"; lint-imports
 echo "== pytest"; pytest -q -p no:cacheprovider "$@"

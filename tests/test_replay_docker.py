@@ -239,7 +239,9 @@ def _slow_repo(repo: Path, body: str) -> None:
     git(repo, "commit", "-q", "-m", "slow")
 
 
-def test_timeout_is_recorded_as_an_aborted_replay(store: Path, repo: Path, train_image: str) -> None:
+def test_timeout_is_recorded_as_an_aborted_replay(
+    store: Path, repo: Path, train_image: str
+) -> None:
     _slow_repo(repo, "import time\nprint('working', flush=True)\ntime.sleep(4)\n")
     rid = record_in(store, repo, train_image, "slow.py")
     code, rep, err = replay(store, rid, "--timeout", "1")
