@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -151,15 +150,6 @@ def _has_run(store: RunStore, run_id: str) -> bool:
     return readmodel.has_manifest(store, run_id)
 
 
-def _ingest_kwargs(store: RunStore, tracker: str) -> dict[str, Any]:
-    """``origin="import:<tracker>"`` when the store can record where a run came from."""
-    try:
-        params = inspect.signature(store.ingest_many).parameters
-    except (TypeError, ValueError):
-        return {}
-    return {"origin": f"import:{tracker}"} if "origin" in params else {}
-
-
 def import_runs(store: RunStore, importer: Importer, source: str, **filters: Any) -> list[Outcome]:
     """Read every source run ``source`` and ``filters`` name, then store the new ones.
 
@@ -213,7 +203,7 @@ def import_runs(store: RunStore, importer: Importer, source: str, **filters: Any
                     raise BadInput(
                         f"cannot keep artifact {path.name} of {run.label}: {e}"
                     ) from None
-        store.ingest_many(items, **_ingest_kwargs(store, importer.name))
+        store.ingest_many(items, origin=f"import:{importer.name}")  # foreign: never run unasked
     return outcomes
 
 
