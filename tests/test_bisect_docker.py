@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
-from tests.training import QUICK, git, make_repo, replay_tui
+from tests.training import QUICK, git, make_repo, record_in_image, replay_tui
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -94,29 +94,9 @@ def build_and_push(tmp: Path, repository: str, extra: str = "") -> str:
 
 
 def record(store: Path, repo: Path, image: str, *script: str) -> str:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--seed",
-        "1",
-        "--image",
-        image,
-        "--artifact",
-        "out/*",
-        "--data",
-        "data/train.npz",
-        "--",
-        "python3",
-        "train_mlp.py",
-        "--data",
-        "data/train.npz",
-        *QUICK,
-        *script,
-        cwd=repo,
+    return record_in_image(
+        store, repo, image, "train_mlp.py", "--data", "data/train.npz", *QUICK, *script
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return str(json.loads(proc.stdout)["run_id"])
 
 
 def harmless_code_edit(repo: Path) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from storage.store import RunStore
 from tests.training import QUICK, make_repo, replay_tui, write_data
+from tests.training import record_in_image as record_in
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -62,31 +63,6 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return tmp_path / "store" / "runs.db"
-
-
-def record_in(
-    store: Path, repo: Path, image: str, *script: str, extra: tuple[str, ...] = ()
-) -> str:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--seed",
-        "1",
-        "--image",
-        image,
-        "--artifact",
-        "out/*",
-        "--data",
-        "data/train.npz",
-        *extra,
-        "--",
-        "python3",
-        *script,
-        cwd=repo,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return str(json.loads(proc.stdout)["run_id"])
 
 
 def replay(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:

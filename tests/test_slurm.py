@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
-from tests.training import QUICK, cli_env, git, make_repo, replay_tui
+from tests.training import QUICK, cli_env, git, make_repo, record_in_image, replay_tui
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker, pytest.mark.slow]
 
@@ -67,26 +67,7 @@ def cluster() -> str:
     return image
 
 
-def record(store: Path, repo: Path, image: str, *script: str) -> str:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--seed",
-        "1",
-        "--image",
-        image,
-        "--artifact",
-        "out/*",
-        "--data",
-        "data/train.npz",
-        "--",
-        "python3",
-        *script,
-        cwd=repo,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return str(json.loads(proc.stdout)["run_id"])
+record = record_in_image
 
 
 # The recording saw a leftover out/fast file (the test puts it there); a replay's fresh

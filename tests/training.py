@@ -100,3 +100,30 @@ def record_example(
     out["_returncode"] = proc.returncode
     out["_stderr"] = proc.stderr
     return out
+
+
+def record_in_image(
+    store: Path, repo: Path, image: str, *script: str, extra: tuple[str, ...] = ()
+) -> str:
+    """Record ``python3 SCRIPT...`` in ``image`` with the real launcher (seed 1, outputs
+    in out/, data/train.npz); returns the run id."""
+    proc = replay_tui(
+        store,
+        "record",
+        "--json",
+        "--seed",
+        "1",
+        "--image",
+        image,
+        "--artifact",
+        "out/*",
+        "--data",
+        "data/train.npz",
+        *extra,
+        "--",
+        "python3",
+        *script,
+        cwd=repo,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return str(json.loads(proc.stdout)["run_id"])
