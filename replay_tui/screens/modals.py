@@ -68,6 +68,13 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("up / down", "metrics: pick the history to plot"),
         ),
     ),
+    (
+        "plot (tab to it: its keys show in the footer)",
+        (
+            ("l", "y axis: log scale / linear"),
+            ("z", "zoom to the step where the series diverge / back"),
+        ),
+    ),
 )
 
 

@@ -1,9 +1,17 @@
-"""A small braille line plot: one or two series, optionally a marked step.
+"""A small braille line plot: one or more series, optionally a marked step.
 
 Each terminal cell holds a 2x4 grid of braille dots, so a plot of W x H cells has
-2W x 4H dots.  Two series share the grid: cells holding dots of both get the "both"
-colour, and a marked step (where two histories leave tolerance) is drawn as a vertical
-line in the marker colour.  Colours come from the theme through component classes.
+2W x 4H dots.  The first series (A) is drawn as a solid line, every later one (B, the
+replays) as a dashed line, so the two are told apart without colour too; the legend
+says which is which.  Cells where every series draws the very same dots get the "both"
+colour; where they differ, each keeps its own colour.  A marked step (where two
+histories leave tolerance) is drawn as a vertical line in the marker colour.
+
+The y axis has ticks at its top, middle and bottom, the x axis its first and last step
+and its title.  A focused plot takes keys: ``l`` switches the y axis between linear and
+log scale, ``z`` zooms to the steps around the marked step and back.  The x axis is the
+step: metric histories are recorded as ``(step, value)`` pairs, without a wall time.
+Colours come from the theme through component classes.
 """
 
 from __future__ import annotations
@@ -14,11 +22,18 @@ from typing import ClassVar, NamedTuple
 
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widget import Widget
 
 # Braille dot bits, indexed [column][row] within a cell.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 _COLUMN = (0x01 | 0x02 | 0x04 | 0x40, 0x08 | 0x10 | 0x20 | 0x80)
+DASH_ON, DASH_PERIOD = 4, 6
+"""A dashed series draws 4 dots of every 6 along its path: two cells on, one off."""
+SOLID_GLYPH, DASHED_GLYPH = "━", "╍"
+"""How the legend shows a solid series and a dashed one."""
+ZOOM_MIN_STEPS = 5
+"""A zoom to the marked step shows at least this many recorded steps either side."""
 
 
 class Series(NamedTuple):
@@ -60,6 +75,28 @@ def _line(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
             y0 += sy
 
 
+def can_log(series: Sequence[Series]) -> bool:
+    """Whether a log y axis can show every point (all values above zero)."""
+    ys = [y for s in series for _, y in _finite(s.points)]
+    return bool(ys) and min(ys) > 0
+
+
+def zoom_window(series: Sequence[Series], marker: float | None) -> tuple[float, float] | None:
+    """The steps around ``marker`` a zoom shows: a tenth of the recorded steps (at least
+    :data:`ZOOM_MIN_STEPS`) either side of it; None without a marker or a history."""
+    if marker is None or not math.isfinite(marker):
+        return None
+    steps = sorted({x for s in series for x, _ in _finite(s.points)})
+    if len(steps) < 2:
+        return None
+    k = max(ZOOM_MIN_STEPS, len(steps) // 10)
+    at = min(range(len(steps)), key=lambda i: abs(steps[i] - marker))
+    lo, hi = steps[max(0, at - k)], steps[min(len(steps) - 1, at + k)]
+    if lo == steps[0] and hi == steps[-1]:
+        return None  # the window is the whole history: nothing to zoom into
+    return min(lo, marker), max(hi, marker)
+
+
 def render_plot(
     series: Sequence[Series],
     width: int,
@@ -72,9 +109,19 @@ def render_plot(
     marker: float | None = None,
     axes: bool = True,
     x_title: str = "step",
+    log_y: bool = False,
+    x_range: tuple[float, float] | None = None,
 ) -> Text:
-    """The plot as Rich text of ``height`` lines, ``width`` cells each."""
+    """The plot as Rich text of ``height`` lines, ``width`` cells each.
+
+    ``log_y``: the y axis in log scale (points at or below zero are left out; the ticks
+    read the values themselves).  ``x_range``: only the steps in it (a zoom).
+    """
     data = [_finite(s.points) for s in series]
+    if x_range is not None:
+        data = [[(x, y) for x, y in d if x_range[0] <= x <= x_range[1]] for d in data]
+    if log_y:
+        data = [[(x, math.log10(y)) for x, y in d if y > 0] for d in data]
     pts = [p for d in data for p in d]
     if width < 4 or height < 1:
         return Text("")
@@ -83,13 +130,19 @@ def render_plot(
     xs = [p[0] for p in pts]
     ys = [p[1] for p in pts]
     xmin, xmax, ymin, ymax = min(xs), max(xs), min(ys), max(ys)
+    if x_range is not None:
+        xmin, xmax = x_range
     if marker is not None and math.isfinite(marker):
         xmin, xmax = min(xmin, marker), max(xmax, marker)
     if ymax == ymin:
         ymin, ymax = ymin - 0.5, ymax + 0.5
     if xmax == xmin:
         xmin, xmax = xmin - 0.5, xmax + 0.5
-    top, bottom, middle = _fmt(ymax), _fmt(ymin), _fmt((ymax + ymin) / 2)
+
+    def tick(v: float) -> str:
+        return _fmt(10**v if log_y else v)
+
+    top, bottom, middle = tick(ymax), tick(ymin), tick((ymax + ymin) / 2)
     gutter = (max(len(top), len(bottom), len(middle)) + 1) if axes and width >= 24 else 0
     rows = height - (1 if axes and height >= 3 else 0)
     mid_row = (rows - 1) // 2 if rows >= 5 else -1  # a middle tick when there is room
@@ -97,7 +150,10 @@ def render_plot(
     if cols < 2 or rows < 1:
         return Text("")
     dots_w, dots_h = 2 * cols, 4 * rows
-    masks = [[[0] * cols for _ in range(rows)] for _ in data]
+    # per series: every dot of its line (to tell where the series agree), and the dots
+    # drawn (a dashed series leaves some out)
+    solid = [[[0] * cols for _ in range(rows)] for _ in data]
+    drawn = [[[0] * cols for _ in range(rows)] for _ in data]
 
     def to_dot(x: float, y: float) -> tuple[int, int]:
         dx = round((x - xmin) / (xmax - xmin) * (dots_w - 1))
@@ -105,12 +161,20 @@ def render_plot(
         return dx, dy
 
     for k, d in enumerate(data):
-        grid = masks[k]
         prev: tuple[int, int] | None = None
+        along = 0  # dots along the path so far: where a dashed line is on or off
+        last: tuple[int, int] | None = None
         for x, y in sorted(d):
             cur = to_dot(x, y)
             for px, py in _line(*prev, *cur) if prev else [cur]:
-                grid[py // 4][px // 2] |= _DOTS[px % 2][py % 4]
+                if (px, py) == last:
+                    continue
+                last = (px, py)
+                bit = _DOTS[px % 2][py % 4]
+                solid[k][py // 4][px // 2] |= bit
+                if k == 0 or along % DASH_PERIOD < DASH_ON:
+                    drawn[k][py // 4][px // 2] |= bit
+                along += 1
             prev = cur
     marker_col = marker_bits = -1
     if marker is not None and math.isfinite(marker):
@@ -125,7 +189,14 @@ def render_plot(
                 label = middle
             line.append(label.rjust(gutter - 1) + " ", style=axis)
         for c in range(cols):
-            bits = [m[r][c] for m in masks]
+            lines_here = [m[r][c] for m in solid]
+            present = [i for i, b in enumerate(lines_here) if b]
+            # "both" only where the series draw the very same dots: there they are drawn
+            # solid; where they differ, each series keeps its own colour and line style
+            same = len(present) > 1 and all(
+                lines_here[i] == lines_here[present[0]] for i in present
+            )
+            bits = [lines_here[present[0]]] if same else [m[r][c] for m in drawn]
             total = 0
             for b in bits:
                 total |= b
@@ -135,34 +206,78 @@ def render_plot(
             if not total:
                 line.append(" ")
                 continue
-            present = [i for i, b in enumerate(bits) if b]
-            # "both" only where the series draw the very same dots: where they differ, the
-            # later one (B, a replay) is drawn in its own colour
-            same = len(present) > 1 and all(bits[i] == bits[present[0]] for i in present)
-            style = both if same else styles[present[-1] % len(styles)]
+            if same:
+                style = both
+            else:  # where two differ, the later one (B, a replay) shows its colour
+                shown = [i for i, b in enumerate(bits) if b]
+                style = styles[shown[-1] % len(styles)]
             line.append(chr(0x2800 + total), style=style)
         lines.append(line)
     if rows < height:
-        left, right = _fmt(xmin), _fmt(xmax)
-        axis_line = [" "] * cols
-        for i, ch in enumerate(left[:cols]):
-            axis_line[i] = ch
-        for i, ch in enumerate(right[-cols:]):
-            axis_line[cols - len(right[-cols:]) + i] = ch
-        title = f" {x_title} "
-        if x_title and len(left) + len(right) + len(title) + 2 <= cols:
-            start = (cols - len(title)) // 2
-            axis_line[start : start + len(title)] = list(title)
-        bottom_line = Text(" " * gutter + "".join(axis_line), style=axis, no_wrap=True, end="")
-        if 0 <= marker_col < cols:
-            tag = f"▲{_fmt(marker)}" if marker is not None else "▲"
-            start = min(max(0, marker_col), max(0, cols - len(tag)))
-            chars = list(bottom_line.plain)
-            chars[gutter + start : gutter + start + len(tag)] = list(tag)
-            bottom_line = Text("".join(chars)[:width], style=axis, no_wrap=True, end="")
-            bottom_line.stylize(marker_style, gutter + start, gutter + start + len(tag))
-        lines.append(bottom_line)
+        modes = [m for m, on in (("zoom", x_range is not None), ("log y", log_y)) if on]
+        title = " · ".join([x_title, *modes] if x_title else modes)
+        tag = f"▲{_fmt(marker)}" if marker is not None and 0 <= marker_col < cols else ""
+        lines.append(
+            Text(" " * gutter, style=axis, no_wrap=True, end="")
+            + _x_axis(cols, _fmt(xmin), _fmt(xmax), title, tag, marker_col, axis, marker_style)
+        )
     return Text("\n", no_wrap=True).join(lines)
+
+
+def _x_axis(
+    cols: int,
+    left: str,
+    right: str,
+    title: str,
+    tag: str,
+    marker_col: int,
+    axis: Style,
+    marker_style: Style,
+) -> Text:
+    """The x axis line: first and last step at the ends, the marked step's tag under its
+    column, the title centred in the widest stretch left free (never over a number)."""
+    chars = [" "] * cols
+    taken = [False] * cols
+
+    def put(start: int, word: str) -> None:
+        for i, ch in enumerate(word):
+            if 0 <= start + i < cols:
+                chars[start + i] = ch
+                taken[start + i] = True
+
+    def free(start: int, n: int) -> bool:  # with a blank cell kept either side
+        return all(not taken[i] for i in range(max(0, start - 1), min(cols, start + n + 1)))
+
+    tag_at = min(max(0, marker_col), max(0, cols - len(tag))) if tag else -1
+    if tag:  # the marked step first: the ends give way to it
+        put(tag_at, tag)
+    for start, word in ((0, left), (cols - len(right), right)):
+        if start >= 0 and free(start, len(word)):
+            put(start, word)
+    if title:
+        word = f" {title} "
+        gaps: list[tuple[int, int]] = []  # stretches of free cells, one cell kept each side
+        run = 0
+        for i in range(cols + 1):
+            if i < cols and not taken[i]:
+                run += 1
+                continue
+            if run:
+                gaps.append((i - run + 1, i - 1))  # [start, end), a margin each side
+            run = 0
+        n = len(word)
+        centre = (cols - n) // 2
+        at_centre = [a for a, b in gaps if a <= centre <= b - n]
+        if at_centre:
+            put(centre, word)
+        elif widest := max(
+            (ab for ab in gaps if ab[1] - ab[0] >= n), default=None, key=lambda ab: ab[1] - ab[0]
+        ):
+            put(widest[0] + (widest[1] - widest[0] - n) // 2, word)
+    line = Text("".join(chars), style=axis, no_wrap=True, end="")
+    if tag:
+        line.stylize(marker_style, tag_at, tag_at + len(tag))
+    return line
 
 
 def overlay_spread(histories: Sequence[Sequence[tuple[float, float]]]) -> float:
@@ -175,9 +290,16 @@ def overlay_spread(histories: Sequence[Sequence[tuple[float, float]]]) -> float:
     return max((max(v) - min(v) for v in by_step.values() if len(v) > 1), default=0.0)
 
 
-class LinePlot(Widget):
-    """One or two metric histories, with an optional marked step."""
+class LinePlot(Widget, can_focus=True):
+    """One or more metric histories, with an optional marked step.
 
+    Focused, ``l`` toggles a log y axis and ``z`` zooms to the marked step and back
+    (the footer shows them only while the plot has the focus)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("l", "toggle_log", "Log y"),
+        Binding("z", "toggle_zoom", "Zoom to divergence"),
+    ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "lineplot--a",
         "lineplot--b",
@@ -190,6 +312,7 @@ class LinePlot(Widget):
         height: 8;
         width: 1fr;
     }
+    LinePlot:focus { background: $boost; }
     LinePlot > .lineplot--a { color: $primary; }
     LinePlot > .lineplot--b { color: $warning; }
     LinePlot > .lineplot--both { color: $success; }
@@ -211,10 +334,59 @@ class LinePlot(Widget):
         self._series = list(series)
         self._marker = marker
         self._axes = axes
+        self.log_y = False
+        self.zoomed = False
 
     def set_data(self, series: Sequence[Series], marker: float | None = None) -> None:
+        """Show other histories; the log scale stays on when it can, a zoom ends."""
         self._series = list(series)
         self._marker = marker
+        self.zoomed = False
+        self.refresh()
+        self.refresh_bindings()
+
+    @property
+    def x_range(self) -> tuple[float, float] | None:
+        """The steps shown while zoomed (None: all of them)."""
+        return zoom_window(self._series, self._marker) if self.zoomed else None
+
+    @property
+    def showing_log(self) -> bool:
+        """Whether the y axis is in log scale now (asked for, and every value above 0)."""
+        return self.log_y and can_log(self._series)
+
+    def legend(self, labels: Sequence[str] | None = None) -> Text:
+        """``━ A  ╍ B  ━ both``: each series' line style in its colour, for a title."""
+        names = list(labels) if labels is not None else [s.label for s in self._series]
+        styles = (
+            self.get_component_rich_style("lineplot--a"),
+            self.get_component_rich_style("lineplot--b"),
+        )
+        t = Text()
+        for i, name in enumerate(names):
+            t.append(f"{SOLID_GLYPH if i == 0 else DASHED_GLYPH} {name}", style=styles[min(i, 1)])
+            t.append("  ")
+        if len(names) > 1:
+            t.append(f"{SOLID_GLYPH} both", style=self.get_component_rich_style("lineplot--both"))
+        t.rstrip()
+        return t
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_zoom":  # only where there is a divergence to zoom to
+            return zoom_window(self._series, self._marker) is not None
+        return True
+
+    def action_toggle_log(self) -> None:
+        if not self.log_y and not can_log(self._series):
+            self.notify("a log y axis needs every value above zero", severity="warning")
+            return
+        self.log_y = not self.log_y
+        self.refresh()
+
+    def action_toggle_zoom(self) -> None:
+        if zoom_window(self._series, self._marker) is None:
+            return
+        self.zoomed = not self.zoomed
         self.refresh()
 
     def render(self) -> Text:
@@ -231,4 +403,6 @@ class LinePlot(Widget):
             axis=self.get_component_rich_style("lineplot--axis"),
             marker=self._marker,
             axes=self._axes,
+            log_y=self.showing_log,
+            x_range=self.x_range,
         )
