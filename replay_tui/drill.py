@@ -250,18 +250,20 @@ def _drill_one(
     should_cancel: Callable[[], bool],
 ) -> DrillItem:
     t0 = time.monotonic()
+    before = max((f.id for f in store.replays_of(run_id)), default=0)
     try:
         rep = replay_many(store, run_id, opts, on_event=emit, should_cancel=should_cancel)
     except ReplayTuiError as e:
         status: ItemStatus = "error" if isinstance(e, InfraError) else "not_reproduced"
-        fid = getattr(e, "fact_id", None)
+        # the attempt the replay recorded before it failed (the store is the record)
+        recorded = [f.id for f in store.replays_of(run_id) if f.id > before]
         return DrillItem(
             run_id,
             name,
             status,
             None,
             None,
-            fid if isinstance(fid, int) else None,
+            recorded[-1] if recorded else None,
             e.message,
             time.monotonic() - t0,
         )

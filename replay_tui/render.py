@@ -12,7 +12,7 @@ from replay_tui.safety import escape_control
 from replay_tui.textfmt import cut, duration, gap_lines, short, table
 from replay_tui.verdicts import Reproduction
 from storage.manifest import RunManifest
-from storage.records import RunRecord
+from storage.records import ReplayFact, RunRecord
 
 if TYPE_CHECKING:
     from replay_tui.drill import DrillReport
@@ -103,7 +103,7 @@ def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
 
 
 def manifest_text(
-    rec: RunRecord, m: RunManifest, gaps: Sequence[Gap], replays: Sequence[dict[str, Any]]
+    rec: RunRecord, m: RunManifest, gaps: Sequence[Gap], replays: Sequence[ReplayFact]
 ) -> str:
     img = m.image
     lines = [
@@ -168,8 +168,8 @@ def manifest_text(
         lines.append("  (none yet: `replay-tui replay RUN`)")
     for r in replays:
         lines.append(
-            f"  #{r['id']} {r['created_at'][:19]} {r['backend']:<6} {r['status']:<10}"
-            f" {r['verdict'] or '-':<11} {r['replay_run'] or ''} {r['reason'] or ''}".rstrip()
+            f"  #{r.id} {r.created_at[:19]} {r.backend or '-':<6} {r.status:<10}"
+            f" {r.verdict or '-':<11} {r.replay_run or ''} {r.reason or ''}".rstrip()
         )
     lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
     return escape_control("\n".join(lines), keep_newlines=True)  # manifest strings: untrusted

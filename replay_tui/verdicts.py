@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 # -- verdicts -----------------------------------------------------------------------------
 
@@ -167,16 +167,26 @@ class Reproduction:
         }
 
 
-def summarize(facts: Iterable[Mapping[str, Any]]) -> Reproduction:
-    """Fold replay facts (oldest first: ``status``, ``verdict`` and, when known,
-    ``determinism``) into a :class:`Reproduction`."""
+class Outcome(Protocol):
+    """What :func:`summarize` reads of a replay fact (``storage.records.ReplayFact``)."""
+
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def verdict(self) -> str | None: ...
+    @property
+    def determinism(self) -> str | None: ...
+
+
+def summarize(facts: Iterable[Outcome]) -> Reproduction:
+    """Fold replay facts (oldest first) into a :class:`Reproduction`."""
     verdict: str | None = None
     completed = reproduced = experiments = 0
     aborted: dict[str, int] = {}
     for f in facts:
-        status = normalize_status(f.get("status"))
-        v = f.get("verdict")
-        determinism = f.get("determinism")
+        status = normalize_status(f.status)
+        v = f.verdict
+        determinism = f.determinism
         if status != COMPLETED:
             aborted[status] = aborted.get(status, 0) + 1
             continue

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage.records import REPLAY_SELECT, ReplayFact
 from storage.store import RunStore, StoreError
 
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
@@ -46,7 +47,7 @@ class SliFacts:
 
     original_runs: int = 0
     replays: int = 0
-    replay_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    replay_outcomes: dict[str, list[ReplayFact]] = field(default_factory=dict)
     """Per original run, every counted replay fact in order: status and verdict."""
     checkpoints_compared: int = 0
     checkpoints_matched: int = 0
@@ -74,11 +75,11 @@ def sli_facts(store: RunStore) -> SliFacts:
     f.replays = int(
         q(f"SELECT count(*) FROM replays r {_OF_ORIGINAL} WHERE {COUNTED}").fetchone()[0]
     )
-    for run, status, verdict in q(
-        f"SELECT r.original_run, r.status, r.verdict FROM replays r {_OF_ORIGINAL}"
-        f" WHERE {COUNTED} ORDER BY r.id"
+    for row in q(
+        f"SELECT {REPLAY_SELECT} FROM replays r {_OF_ORIGINAL} WHERE {COUNTED} ORDER BY r.id"
     ):
-        f.replay_outcomes.setdefault(str(run), []).append({"status": status, "verdict": verdict})
+        fact = ReplayFact.from_row(row)
+        f.replay_outcomes.setdefault(fact.original_run, []).append(fact)
     compared, matched = q(
         "SELECT count(*), coalesce(sum(rb.sha256 IS NOT NULL AND rb.sha256 = oa.sha256), 0)"
         f" FROM replays r {_OF_ORIGINAL}"

@@ -118,6 +118,53 @@ class RunRecord:
 
 _GAP_COLUMNS = {"gaps_critical", "gaps_warning", "gaps_info"}
 
+REPLAY_COLUMNS = (
+    "id",
+    "created_at",
+    "original_run",
+    "replay_run",
+    "backend",
+    "status",
+    "verdict",
+    "reason",
+    "duration_s",
+    "comparison_id",
+)
+REPLAY_SELECT = ", ".join(f"r.{c}" for c in REPLAY_COLUMNS)
+"""The replay fact's columns, for ``SELECT {REPLAY_SELECT}, <determinism> FROM replays r``."""
+
+
+@dataclass(frozen=True)
+class ReplayFact:
+    """One replay attempt as the store recorded it (a row of ``replays``).
+
+    ``status`` is the attempt's end (``replay_tui.verdicts``: completed, cancelled,
+    interrupted, infra-error...); ``verdict`` is the comparison's, when one ran;
+    ``determinism`` is what the replay ran with (``recorded``, ``off``...), from its body.
+    """
+
+    id: int
+    created_at: str
+    original_run: str
+    replay_run: str | None
+    backend: str | None
+    status: str
+    verdict: str | None
+    reason: str | None
+    duration_s: float | None
+    comparison_id: int | None
+    determinism: str | None = None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> ReplayFact:
+        """A row of ``REPLAY_SELECT`` followed by the determinism (or without it)."""
+        d = dict(zip(REPLAY_COLUMNS, row[: len(REPLAY_COLUMNS)], strict=True))
+        det = row[len(REPLAY_COLUMNS)] if len(row) > len(REPLAY_COLUMNS) else None
+        return cls(**d, determinism=None if det is None else str(det))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in (*REPLAY_COLUMNS, "determinism")}
+
 
 def run_row(
     m: RunManifest, manifest_sha256: str, gaps: GapCounts | None, now: str

@@ -22,7 +22,15 @@ from sqlite_utils import Database
 
 from storage import integrity, ledger, migrations
 from storage.manifest import RunManifest, canonical_json, manifest_from_data, sha256_hex
-from storage.records import RUN_SELECT, GapCounts, RunRecord, history_json, run_row
+from storage.records import (
+    REPLAY_SELECT,
+    RUN_SELECT,
+    GapCounts,
+    ReplayFact,
+    RunRecord,
+    history_json,
+    run_row,
+)
 
 BUSY_TIMEOUT_S = 60.0
 COMMON_MATCHES = 1000  # a search matching this many runs pages from the sort index
@@ -648,50 +656,25 @@ class RunStore:
         ).fetchall()
         return [Location(r[0], r[1], r[2]) for r in rows]
 
-    def replays_of(self, run_id: str) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT id, created_at, replay_run, backend, status, verdict, reason, duration_s,"
-            " comparison_id FROM replays WHERE original_run = ? ORDER BY id",
-            (run_id,),
-        ).fetchall()
-        keys = (
-            "id",
-            "created_at",
-            "replay_run",
-            "backend",
-            "status",
-            "verdict",
-            "reason",
-            "duration_s",
-            "comparison_id",
-        )
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+    def replays_of(self, run_id: str) -> list[ReplayFact]:
+        """The run's replay attempts, oldest first."""
+        return self.replay_outcomes([run_id]).get(run_id, [])
 
-    def replay_outcomes(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-        """Per original run, its replay facts oldest first: ``id``, ``status``, ``verdict``,
-        ``determinism``, ``replay_run``, ``created_at`` (one query for a page of runs)."""
-        out: dict[str, list[dict[str, Any]]] = {}
+    def replay_outcomes(self, run_ids: Sequence[str]) -> dict[str, list[ReplayFact]]:
+        """Per original run, its replay facts oldest first (one query for a page of runs)."""
+        out: dict[str, list[ReplayFact]] = {}
         ids = list(dict.fromkeys(run_ids))
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             rows = self.conn.execute(
-                "SELECT original_run, id, status, verdict,"
-                " json_extract(body, '$.replay.determinism'), replay_run, created_at"
-                f" FROM replays WHERE original_run IN ({','.join('?' * len(chunk))})"
-                " ORDER BY id",
+                f"SELECT {REPLAY_SELECT}, json_extract(r.body, '$.replay.determinism')"
+                f" FROM replays r WHERE r.original_run IN ({','.join('?' * len(chunk))})"
+                " ORDER BY r.id",
                 chunk,
             ).fetchall()
-            for run, fid, status, verdict, det, rep, created in rows:
-                out.setdefault(run, []).append(
-                    {
-                        "id": fid,
-                        "status": status,
-                        "verdict": verdict,
-                        "determinism": det,
-                        "replay_run": rep,
-                        "created_at": created,
-                    }
-                )
+            for row in rows:
+                fact = ReplayFact.from_row(row)
+                out.setdefault(fact.original_run, []).append(fact)
         return out
 
     def comparison(self, cid: int) -> dict[str, Any]:

@@ -468,7 +468,7 @@ async def test_replay_streams_stages_and_ends_on_the_comparison(
         assert runs.table.selected_run == run_id
     with RunStore(store) as s:
         facts = s.replays_of(run_id)
-        assert facts[-1]["verdict"] == "IDENTICAL"
+        assert facts[-1].verdict == "IDENTICAL"
         assert s.get_run(run_id).last_verdict == "IDENTICAL"
 
 
@@ -555,7 +555,7 @@ async def test_cancel_a_running_replay(gated: tuple[Path, str, Path]) -> None:
         assert record is not None and record.last_verdict == "IDENTICAL"
     with RunStore(store) as s:
         facts = s.replays_of(run_id)
-        assert [f["status"] for f in facts] == ["completed", "cancelled"]
+        assert [f.status for f in facts] == ["completed", "cancelled"]
         assert s.get_run(run_id).last_verdict == "IDENTICAL"
         assert compute_stats(s).reproducible == rate_before
         summary = summarize(s.replay_outcomes([run_id])[run_id])
@@ -586,5 +586,5 @@ async def test_quitting_mid_replay_asks_first_then_records_a_cancel(
         await wait_until(pilot, lambda: not app.is_running, timeout=300)
     with RunStore(store) as s:
         facts = s.replays_of(run_id)
-        assert [f["status"] for f in facts] == ["cancelled"]
+        assert [f.status for f in facts] == ["cancelled"]
         assert s.get_run(run_id).last_verdict is None

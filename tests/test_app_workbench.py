@@ -58,7 +58,7 @@ async def test_runs_list_shows_every_replay_of_a_run(fixed: FixedStore) -> None:
     """The run whose IDENTICAL replay was followed by a cancelled attempt reads
     ``IDENTICAL 1/1 +1``: still IDENTICAL, the cancel shown apart."""
     with RunStore(fixed.path) as s:
-        facts = {r.id: [f["status"] for f in s.replays_of(r.id)] for r in s.list_runs()}
+        facts = {r.id: [f.status for f in s.replays_of(r.id)] for r in s.list_runs()}
     run_id = next(rid for rid, statuses in facts.items() if statuses[-1:] == ["cancelled"])
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(200, 60)) as pilot:

@@ -20,8 +20,10 @@ from safetensors.torch import save_file
 from replay_tui.compare.environment import base_class, classify, compare_environment
 from replay_tui.compare.metrics import compare_metric, is_timing_metric
 from replay_tui.compare.render import comparison_text
+from replay_tui.compare.stored import StoredComparisonError, comparison_from_dict
 from replay_tui.compare.tensors import tensor_digest
-from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, Comparison, compare_runs
+from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, Comparison
+from replay_tui.compare.verdict import compare_runs as _compare_runs
 from storage.manifest import RunManifest, canonical_json, config_hash, manifest_from_data
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -97,6 +99,19 @@ def save_pt(sd: dict[str, torch.Tensor], file: Path) -> Path:
 
 def history(n: int = 10) -> list[list[float]]:
     return [[s, 1.0 + 0.1 * s] for s in range(1, n + 1)]
+
+
+def compare_runs(a: RunManifest, b: RunManifest, **kw: Any) -> Comparison:
+    """``compare_runs``, and every comparison these tests make read back from its stored
+    JSON into the same typed model: same body, same text (what the TUI and the evidence
+    report read is what the CLI printed)."""
+    c = _compare_runs(a, b, **kw)
+    stored = json.loads(json.dumps(c.to_dict(), allow_nan=False))
+    back = comparison_from_dict(stored)
+    assert back.to_dict() == stored
+    assert comparison_text(back) == comparison_text(c)
+    assert (back.verdict, back.exit_code, back.reproduced) == (c.verdict, c.exit_code, c.reproduced)
+    return c
 
 
 def strict_json(c: Comparison) -> dict[str, Any]:
@@ -591,3 +606,54 @@ def test_cli_compare_and_gaps(
     assert "CODE_COMMIT_UNKNOWN" in codes and "NO_ARTIFACTS" in codes
     text = cli("gaps", "run-d")
     assert text.returncode == 0 and "CODE_COMMIT_UNKNOWN" in text.stdout
+
+
+def test_stored_comparison_read_back_from_an_older_body() -> None:
+    """A body without the fields later versions added still reads; absent parts take
+    their defaults; NaN and infinity (stored as strings) come back as floats."""
+    body = {
+        "a_run": A_ID,
+        "b_run": B_ID,
+        "verdict": "DIVERGED",
+        "rtol": 1e-5,
+        "atol": 1e-8,
+        "reasons": ["metric loss final value nan vs 1.0"],
+        "metrics": [
+            {
+                "name": "loss",
+                "a": "nan",
+                "b": 1.0,
+                "abs_diff": "inf",
+                "rel_diff": None,
+                "final_bitwise_equal": False,
+                "final_within_tol": False,
+                "bitwise_equal": False,
+                "within_tol": False,
+                "timing": False,
+                "has_history": False,
+            }
+        ],
+    }
+    c = comparison_from_dict(body)
+    assert c.verdict == "DIVERGED" and c.exit_code == 1
+    (loss,) = c.metrics
+    assert loss.a is not None and math.isnan(loss.a) and loss.abs_diff == math.inf
+    assert loss.status == "differs"
+    assert c.probable_causes == () and c.artifacts == () and c.environment.rows == ()
+    assert "DIVERGED" in comparison_text(c)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([], "a comparison is a JSON object, not list"),
+        ({"a_run": A_ID, "b_run": B_ID}, "the comparison has no verdict"),
+        (
+            {"a_run": A_ID, "b_run": B_ID, "verdict": "IDENTICAL", "metrics": [{"name": "x"}]},
+            "metric 'x'",
+        ),
+    ],
+)
+def test_stored_comparison_that_is_not_one_is_refused(body: Any, message: str) -> None:
+    with pytest.raises(StoredComparisonError, match=message):
+        comparison_from_dict(body)

@@ -237,6 +237,8 @@ def test_unreplayable_run_fails_the_drill_and_is_stored(
         assert rep.exit_code == 1 and not rep.passed
         (item,) = rep.items
         assert item.status == "not_reproduced" and "commit" in (item.reason or "")
+        # refused at the plan, before an attempt is recorded: nothing to link
+        assert s.replays_of(m["run_id"]) == [] and item.replay_fact_id is None
         (drill,) = s.facts("drills")
         assert drill["passed"] == 0 and drill["body"]["runs"][0]["run_id"] == m["run_id"]
 

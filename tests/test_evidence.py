@@ -331,7 +331,7 @@ def test_export_refuses_a_used_folder_and_a_replay(
     assert r.returncode == 2 and "not empty" in r.stderr
     assert [p.name for p in used.iterdir()] == ["keep.txt"]
     with RunStore(replayed_store[0]) as store:
-        replay_id = store.replays_of(run_id)[0]["replay_run"]
+        replay_id = store.replays_of(run_id)[0].replay_run
     r = cli("export", replay_id, "--out", tmp_path / "x")
     assert r.returncode == 2 and "is a replay" in r.stderr
     assert not (tmp_path / "x").exists()

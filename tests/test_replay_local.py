@@ -81,6 +81,14 @@ def test_commit_gone_exits_3_and_is_recorded(store: Path, repo: Path, tmp_path: 
         fact = s.facts("replays")[-1]
         assert fact["status"] == "infra-error" and "was not found" in fact["reason"]
         assert s.verify().ok
+        # a drill that meets the same failure links its item to the attempt it recorded
+        from replay_tui.drill import run_drill
+        from replay_tui.replay.plan import ReplayOptions
+
+        (item,) = run_drill(s, count=1, pick="oldest", options=ReplayOptions("local")).items
+        assert item.status == "error" and "was not found" in (item.reason or "")
+        last = s.replays_of(rid)[-1]
+        assert item.replay_fact_id == last.id != fact["id"] and last.status == "infra-error"
 
 
 def test_replay_from_explicit_repo_clone(store: Path, repo: Path, tmp_path: Path) -> None:

@@ -186,5 +186,5 @@ def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproducti
     assert "NOT REPRODUCED" not in out
     with RunStore(store) as s:
         facts = s.replays_of(run_id)
-        assert [f["status"] for f in facts] == ["infra-error"]
+        assert [f.status for f in facts] == ["infra-error"]
         assert s.get_run(run_id).last_verdict is None

@@ -189,7 +189,7 @@ def show(obj: Ctx, run: str, as_json: bool) -> None:
                 "run": rec.to_dict(),
                 "manifest": m.model_dump(mode="json"),
                 "gaps": [g.to_dict() for g in gaps],
-                "replays": replays,
+                "replays": [f.to_dict() for f in replays],
                 "locations": [loc.__dict__ for loc in obj.store.locations(rec.id)],
             }
         )

@@ -47,7 +47,8 @@ _MAX_TENSOR_REASONS = 5
 
 @dataclass(frozen=True)
 class Comparison:
-    """The result of comparing run A with run B.  ``to_dict()`` is strict JSON."""
+    """The result of comparing run A with run B.  ``to_dict()`` is strict JSON; a stored
+    one reads back with ``replay_tui.compare.stored.comparison_from_dict``."""
 
     a_run: str
     b_run: str

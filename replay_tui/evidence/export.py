@@ -137,7 +137,7 @@ def _comparison_doc(ev: Evidence) -> dict[str, Any]:
         "verdict": ev.verdict,
         "replay_run": latest.run_id if latest else None,
         "comparisons": [
-            {"replay_run": r.run_id, "verdict": r.verdict, "comparison": r.comparison}
+            {"replay_run": r.run_id, "verdict": r.verdict, "comparison": r.comparison_body}
             for r in ev.replays
             if r.run_id is not None
         ],
@@ -157,7 +157,8 @@ def _predicate(ev: Evidence, sums_sha: str, exported_at: str) -> dict[str, Any]:
                 {
                     "replay_run": r.run_id,
                     "verdict": r.verdict,
-                    "status": (r.fact or {}).get("status") or (r.manifest and r.manifest.status),
+                    "status": (r.fact.status if r.fact else None)
+                    or (r.manifest and r.manifest.status),
                     "manifest_sha256": r.manifest.integrity.manifest_sha256 if r.manifest else None,
                     "determinism": "off" if r.determinism_off else "recorded",
                 }

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.gaps import Gap, evaluate, evaluate_pair
 from storage.manifest import RunManifest, sha256_hex
-from storage.records import RunRecord
+from storage.records import ReplayFact, RunRecord
 from storage.store import RunQuery, RunStore
+
+if TYPE_CHECKING:
+    from replay_tui.compare.verdict import Comparison
 
 MAX_REPLAYS = 10_000
 
@@ -18,18 +22,26 @@ class ReplayEntry:
     """One replay of the run: its fact (when the replay ran here) and its manifest."""
 
     run_id: str | None
-    fact: dict[str, Any] | None
+    fact: ReplayFact | None
     manifest: RunManifest | None
-    comparison: dict[str, Any] | None
+    comparison_body: dict[str, Any] | None
+    """The stored comparison as the store keeps it (what the bundle's comparison.json holds)."""
     gaps: list[Gap] = field(default_factory=list)
     pair_gaps: list[Gap] = field(default_factory=list)
 
     @property
     def verdict(self) -> str | None:
-        if self.fact is not None and self.fact.get("verdict"):
-            return str(self.fact["verdict"])
-        v = (self.comparison or {}).get("verdict")
-        return v if isinstance(v, str) else None
+        if self.fact is not None and self.fact.verdict:
+            return self.fact.verdict
+        return self.comparison.verdict if self.comparison is not None else None
+
+    @functools.cached_property
+    def comparison(self) -> Comparison | None:
+        """The stored comparison, typed."""
+        from replay_tui.compare.stored import comparison_from_dict
+
+        body = self.comparison_body
+        return None if body is None else comparison_from_dict(body)
 
     @property
     def determinism_off(self) -> bool:
@@ -43,7 +55,7 @@ class ReplayEntry:
         from replay_tui.verdicts import normalize_status
 
         if self.fact is not None:
-            return normalize_status(self.fact.get("status"))
+            return normalize_status(self.fact.status)
         return normalize_status(self.manifest.status if self.manifest else None)
 
     @property
@@ -94,7 +106,7 @@ def gather(store: RunStore, run_ref: str, *, replay: str | None = None) -> Evide
     entries: list[ReplayEntry] = []
     seen: set[str] = set()
 
-    def entry(replay_id: str | None, fact: dict[str, Any] | None) -> ReplayEntry:
+    def entry(replay_id: str | None, fact: ReplayFact | None) -> ReplayEntry:
         if replay_id is None:
             return ReplayEntry(None, fact, None, None)
         m = store.manifest(replay_id)
@@ -108,7 +120,7 @@ def gather(store: RunStore, run_ref: str, *, replay: str | None = None) -> Evide
         )
 
     for fact in store.replays_of(rec.id):
-        rid = fact["replay_run"]
+        rid = fact.replay_run
         if rid is not None:
             seen.add(rid)
         entries.append(entry(rid, fact))

@@ -118,10 +118,10 @@ def side_by_side(a: RunManifest, b: RunManifest | None) -> list[Row]:
 
 
 def _reasons(latest: ReplayEntry | None) -> list[str]:
-    if latest is None or latest.comparison is None:
+    c = latest.comparison if latest is not None else None
+    if c is None:
         return []
-    raw = latest.comparison.get("reasons")
-    return [r for r in raw if isinstance(r, str)] if isinstance(raw, list) else []
+    return [f"probable cause: {x}" for x in c.probable_causes] + list(c.reasons)
 
 
 def _verdict_line(ev: Evidence) -> tuple[str, str]:
@@ -162,17 +162,17 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[
 def _replay_rows(ev: Evidence) -> list[list[object]]:
     rows: list[list[object]] = []
     for r in ev.replays:
-        f = r.fact or {}
+        f = r.fact
         m = r.manifest
         rows.append(
             [
                 r.run_id or "—",
-                f.get("created_at") or (m.started_at if m else None),
-                f.get("backend") or (m.replay.backend if m and m.replay else None),
-                f.get("status") or (m.status if m else None),
+                (f.created_at if f else None) or (m.started_at if m else None),
+                (f.backend if f else None) or (m.replay.backend if m and m.replay else None),
+                (f.status if f else None) or (m.status if m else None),
                 r.verdict,
                 "off" if r.determinism_off else "recorded",
-                f.get("reason") or (m.replay.reason if m and m.replay else None),
+                (f.reason if f else None) or (m.replay.reason if m and m.replay else None),
             ]
         )
     return rows

@@ -213,7 +213,7 @@ def replay_manifest(
         except ReplayTuiError as e:
             reason = e.message
             if persist:
-                fid = store.add_replay(
+                store.add_replay(
                     original.run_id,
                     replay_run=None,
                     backend=options.backend,
@@ -225,7 +225,6 @@ def replay_manifest(
                     body={"reason": reason, "hint": e.hint, "exit_code": e.exit_code},
                     sets_verdict=False,
                 )
-                e.fact_id = fid  # type: ignore[attr-defined]
             on_event(ReplayEvent("replay", "failed", reason))
             raise
     finally:

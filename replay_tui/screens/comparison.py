@@ -1,14 +1,14 @@
 """Two runs side by side: the verdict, every field, artifact hashes, metrics, tensors, gaps.
 
-The body is ``Comparison.to_dict()`` (read from the store, or computed in the worker
-when the pair was never compared).  It is read defensively: a missing key shows as
-``-`` rather than failing, so bodies written by older or newer versions still open.
+The comparison is the typed :class:`~replay_tui.compare.verdict.Comparison`, read back
+from the store (``replay_tui.compare.stored``: fields older bodies lack take their
+defaults) or computed in the worker when the pair was never compared.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
 
+from replay_tui.compare.verdict import TOLERANCE_RULE
 from replay_tui.messages import ComparisonLoaded
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
@@ -29,11 +30,9 @@ FIELD_ORDER = {"numeric": 0, "unknown": 1, "other": 2, "same": 3, "expected": 4}
 CLASS_COLOUR = {"numeric": "error", "unknown": "warning", "other": "primary"}
 MAX_TENSOR_ROWS = 300
 
-
-def _list(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    value = body.get(key)
-    return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
-
+if TYPE_CHECKING:
+    from replay_tui.compare.artifacts import ArtifactDiff
+    from replay_tui.compare.metrics import MetricDiff
 
 CHECKPOINT_RESULT = {
     "same_tensors": "same tensors, different container",
@@ -49,20 +48,14 @@ ARTIFACT_RESULT = {
 }
 
 
-def artifact_result(x: dict[str, Any]) -> str:
+def artifact_result(x: ArtifactDiff) -> str:
     """One artifact row's outcome in words."""
-    state = x.get("checkpoint")
+    state = x.checkpoint
     if state == "unavailable":
-        return f"not compared: {x.get('error') or 'checkpoint unavailable'}"
-    if isinstance(state, str) and state in CHECKPOINT_RESULT:
+        return f"not compared: {x.error or 'checkpoint unavailable'}"
+    if state is not None and state in CHECKPOINT_RESULT:
         return CHECKPOINT_RESULT[state]
-    status = str(x.get("status", ""))
-    return ARTIFACT_RESULT.get(status, status or "-")
-
-
-def _strs(body: dict[str, Any], key: str) -> list[str]:
-    value = body.get(key)
-    return [str(x) for x in value] if isinstance(value, list) else []
+    return ARTIFACT_RESULT.get(x.status, x.status or "-")
 
 
 class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
@@ -96,7 +89,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
 
     @property
     def verdict(self) -> str | None:
-        return None if self.view is None else str(self.view.body.get("verdict") or "") or None
+        return None if self.view is None else self.view.comparison.verdict
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -134,18 +127,19 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         v = self.view = message.view
         self.a_run, self.b_run = v.a.run_id, v.b.run_id
         palette = Palette.of(self.app)
-        body = v.body
-        replay = bool(body.get("b_replays_a")) or v.b.replay_of == v.a.run_id
+        c = v.comparison
+        replay = c.b_replays_a or v.b.replay_of == v.a.run_id
         self.labels = ("original", "replay") if replay else ("A", "B")
         sub = (
             f"{self.labels[0]} {short(v.a.run_id, 13)}  vs  "
             f"{self.labels[1]} {short(v.b.run_id, 13)}"
-            f" · rtol {number(body.get('rtol'))} · atol {number(body.get('atol'))}"
+            f" · rtol {number(c.rtol)} · atol {number(c.atol)}"
             + (" · computed now (not stored)" if v.computed else "")
         )
         compact = self.app.size.height < 30
-        self.query_one(VerdictBanner).show(str(body.get("verdict") or "?"), sub, compact=compact)
-        reasons = _strs(body, "reasons")
+        self.query_one(VerdictBanner).show(c.verdict, sub, compact=compact)
+        # What the manifests already explain a divergence by leads (no seed recorded...).
+        reasons = [f"probable cause: {x}" for x in c.probable_causes] + list(c.reasons)
         shown = reasons[:2] if compact else reasons[:4]
         text = Text(no_wrap=True, overflow="ellipsis")
         for r in shown:
@@ -165,13 +159,10 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
 
     def _fill_fields(self, palette: Palette) -> None:
         assert self.view is not None
-        body = self.view.body
-        env = body.get("environment") if isinstance(body.get("environment"), dict) else {}
+        c = self.view.comparison
         # What differs first (the classes that can change numbers lead), then the rest.
-        rows = sorted(
-            _list(env or {}, "rows"), key=lambda r: FIELD_ORDER.get(str(r.get("class")), 9)
-        )
-        gap_fields = {str(g.get("field", "")) for g in _list(body, "gaps")}
+        rows = sorted(c.environment.rows, key=lambda r: FIELD_ORDER.get(r.cls, 9))
+        gap_fields = {g.field for g in c.gaps}
         table = self.query_one("#fields", DataTable)
         table.clear(columns=True)
         wide = self.app.size.width >= 160
@@ -180,13 +171,13 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         table.add_column("field", width=38 if wide else 24, key="field")
         table.add_column(self.labels[0], width=value_width, key="a")
         table.add_column(self.labels[1], width=value_width, key="b")
-        packages = (env or {}).get("packages")
+        packages = c.environment.packages
         shown = 0
         for row in rows:
-            cls = str(row.get("class", "same"))
+            cls = row.cls
             if self.only_differences and cls in ("same", "expected"):
                 continue
-            path = str(row.get("path", ""))
+            path = row.path
             colour = CLASS_COLOUR.get(cls)
             style = (
                 palette.fg(colour, bold=cls == "numeric")
@@ -198,30 +189,22 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             )
             mark = Text(CLASS_MARK.get(cls, " "), style=style)
             field = Text(("● " if gap else "") + path, style=style)
-            a = "missing" if row.get("present_a") is False else plain(row.get("a"), 200)
-            b = "missing" if row.get("present_b") is False else plain(row.get("b"), 200)
+            a = "missing" if not row.present_a else plain(row.a, 200)
+            b = "missing" if not row.present_b else plain(row.b, 200)
             table.add_row(mark, field, Text(a, style=style), Text(b, style=style))
             shown += 1
-        if isinstance(packages, dict) and (
-            packages.get("added") or packages.get("removed") or packages.get("changed")
-        ):
-            changed = [c for c in packages.get("changed") or [] if isinstance(c, dict)]
-            a_text = f"{packages.get('count_a', '-')} packages"
-            b_text = f"{packages.get('count_b', '-')} packages"
+        if packages is not None and not packages.same:
+            a_text = f"{packages.count_a} packages"
+            b_text = f"{packages.count_b} packages"
             detail = []
-            if changed:
+            if packages.changed:
                 detail.append(
-                    "changed: "
-                    + ", ".join(f"{c.get('name')} {c.get('a')}→{c.get('b')}" for c in changed[:6])
+                    "changed: " + ", ".join(f"{n} {va}→{vb}" for n, va, vb in packages.changed[:6])
                 )
-            if packages.get("added"):
-                detail.append(
-                    f"only in {self.labels[1]}: " + ", ".join(map(str, packages["added"][:6]))
-                )
-            if packages.get("removed"):
-                detail.append(
-                    f"only in {self.labels[0]}: " + ", ".join(map(str, packages["removed"][:6]))
-                )
+            if packages.added:
+                detail.append(f"only in {self.labels[1]}: " + ", ".join(packages.added[:6]))
+            if packages.removed:
+                detail.append(f"only in {self.labels[0]}: " + ", ".join(packages.removed[:6]))
             style = palette.fg("error", bold=True)
             table.add_row(
                 Text("≠", style=style),
@@ -234,14 +217,9 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             table.add_row("", Text("no differing fields", style=palette.muted), "", "")
         # The label counts what "only differences" shows (differences that can matter, and
         # the package diff); the expected ones (ids, times) are counted apart.
-        classes = [str(r.get("class", "same")) for r in rows]
-        differing = sum(c not in ("same", "expected") for c in classes)
-        differing += (
-            1
-            if isinstance(packages, dict)
-            and (packages.get("added") or packages.get("removed") or packages.get("changed"))
-            else 0
-        )
+        classes = [r.cls for r in rows]
+        differing = sum(k not in ("same", "expected") for k in classes)
+        differing += 1 if packages is not None and not packages.same else 0
         expected = classes.count("expected")
         tabs = self.query_one(TabbedContent)
         tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠" + (
@@ -258,7 +236,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
 
     async def _fill_artifacts(self, palette: Palette) -> None:
         assert self.view is not None
-        arts = _list(self.view.body, "artifacts")
+        arts = self.view.comparison.artifacts
         table = self.query_one("#artifacts", DataTable)
         table.clear(columns=True)
         wide = self.app.size.width >= 160
@@ -271,17 +249,17 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         table.add_column(f"sha256 {self.labels[1]}", width=sha_w, key="b")
         matched = 0
         for x in arts:
-            status = str(x.get("status", ""))
+            status = x.status
             ok: bool | None = True if status == "match" else None if status == "unhashed" else False
-            if x.get("checkpoint") == "same_tensors":
+            if x.checkpoint == "same_tensors":
                 ok = True
             matched += status == "match"
-            sha_a, sha_b = x.get("sha256_a"), x.get("sha256_b")
+            sha_a, sha_b = x.sha256_a, x.sha256_b
             diff_style = "" if status == "match" else palette.fg("error")
             table.add_row(
                 palette.mark(ok, yes="✓", no="✗"),
-                Text(str(x.get("path", "-"))),
-                Text(str(x.get("kind_a") or x.get("kind_b") or "-"), style=palette.muted),
+                Text(x.path),
+                Text(x.kind_a or x.kind_b or "-", style=palette.muted),
                 Text(artifact_result(x), style=palette.muted if ok else ""),
                 Text(sha_a if wide and sha_a else short(sha_a, sha_w), style=diff_style),
                 Text(sha_b if wide and sha_b else short(sha_b, sha_w), style=diff_style),
@@ -296,16 +274,16 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         await box.remove_children()
         widgets: list[Static | DataTable[Text]] = []
         for x in arts:
-            diff = x.get("tensors")
-            if not isinstance(diff, dict) or diff.get("same_tensors"):
+            diff = x.tensors
+            if diff is None or diff.same_tensors:
                 continue
-            head = Text(f"tensors of {x.get('path')}: ", style="bold")
+            head = Text(f"tensors of {x.path}: ", style="bold")
             head.append(
-                f"{diff.get('n_differ', 0)} differ, {diff.get('n_close', 0)} close,"
-                f" {diff.get('n_mismatch', 0)} shape/dtype mismatch,"
-                f" {diff.get('n_equal', 0)} equal",
+                f"{diff.n_differ} differ, {diff.n_close} close,"
+                f" {diff.n_mismatch} shape/dtype mismatch,"
+                f" {diff.n_equal} equal",
             )
-            only_a, only_b = diff.get("only_a") or [], diff.get("only_b") or []
+            only_a, only_b = diff.only_a, diff.only_b
             if only_a or only_b:
                 head.append(
                     f"; {len(only_a)} only in {self.labels[0]},"
@@ -317,32 +295,27 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             )
             t.add_column("", width=1)
             t.add_columns("tensor", "status", "dtype", "shape", "max |Δ|", "rel L2", "unequal")
-            tensors = [d for d in diff.get("tensors") or [] if isinstance(d, dict)]
-            tensors.sort(
-                key=lambda d: (d.get("status") == "equal", d.get("within_tolerance") is True)
+            tensors = sorted(
+                diff.tensors, key=lambda d: (d.status == "equal", d.within_tolerance is True)
             )
             for d in tensors[:MAX_TENSOR_ROWS]:
-                status = str(d.get("status", ""))
-                within = d.get("within_tolerance")
-                ok2: bool | None = (
-                    True if status == "equal" else bool(within) if within is not None else None
-                )
-                dtype = str(d.get("dtype_a") or "-")
-                if d.get("dtype_b") != d.get("dtype_a"):
-                    dtype += f"→{d.get('dtype_b')}"
-                shape = plain(d.get("shape_a"))
-                if d.get("shape_b") != d.get("shape_a"):
-                    shape += f" → {plain(d.get('shape_b'))}"
-                unequal = d.get("n_unequal")
+                ok2 = True if d.status == "equal" else d.within_tolerance
+                dtype = d.dtype_a or "-"
+                if d.dtype_b != d.dtype_a:
+                    dtype += f"→{d.dtype_b}"
+                shape = plain(None if d.shape_a is None else list(d.shape_a))
+                if d.shape_b != d.shape_a:
+                    shape += f" → {plain(None if d.shape_b is None else list(d.shape_b))}"
+                unequal = d.n_unequal
                 t.add_row(
                     palette.mark(ok2),
-                    Text(str(d.get("name", "-"))),
-                    Text(status, style="" if ok2 else palette.fg("error")),
+                    Text(d.name),
+                    Text(d.status, style="" if ok2 else palette.fg("error")),
                     Text(dtype),
                     Text(shape),
-                    Text(number(d.get("max_abs_diff"))),
-                    Text(number(d.get("rel_l2"))),
-                    Text("-" if unequal is None else f"{unequal}/{d.get('numel', '-')}"),
+                    Text(number(d.max_abs_diff)),
+                    Text(number(d.rel_l2)),
+                    Text("-" if unequal is None else f"{unequal}/{plain(d.numel)}"),
                 )
             widgets.append(t)
         if widgets:
@@ -352,7 +325,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
 
     def _fill_metrics(self, palette: Palette) -> None:
         assert self.view is not None
-        metrics = _list(self.view.body, "metrics")
+        metrics = self.view.comparison.metrics
         table = self.query_one("#metrics", DataTable)
         table.clear(columns=True)
         table.add_column("", width=1, key="mark")
@@ -368,52 +341,50 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             table.add_column(label, key=key)
         within = 0
         for m in metrics:
-            timing = bool(m.get("timing"))
-            ok: bool | None = None if timing else bool(m.get("within_tol", False))
+            timing = m.timing
+            ok: bool | None = None if timing else m.within_tol
             within += bool(ok)
             mark = Text("t", style=palette.muted) if timing else palette.mark(ok)
             style = "" if ok or timing else palette.fg("error")
             table.add_row(
                 mark,
-                Text(str(m.get("name", "-")), style=style),
-                Text(number(m.get("a"))),
-                Text(number(m.get("b"))),
-                Text(number(m.get("abs_diff")), style=style),
-                Text(number(m.get("rel_diff")), style=style),
-                Text(number(m.get("first_step_differs"))),
+                Text(m.name, style=style),
+                Text(number(m.a)),
+                Text(number(m.b)),
+                Text(number(m.abs_diff), style=style),
+                Text(number(m.rel_diff), style=style),
+                Text(number(m.first_step_differs)),
                 Text(
-                    number(m.get("first_step_out_of_tol")),
-                    style=palette.fg("error") if m.get("first_step_out_of_tol") is not None else "",
+                    number(m.first_step_out_of_tol),
+                    style=palette.fg("error") if m.first_step_out_of_tol is not None else "",
                 ),
-                key=str(m.get("name")),
+                key=m.name,
             )
         if not metrics:
             table.add_row(
                 "", Text("no metrics on either side", style=palette.muted), "", "", "", "", "", ""
             )
-        judged = sum(not m.get("timing") for m in metrics)
+        judged = sum(m.judged for m in metrics)
         tabs = self.query_one(TabbedContent)
         tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} ✓)"
         first = next(
-            (m for m in metrics if m.get("first_step_out_of_tol") is not None),
+            (m for m in metrics if m.first_step_out_of_tol is not None),
             self._longest_history(metrics),
         )
         if first is not None:
-            self._plot(str(first.get("name")))
-            names = [str(m.get("name")) for m in metrics]
-            if first.get("name") in names:
-                table.move_cursor(row=names.index(str(first.get("name"))))
+            self._plot(first.name)
+            table.move_cursor(row=[m.name for m in metrics].index(first.name))
         else:
             self._plot(None)
 
-    def _longest_history(self, metrics: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _longest_history(self, metrics: tuple[MetricDiff, ...]) -> MetricDiff | None:
         """The metric with the longest history on either side (the default to plot)."""
         assert self.view is not None
         a, b = self.view.a.outputs.metric_history, self.view.b.outputs.metric_history
 
-        def length(m: dict[str, Any]) -> tuple[bool, int]:
-            name = str(m.get("name"))  # a judged metric before a timing one
-            return (not m.get("timing"), max(len(a.get(name, [])), len(b.get(name, []))))
+        def length(m: MetricDiff) -> tuple[bool, int]:
+            # a judged metric before a timing one
+            return (m.judged, max(len(a.get(m.name, [])), len(b.get(m.name, []))))
 
         return max(metrics, key=length, default=None)
 
@@ -426,15 +397,18 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             plot.set_data([])
             title.update("")
             return
-        metric = next((m for m in _list(self.view.body, "metrics") if m.get("name") == name), {})
-        marker = metric.get("first_step_out_of_tol")
-        if marker is None:
-            marker = metric.get("first_step_differs")
+        metric = next((m for m in self.view.comparison.metrics if m.name == name), None)
+        out_of_tol = metric.first_step_out_of_tol if metric else None
+        marker = (
+            out_of_tol
+            if out_of_tol is not None
+            else (metric.first_step_differs if metric else None)
+        )
         ha = [(float(s), float(v)) for s, v in a.outputs.metric_history.get(name, [])]
         hb = [(float(s), float(v)) for s, v in b.outputs.metric_history.get(name, [])]
         plot.set_data(
             [Series(self.labels[0], ha), Series(self.labels[1], hb)],
-            marker=float(marker) if isinstance(marker, int | float) else None,
+            marker=None if marker is None else float(marker),
         )
         palette = Palette.of(self.app)
         t = Text()
@@ -444,16 +418,12 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         t.append(f"━ {self.labels[1]}", style=plot.get_component_rich_style("lineplot--b"))
         t.append("  ")
         t.append("━ both", style=plot.get_component_rich_style("lineplot--both"))
-        if isinstance(marker, int | float):
-            kind = (
-                "leaves tolerance"
-                if metric.get("first_step_out_of_tol") is not None
-                else "first differs"
-            )
+        if marker is not None:
+            kind = "leaves tolerance" if out_of_tol is not None else "first differs"
             t.append(f"  ┃ {kind} at step {number(marker)}", style=palette.fg("error", bold=True))
         elif ha or hb:
             t.append(
-                "  histories bitwise equal" if metric.get("bitwise_equal") else "",
+                "  histories bitwise equal" if metric and metric.bitwise_equal else "",
                 style=palette.muted,
             )
         title.update(t)
@@ -467,16 +437,15 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
 
     def _fill_gaps(self, palette: Palette) -> None:
         assert self.view is not None
-        body = self.view.body
-        gaps = _list(body, "gaps")
+        c = self.view.comparison
+        gaps = c.gaps
         t = Text()
-        counts = body.get("gap_counts") if isinstance(body.get("gap_counts"), dict) else {}
         for side, label in (("a", self.labels[0]), ("b", self.labels[1])):
-            c = (counts or {}).get(side)
-            if isinstance(c, dict):
+            n = c.gap_counts.get(side)
+            if isinstance(n, dict):
                 t.append(f"{label}: ", style="bold")
                 t.append_text(
-                    palette.gap_counts(c.get("critical"), c.get("warning"), c.get("info"))
+                    palette.gap_counts(n.get("critical"), n.get("warning"), n.get("info"))
                 )
                 t.append("   ")
         if t.plain:
@@ -491,33 +460,32 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             style="bold",
         )
         for g in gaps:
-            sev = str(g.get("severity", "info"))
-            colour = {"critical": "error", "warning": "warning"}.get(sev, "primary")
-            t.append(f" {sev.upper():<8} ", style=palette.badge(colour))
-            t.append(f" {g.get('code', '')}", style="bold")
-            t.append(f"  {g.get('field', '')}\n", style=palette.muted)
-            t.append(f"{g.get('message', '')}\n")
+            colour = {"critical": "error", "warning": "warning"}.get(g.severity, "primary")
+            t.append(f" {g.severity.upper():<8} ", style=palette.badge(colour))
+            t.append(f" {g.code}", style="bold")
+            t.append(f"  {g.field}\n", style=palette.muted)
+            t.append(f"{g.message}\n")
             t.append("fix: ", style=palette.fg("success", bold=True))
-            t.append(f"{g.get('remediation', '')}\n\n")
+            t.append(f"{g.remediation}\n\n")
         t.rstrip()
         self.query_one("#gaps", Static).update(t)
         self.query_one(TabbedContent).get_tab("tab-gaps").label = f"Gaps ({len(gaps)})"
 
     def _fill_reasons(self, palette: Palette) -> None:
         assert self.view is not None
-        body = self.view.body
+        c = self.view.comparison
         t = Text()
         t.append("verdict ", style="bold")
-        t.append_text(palette.verdict(str(body.get("verdict") or "?")))
-        rule = body.get("tolerance_rule")
-        if rule:
-            t.append(
-                f"\ntolerance: {rule} (rtol {number(body.get('rtol'))},"
-                f" atol {number(body.get('atol'))})",
-                style=palette.muted,
-            )
-        for title, key in (("reasons", "reasons"), ("missing", "missing")):
-            items = _strs(body, key)
+        t.append_text(palette.verdict(c.verdict))
+        t.append(
+            f"\ntolerance: {TOLERANCE_RULE} (rtol {number(c.rtol)}, atol {number(c.atol)})",
+            style=palette.muted,
+        )
+        for title, items in (
+            ("probable causes", c.probable_causes),
+            ("reasons", c.reasons),
+            ("missing", c.missing),
+        ):
             if not items:
                 continue
             t.append(f"\n\n{title}\n", style="bold")

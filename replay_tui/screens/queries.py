@@ -15,16 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay_tui.gaps import Gap, evaluate
 from replay_tui.verdicts import REPRODUCED, VERDICTS, Reproduction, summarize
 from storage import readmodel
-from storage.manifest import RunManifest
-from storage.records import RunRecord
+from storage.records import ReplayFact, RunRecord
 from storage.store import Location, RunQuery, RunStore, StoreError
 
+# The run detail's gap rules and manifest models (pydantic) load when a run is first
+# opened, not with the runs browser (the first frame).
 if TYPE_CHECKING:
+    from replay_tui.compare.verdict import Comparison
+    from replay_tui.gaps import Gap
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
+    from storage.manifest import RunManifest
 
 __all__ = ["REPRODUCED", "VERDICTS"]
 
@@ -76,7 +79,7 @@ class RunDetail:
     record: RunRecord
     manifest: RunManifest
     gaps: list[Gap]
-    replays: list[dict[str, Any]]
+    replays: list[ReplayFact]
     locations: list[Location]
     original: RunRecord | None = None
     """For a replay: the run it replays (None if that run is not in this store)."""
@@ -94,6 +97,8 @@ class RunDetail:
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:
+    from replay_tui.gaps import evaluate
+
     record = store.get_run(ref)
     manifest = store.manifest(record.id)
     original = None
@@ -127,15 +132,15 @@ MAX_OVERLAID = 20
 
 
 def _replay_histories(
-    store: RunStore, facts: list[dict[str, Any]]
+    store: RunStore, facts: list[ReplayFact]
 ) -> dict[str, list[list[tuple[float, float]]]]:
     from replay_tui.verdicts import counts_as_evidence
 
     out: dict[str, list[list[tuple[float, float]]]] = {}
     runs = [
-        f["replay_run"]
+        f.replay_run
         for f in facts
-        if f.get("replay_run") and counts_as_evidence(f["status"], f["verdict"], f["determinism"])
+        if f.replay_run and counts_as_evidence(f.status, f.verdict, f.determinism)
     ]
     for rid in runs[-MAX_OVERLAID:]:
         try:
@@ -172,11 +177,11 @@ def _log_tail(store: RunStore, m: RunManifest) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ComparisonView:
-    """A comparison body (``Comparison.to_dict()``) and the two manifests it compares."""
+    """A comparison (stored, or computed now) and the two manifests it compares."""
 
     a: RunManifest
     b: RunManifest
-    body: dict[str, Any]
+    comparison: Comparison
     comparison_id: int | None
     computed: bool
     """True when computed for this view rather than read from the store."""
@@ -195,6 +200,8 @@ def load_comparison(
     recompute: bool = False,
 ) -> ComparisonView:
     """A stored comparison by id, else the latest of A vs B, else one computed now."""
+    from replay_tui.compare.stored import comparison_from_dict
+
     body: dict[str, Any] | None = None
     if comparison_id is not None:
         a_run, b_run = _comparison_runs(store, comparison_id)
@@ -210,17 +217,16 @@ def load_comparison(
     if body is None and (a.started_at, a.run_id) > (b.started_at, b.run_id):
         a, b = b, a  # computed now: the earlier run is the reference
     if body is not None:
-        return ComparisonView(a, b, body, comparison_id, computed=False)
+        return ComparisonView(a, b, comparison_from_dict(body), comparison_id, computed=False)
     return ComparisonView(a, b, compute_comparison(store, a, b), None, computed=True)
 
 
-def compute_comparison(store: RunStore, a: RunManifest, b: RunManifest) -> dict[str, Any]:
+def compute_comparison(store: RunStore, a: RunManifest, b: RunManifest) -> Comparison:
     """Compare two runs now (checkpoints from the object store beside it)."""
     from replay_tui.compare.verdict import compare_runs
     from storage.objects import ObjectStore
 
-    result: dict[str, Any] = compare_runs(a, b, objects=ObjectStore.beside(store.path)).to_dict()
-    return result
+    return compare_runs(a, b, objects=ObjectStore.beside(store.path))
 
 
 # -- replay ---------------------------------------------------------------------------

@@ -5,7 +5,7 @@ leaving the app.  1-6 pick a tab, j/k move, y copies the run id."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -32,6 +32,7 @@ from replay_tui.widgets.sections import (
     section_table,
 )
 from replay_tui.widgets.style import Palette, duration, number, short, when
+from storage.records import ReplayFact
 
 WIDE = 120
 
@@ -269,15 +270,15 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         )
         for r in d.replays:
             table.add_row(
-                Text(str(r.get("id", ""))),
-                Text(when(r.get("created_at"))),
-                Text(str(r.get("backend") or "-")),
-                palette.status(r.get("status")),
+                Text(str(r.id)),
+                Text(when(r.created_at)),
+                Text(r.backend or "-"),
+                palette.status(r.status),
                 _verdict_cell(r, palette),
-                Text(short(r.get("replay_run"), 13)),
-                Text(duration(r.get("duration_s"))),
-                Text(str(r.get("reason") or ""), style=palette.muted),
-                key=str(r.get("id")),
+                Text(short(r.replay_run, 13)),
+                Text(duration(r.duration_s)),
+                Text(r.reason or "", style=palette.muted),
+                key=str(r.id),
             )
         help_text = "enter: open the comparison · r: replay again"
         if not d.replays:
@@ -338,16 +339,14 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         event.stop()
         if self.detail is None:
             return
-        fact = next(
-            (r for r in self.detail.replays if str(r.get("id")) == event.row_key.value), None
-        )
+        fact = next((r for r in self.detail.replays if str(r.id) == event.row_key.value), None)
         if fact is None:
             return
-        if fact.get("comparison_id") is not None:
-            self.post_message(OpenComparison(comparison_id=int(fact["comparison_id"])))
+        if fact.comparison_id is not None:
+            self.post_message(OpenComparison(comparison_id=fact.comparison_id))
         else:
             self.notify(
-                f"replay #{fact.get('id')} has no comparison: {fact.get('reason') or 'it failed'}",
+                f"replay #{fact.id} has no comparison: {fact.reason or 'it failed'}",
                 severity="warning",
             )
 
@@ -373,11 +372,11 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             )
 
 
-def _verdict_cell(fact: dict[str, Any], palette: Palette) -> Text:
+def _verdict_cell(fact: ReplayFact, palette: Palette) -> Text:
     """A replay's verdict when it completed; an aborted one shows its status instead."""
     from replay_tui.verdicts import is_completed
 
-    if is_completed(fact.get("status")):
-        return palette.verdict(fact.get("verdict"))
-    word = str(fact.get("status") or "error").upper().replace("_", " ")
+    if is_completed(fact.status):
+        return palette.verdict(fact.verdict)
+    word = (fact.status or "error").upper().replace("_", " ")
     return palette.verdict(word)
