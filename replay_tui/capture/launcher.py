@@ -202,6 +202,9 @@ class RecordResult:
     manifest: RunManifest
     exit: ExecResult
     log_path: Path
+    refused: tuple[str, ...] = ()
+    """Outputs (and handoff parts) not taken, and why: links, stale files, files outside
+    the output folder.  Each is also a gap of the manifest; the caller says them."""
 
 
 def parse_data_arg(arg: str, cwd: Path) -> tuple[str, Path]:
@@ -823,8 +826,6 @@ def record(
             succeeded=result.status == "succeeded",
             before=before,
         )
-        for why in out.refused:  # said on stderr; a refused artifact is also a gap
-            (on_line or (lambda _: None))(f"replay-tui: refused: {why}")
         blobs: dict[str, tuple[str, bytes]] = {}
         diff_sha = None
         if outside.git.diff is not None:
@@ -852,4 +853,4 @@ def record(
         kept_log = keep_run(
             store, manifest, opts.cwd, out, locations=outside.locations, blobs=blobs
         )
-    return RecordResult(manifest, result, kept_log)
+    return RecordResult(manifest, result, kept_log, tuple(out.refused))

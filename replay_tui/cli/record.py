@@ -102,6 +102,8 @@ def record(
         executor, image_info = container_recorder(image, opts)
     res = do_record(opts, obj.store, executor=executor, on_line=echo, image_info=image_info)
     m = res.manifest
+    for why in res.refused:  # always said (also under --json and --quiet): each is a gap
+        click.echo(f"replay-tui: refused: {why}", err=True)
     if as_json:
         echo_json(
             {
@@ -110,6 +112,7 @@ def record(
                 "exit_code": res.exit.exit_code,
                 "manifest_sha256": m.integrity.manifest_sha256,
                 "log": str(res.log_path),
+                "refused": list(res.refused),
             }
         )
     else:

@@ -13,6 +13,8 @@ import stat
 import sys
 from pathlib import Path
 
+import pytest
+
 from replay_tui.capture.launcher import artifact_entries, read_inside
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -85,17 +87,31 @@ def test_symlinks_in_the_output_are_not_followed_hashed_or_kept(tmp_path: Path) 
     assert "artifact out/model.pt has no hash" in gaps.stdout
 
 
-def test_refusals_are_said_on_stderr(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", [[], ["--json"], ["--quiet"]], ids=["text", "json", "quiet"])
+def test_refusals_are_said_on_stderr(tmp_path: Path, mode: list[str]) -> None:
+    """Said whatever the output mode (``--json`` and ``--quiet`` hide the command's own
+    output, never a refusal); ``--json`` also lists them."""
     repo = make_repo(tmp_path / "repo")
     store = tmp_path / "store" / "runs.db"
     script = "import os; os.makedirs('out'); os.symlink('/etc/passwd', 'out/model.pt')"
     proc = replay_tui(
-        store, "record", "--artifact", "out/*", "--", sys.executable, "-c", script, cwd=repo
+        store,
+        "record",
+        *mode,
+        "--artifact",
+        "out/*",
+        "--",
+        sys.executable,
+        "-c",
+        script,
+        cwd=repo,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "refused: out/model.pt: out/model.pt is a symbolic link (-> /etc/passwd)" in (
-        proc.stderr
-    )
+    why = "out/model.pt: out/model.pt is a symbolic link (-> /etc/passwd)"
+    assert f"refused: {why}" in proc.stderr
+    if mode == ["--json"]:
+        (listed,) = json.loads(proc.stdout)["refused"]
+        assert listed.startswith(why)
 
 
 def test_sdk_logged_paths_outside_the_folder_are_refused(tmp_path: Path) -> None:
