@@ -276,6 +276,41 @@ def m003_bisects(db: Database) -> None:
         )
 
 
+@migrations()
+def m004_verdict_badges(db: Database) -> None:
+    """Recompute each original run's verdict badge from its replay facts.
+
+    Stores written before cancelled, interrupted and infrastructure-failed replays were
+    counted apart let such a replay set the badge (IDENTICAL turned INCOMPLETE when a
+    replay was cancelled).  The badge is the verdict of the latest *completed* replay
+    (older facts say ``succeeded``/``failed`` for completed) with determinism as
+    recorded, or none.  Each change is a ``state:verdict`` event in the ledger, like
+    every badge the store sets, so ``verify-store`` holds afterwards.
+    """
+    from storage import integrity, ledger
+
+    conn = db.conn
+    rows = conn.execute(
+        "SELECT o.id, o.last_verdict, ("
+        "  SELECT r.verdict FROM replays r WHERE r.original_run = o.id"
+        "  AND lower(trim(r.status)) IN ('completed', 'succeeded', 'failed')"
+        "  AND r.verdict IN ('IDENTICAL', 'EQUIVALENT', 'DIVERGED', 'INCOMPLETE')"
+        "  AND coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+        "  ORDER BY r.id DESC LIMIT 1)"
+        " FROM runs o WHERE o.kind = 'original'"
+        " AND EXISTS (SELECT 1 FROM replays r WHERE r.original_run = o.id)"
+        " ORDER BY o.id"
+    ).fetchall()
+    for run_id, badge, want in rows:
+        if badge == want:
+            continue
+        conn.execute(
+            "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
+            (want, None if want is None else ledger.utc_now(), run_id),
+        )
+        ledger.append(conn, *integrity.state_event("verdict", run_id, want))
+
+
 # every append-only table, whichever migration made it (m001 makes APPEND_ONLY's)
 FACT_TABLES = APPEND_ONLY + BISECT_TABLES
 
