@@ -245,6 +245,20 @@ class ReplayApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def action_verify_bundle(self) -> None:
+        """Ask for a bundle folder (and a key) and verify it, as `replay-tui verify`."""
+        from replay_tui.screens.verify import VerifyBundleScreen
+
+        if not isinstance(self.screen, VerifyBundleScreen):
+            self.push_screen(VerifyBundleScreen(self.store_path))
+
+    def action_drill(self) -> None:
+        """The drill form: how many runs, which pick, which backend; then run it."""
+        from replay_tui.screens.drill import DrillScreen
+
+        if not isinstance(self.screen, DrillScreen):
+            self.push_screen(DrillScreen(self.store_path, self.replay_options_factory()))
+
     def action_home(self) -> None:
         while len(self.screen_stack) > 2 and not isinstance(self.screen, RunsScreen):
             self.pop_screen()
@@ -265,6 +279,16 @@ class ReplayApp(App[None]):
             self.action_dashboard,
         )
         yield SystemCommand("Keys", "The key map", self.action_help)
+        yield SystemCommand(
+            "Verify bundle…",
+            "Re-hash an evidence bundle and check its signature against a trusted key",
+            self.action_verify_bundle,
+        )
+        yield SystemCommand(
+            "Start drill…",
+            "Replay a pick of recorded runs, compare each, and store the drill",
+            self.action_drill,
+        )
         run = _run_of(screen)
         if run:
             yield SystemCommand(
@@ -314,6 +338,8 @@ def _what_failed(group: str) -> str:
         "dashboard": "Reading the dashboard failed",
         "picker": "Reading the runs failed",
         "export": "Exporting the evidence bundle failed",
+        "verify": "Verifying the bundle failed",
+        "drill": "The drill failed",
     }
     return groups.get(group, "A background task failed")
 

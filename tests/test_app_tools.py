@@ -5,17 +5,41 @@ drill from the command palette, and the full value of a cut cell."""
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.style import Style
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Log, OptionList, ProgressBar, Select, Static
 from textual.widgets._footer import FooterKey
 
 from replay_tui.app import ReplayApp
+from replay_tui.drill import DrillReport
 from replay_tui.messages import OpenComparison
+from replay_tui.replay.backends import backend_choices
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.drill import DrillScreen
+from replay_tui.screens.modals import ErrorModal
+from replay_tui.screens.verify import VerifyBundleScreen
 from replay_tui.widgets.plot import LinePlot, Series, render_plot, zoom_window
-from tests.app_support import FixedStore, build_fixed_store, settle
-from tests.test_app_flows import sync, wait_until
+from storage.store import RunStore
+from tests.app_support import (
+    ORIGINAL_ID,
+    SAME_ORIGINAL_ID,
+    FixedStore,
+    build_fixed_store,
+    cli_env,
+    settle,
+)
+from tests.test_app_flows import gated, python_with_torch, sync, wait_until
+
+__all__ = ["gated", "python_with_torch"]  # fixtures of the flows, used here too
 
 A_STYLE, B_STYLE, BOTH = Style(color="blue"), Style(color="yellow"), Style(color="green")
 KW: dict[str, Any] = dict(
@@ -119,3 +143,390 @@ def test_the_key_map_lists_every_plot_key() -> None:
     (plot_keys,) = [keys for section, keys in KEYMAP if section.startswith("plot")]
     bound = {b.key for b in LinePlot.BINDINGS if isinstance(b, Binding)}
     assert {key for key, _ in plot_keys} == bound == {"l", "z"}
+
+
+# -- verify a bundle ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signed_bundle(fixed: FixedStore, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A real signed bundle of the diverged run, exported into ``bundles/`` beside the
+    store (where the TUI exports), and the signer's public key."""
+    from replay_tui.evidence.export import export_bundle
+    from replay_tui.evidence.keys import generate
+
+    keys = tmp_path_factory.mktemp("keys")
+    pair = generate(keys / "signer.key", keys / "signer.pub")
+    out = fixed.path.parent / "bundles" / "diverged"
+    out.parent.mkdir(exist_ok=True)
+    with RunStore(fixed.path) as store:
+        export_bundle(store, fixed.original_id, out, key_path=pair.private_path)
+    return out, pair.public_path
+
+
+def _cli_verify(fixed: FixedStore, *args: str | Path, env: dict[str, str] | None = None) -> str:
+    exe = str(Path(sys.executable).parent / "replay-tui")
+    done = subprocess.run(
+        [exe, "--store", str(fixed.path), "verify", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env or cli_env(),
+        timeout=120,
+        check=False,
+    )
+    return done.stdout
+
+
+async def _palette(pilot: Pilot[Any], command: str) -> None:
+    """Run a command of the palette by typing its name, as a user does."""
+    await pilot.press("ctrl+p")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
+    await pilot.press(*command)
+    await wait_until(
+        pilot,
+        lambda: any(
+            command in str(o.prompt) for o in pilot.app.screen.query(OptionList).first().options
+        ),
+    )
+    await pilot.press("enter")
+
+
+async def _verify(pilot: Pilot[Any], screen: VerifyBundleScreen, bundle: Path, key: str) -> None:
+    screen.query_one("#bundle", Input).value = str(bundle)
+    screen.query_one("#key", Input).value = key
+    screen.check = None
+    await pilot.click("#verify")
+    await wait_until(pilot, lambda: screen.check is not None, 120)
+
+
+@sync
+async def test_verify_from_the_palette_says_what_the_cli_says(
+    fixed: FixedStore, signed_bundle: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Intact with the signer's key, and a flipped byte named, in the CLI's words."""
+    bundle, public = signed_bundle
+    tampered = tmp_path / "tampered"
+    shutil.copytree(bundle, tampered)
+    with (tampered / "report.md").open("ab") as f:
+        f.write(b" ")
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await _palette(pilot, "Verify bundle")
+        await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, VerifyBundleScreen)
+        # the bundle the TUI would have exported last is offered
+        assert screen.query_one("#bundle", Input).value == str(bundle)
+        await _verify(pilot, screen, bundle, str(public))
+        assert screen.check is not None and screen.check.ok and screen.check.trusted
+        intact = [line.text for line in screen.lines]
+        assert intact == _cli_verify(fixed, bundle, "--key", public).splitlines()
+        assert intact[0].startswith("bundle intact: ") and fixed.original_id in intact[0]
+        shown = str(screen.query_one("#result", Static).render())
+        assert shown.splitlines()[0] == intact[0]
+        await _verify(pilot, screen, tampered, str(public))
+        assert screen.check is not None and not screen.check.ok
+        failed = [line.text for line in screen.lines]
+        assert failed == _cli_verify(fixed, tampered, "--key", public).splitlines()
+        assert failed[0].startswith("BUNDLE FAILED VERIFICATION: changed: report.md: ")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, VerifyBundleScreen))
+
+
+@sync
+async def test_verify_with_no_key_uses_the_trusted_keys_file_like_the_cli(
+    fixed: FixedStore,
+    signed_bundle: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bundle, public = signed_bundle
+    trusted = tmp_path / "trusted-keys.pem"
+    monkeypatch.setenv("REPLAY_TUI_TRUSTED_KEYS", str(trusted))
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.action_verify_bundle()
+        await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, VerifyBundleScreen)
+        assert str(trusted) in str(screen.query_one("#key", Input).placeholder)
+        # no trusted key yet: not checked against one, exactly as the CLI says
+        await _verify(pilot, screen, bundle, "")
+        assert screen.check is not None and not screen.check.ok
+        env = {**cli_env(), "REPLAY_TUI_TRUSTED_KEYS": str(trusted)}
+        untrusted = [line.text for line in screen.lines]
+        assert untrusted == _cli_verify(fixed, bundle, env=env).splitlines()
+        assert "signature not checked against a trusted key" in untrusted[0]
+        trusted.write_bytes(public.read_bytes())  # now the signer's key is trusted
+        await _verify(pilot, screen, bundle, "")
+        assert screen.check is not None and screen.check.ok and screen.check.trusted
+        assert [line.text for line in screen.lines] == _cli_verify(
+            fixed, bundle, env=env
+        ).splitlines()
+
+
+@sync
+async def test_verify_of_a_missing_folder_shows_the_error(
+    fixed: FixedStore, tmp_path: Path
+) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.action_verify_bundle()
+        await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, VerifyBundleScreen)
+        screen.query_one("#bundle", Input).value = str(tmp_path / "nope")
+        await pilot.click("#verify")
+        await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal))
+        modal = app.screen
+        assert isinstance(modal, ErrorModal) and modal.context == "Verifying the bundle failed"
+        assert "is not a bundle folder" in str(modal.query_one("#message", Static).render())
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.screen is screen)
+        result = str(screen.query_one("#result", Static).render())
+        assert result.startswith("could not verify: ") and "not a bundle folder" in result
+        assert screen.check is None and not screen.running
+
+
+# -- a drill -----------------------------------------------------------------------------
+
+
+def _drill_app(store: Path) -> ReplayApp:
+    return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
+
+
+async def _start_drill(pilot: Pilot[Any], app: ReplayApp, count: int) -> DrillScreen:
+    await settle(pilot)
+    await _palette(pilot, "Start drill")
+    await wait_until(pilot, lambda: isinstance(app.screen, DrillScreen))
+    await settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, DrillScreen)
+    assert list(screen.query_one("#backend", Select)._options) == [
+        (label, name) for label, name in backend_choices()
+    ]  # the registry's backends
+    screen.query_one("#count", Input).value = str(count)
+    screen.query_one("#pick", Select).value = "oldest"
+    _, pick, _, options = screen.chosen()
+    assert (pick, options.backend) == ("oldest", "local")
+    await pilot.press("enter")  # the Start button has the focus
+    assert screen.phase != "options"  # started (it may already have finished: no race)
+    return screen
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("python_with_torch")
+@sync
+async def test_drill_from_the_palette_replays_and_shows_each_run(
+    gated: tuple[Path, str, Path],
+) -> None:
+    store, run_id, _ = gated
+    app = _drill_app(store)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _start_drill(pilot, app, 2)  # one candidate: one run
+        await wait_until(pilot, lambda: screen.phase == "done", 300)
+        await settle(pilot)
+        report = screen.report
+        assert report is not None and report.passed and report.drill_id is not None
+        table = screen.query_one("#results", DataTable)
+        assert table.row_count == 1
+        row = [str(c) for c in table.get_row(run_id)]
+        assert row[0] == run_id[:13] and row[1] == "reproduced" and row[2].strip() == "IDENTICAL"
+        outcome = str(screen.query_one("#outcome", Static).render())
+        assert outcome.startswith(" PASSED  drill #") and "1 of 1 reproduced" in outcome
+        bar = screen.query_one("#bar", ProgressBar)
+        assert (bar.total, bar.progress) == (1, 1)
+        log = screen.query_one("#log", Log)
+        assert any("run 1 of 1: " + run_id in line for line in log.lines)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, DrillScreen))
+    with RunStore(store) as s:
+        (drill,) = s.facts("drills")
+        assert drill["id"] == report.drill_id and drill["passed"] == 1
+        assert [r["run_id"] for r in drill["body"]["runs"]] == [run_id]
+        assert s.get_run(run_id).last_verdict == "IDENTICAL"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("python_with_torch")
+@sync
+async def test_cancel_a_running_drill(gated: tuple[Path, str, Path]) -> None:
+    """x stops the replay under way; the drill is stored, the replay as cancelled (not
+    a failed reproduction: the run's verdict stays unset)."""
+    store, run_id, gate = gated
+    gate.unlink()  # the program now runs for minutes: the cancel lands mid-run
+    app = _drill_app(store)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _start_drill(pilot, app, 1)
+        log = screen.query_one("#log", Log)
+        await wait_until(pilot, lambda: any("| step " in x for x in log.lines), 300)
+        await pilot.press("x")
+        await wait_until(pilot, lambda: not screen.drill_running, 300)
+        await settle(pilot)
+        assert screen.phase == "cancelled"
+        report = screen.report
+        assert report is not None and not report.passed
+        (item,) = report.items
+        assert item.status == "error" and (item.reason or "").startswith("cancelled")
+        table = screen.query_one("#results", DataTable)
+        assert [str(c) for c in table.get_row(run_id)][1] == "error"
+        outcome = str(screen.query_one("#outcome", Static).render())
+        assert outcome.startswith(" CANCELLED  drill #")
+    with RunStore(store) as s:
+        (drill,) = s.facts("drills")
+        assert drill["passed"] == 0 and drill["body"]["runs"][0]["status"] == "error"
+        assert [f.status for f in s.replays_of(run_id)] == ["cancelled"]
+        assert s.get_run(run_id).last_verdict is None
+
+
+# -- snapshots ---------------------------------------------------------------------------
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
+SnapCompare = Callable[..., bool]
+
+
+def _snap_app(fixed: FixedStore) -> ReplayApp:
+    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    app.sub_title = "store.db"  # the temporary path changes from run to run
+    return app
+
+
+def _fixed_drill() -> DrillReport:
+    from replay_tui.drill import DrillItem
+
+    return DrillReport(
+        pick="random",
+        seed=1234,
+        since=None,
+        count=3,
+        backend="local",
+        candidates=42,
+        started_at="2025-06-02T09:30:00.000Z",
+        items=[
+            DrillItem(
+                SAME_ORIGINAL_ID,
+                "bert-base-drill-baseline",
+                "reproduced",
+                "IDENTICAL",
+                "01JRDRILLREPLAY00000000001",
+                11,
+                None,
+                812.0,
+            ),
+            DrillItem(
+                ORIGINAL_ID,
+                "resnet50-imagenet-audit-2025q2",
+                "not_reproduced",
+                "DIVERGED",
+                "01JRDRILLREPLAY00000000002",
+                12,
+                "metric loss first differs at step 1250, leaves tolerance there",
+                22800.0,
+            ),
+            DrillItem(
+                "01JRDRILLNODATA00000000003",
+                "vit-small-cifar100",
+                "error",
+                None,
+                None,
+                None,
+                "data input /datasets/cifar100 is missing on this host",
+                3.0,
+            ),
+        ],
+        ended_at="2025-06-02T16:00:00.000Z",
+        drill_id=7,
+        ledger_head="9f" * 32,
+    )
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_drill_form(
+    snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]
+) -> None:
+    async def open_drill(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        app = pilot.app
+        assert isinstance(app, ReplayApp)
+        app.action_drill()
+        await settle(pilot)
+
+    assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=open_drill)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_drill_finished(
+    snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]
+) -> None:
+    from replay_tui.replay.runner import ReplayEvent
+
+    async def finished(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        app = pilot.app
+        assert isinstance(app, ReplayApp)
+        app.action_drill()
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DrillScreen)
+        screen.show_progress(3, ReplayOptions(backend="local"))
+        report = _fixed_drill()
+        for n, item in enumerate(report.items, 1):
+            screen.post_message(
+                DrillScreen.Progress(ReplayEvent("drill", "note", f"run {n} of 3: {item.run_id}"))
+            )
+            screen.post_message(DrillScreen.Progress(ReplayEvent("plan", "done", "local backend")))
+        screen.post_message(DrillScreen.Finished(report))
+        await settle(pilot)
+
+    assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=finished)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_verify_result(
+    snap_compare: SnapCompare,
+    fixed: FixedStore,
+    size: tuple[int, int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from replay_tui.evidence.verify import BundleCheck, Problem, report_lines
+
+    monkeypatch.setenv("REPLAY_TUI_TRUSTED_KEYS", "/etc/replay-tui/trusted-keys.pem")
+    check = BundleCheck(
+        Path("bundles/01JRORIGINAL0-20250602T093000"),
+        files_checked=14,
+        signed=True,
+        key_id="5e1f" * 16,
+        key_source="given",
+        trusted=True,
+        ledger_head="9f" * 32,
+        run_id=ORIGINAL_ID,
+        verdict="DIVERGED",
+        problems=[
+            Problem(
+                "report.md", "changed", "sha256 is 1b4f0e9870cf2f53, listed as 6d0c1e2b8b7a1f3e"
+            ),
+            Problem("extra.txt", "added", "not listed in SHA256SUMS"),
+        ],
+    )
+
+    async def verified(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        app = pilot.app
+        assert isinstance(app, ReplayApp)
+        app.action_verify_bundle()
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, VerifyBundleScreen)
+        screen.query_one("#bundle", Input).value = str(check.path)
+        screen.query_one("#key", Input).value = "keys/signer.pub"
+        screen.query_one("#verify").focus()
+        screen.post_message(VerifyBundleScreen.Checked(check, report_lines(check)))
+        await settle(pilot)
+
+    assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=verified)

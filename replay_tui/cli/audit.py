@@ -127,7 +127,7 @@ def verify(
     the signature was not checked against a trusted key.
     """
     from replay_tui.evidence.keys import load_public_key, load_trusted_keys
-    from replay_tui.evidence.verify import verify_bundle
+    from replay_tui.evidence.verify import report_lines, verify_bundle
     from replay_tui.safety import escape_control
 
     public_key = load_public_key(key) if key is not None else None
@@ -139,30 +139,13 @@ def verify(
         allow_embedded_key=allow_embedded_key,
         allow_unsigned=allow_unsigned,
     )
-    chk.run_id = escape_control(chk.run_id) if chk.run_id else chk.run_id
-    chk.verdict = escape_control(chk.verdict) if chk.verdict else chk.verdict
     if as_json:
+        chk.run_id = escape_control(chk.run_id) if chk.run_id else chk.run_id
+        chk.verdict = escape_control(chk.verdict) if chk.verdict else chk.verdict
         echo_json(chk.to_dict())
     else:
-        if chk.ok:
-            who = f", signed by key {chk.key_id}" if chk.signed and chk.key_id else ""
-            click.echo(
-                f"bundle intact: {chk.files_checked} files match{who}"
-                + (
-                    f"; run {chk.run_id}, verdict {chk.verdict or 'not replayed'}"
-                    if chk.run_id
-                    else ""
-                )
-            )
-        else:
-            click.echo(f"BUNDLE FAILED VERIFICATION: {chk.problems[0].text()}")
-            for p in chk.problems[1:20]:
-                click.echo(f"  also: {p.text()}")
-        if chk.ledger_head:
-            click.echo(f"  exported from a store whose ledger head was {chk.ledger_head}")
-        for note in chk.notes:
-            red = chk.embedded_fingerprint is not None and chk.embedded_fingerprint in note
-            click.echo(click.style(f"  note: {note}", fg="red") if red else f"  note: {note}")
+        for line in report_lines(chk):
+            click.echo(click.style(line.text, fg="red") if line.alarm else line.text)
     if not chk.ok:
         sys.exit(1)
 

@@ -1,0 +1,346 @@
+"""Start a reproduction drill from the TUI: how many runs, which, on which backend; watch
+it run; read what each picked run came to.
+
+The drill is ``replay_tui.drill.run_drill`` (what ``replay-tui drill`` calls), run in a
+thread worker with an ``on_event`` callback posting each event as a message and a
+``should_cancel`` that reads a ``threading.Event`` set by the cancel key (or by leaving
+the screen).  A cancelled drill is still stored, with what each picked run came to (a
+replay stopped by the cancel is an error, never a failed reproduction).  The backend
+choices come from the backend registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal, cast
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import (
+    Button,
+    Checkbox,
+    DataTable,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Log,
+    ProgressBar,
+    Select,
+    Static,
+)
+from textual.worker import (
+    Worker,
+    WorkerCancelled,
+    WorkerFailed,
+    WorkerState,
+    get_current_worker,
+)
+
+from replay_tui.replay.backends import backend_choices, backend_names
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.base import AppScreen
+from replay_tui.widgets.style import Palette, duration, short
+
+if TYPE_CHECKING:
+    from replay_tui.drill import DrillReport
+    from replay_tui.replay.runner import ReplayEvent
+
+Pick = Literal["random", "oldest", "unverified"]
+PICKS: list[tuple[str, Pick]] = [
+    ("random (seeded, recorded)", "random"),
+    ("oldest first", "oldest"),
+    ("never or longest unverified", "unverified"),
+]
+RESULT = {"reproduced": "reproduced", "not_reproduced": "not reproduced", "error": "error"}
+RESULT_COLOUR = {"reproduced": "success", "not_reproduced": "error", "error": "warning"}
+MAX_LOG_LINES = 10_000
+MAX_COUNT = 1000
+RUN_STARTED = re.compile(r"run (\d+) of (\d+): ")
+
+
+class DrillScreen(AppScreen[None]):
+    CSS_PATH = "drill.tcss"
+    AUTO_FOCUS = "#start"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back_or_cancel", "Back / cancel"),
+        Binding("x", "cancel", "Cancel drill"),
+        Binding("ctrl+s", "start", "Start", show=False),
+    ]
+
+    class Progress(Message):
+        """One event of the drill: a run begins, a replay stage, a line of output."""
+
+        def __init__(self, event: ReplayEvent) -> None:
+            super().__init__()
+            self.event = event
+
+    class Finished(Message):
+        def __init__(self, report: DrillReport) -> None:
+            super().__init__()
+            self.report = report
+
+    def __init__(self, store_path: Path, options: ReplayOptions) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.options = options
+        self.phase = "options"  # options -> running -> cancelling -> done, cancelled, failed
+        self.report: DrillReport | None = None
+        self.count = 0
+        self.started_runs = 0
+        self._cancel = threading.Event()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return self.phase in ("running", "cancelling")
+        if action == "start":
+            return self.phase == "options"
+        return True
+
+    @property
+    def drill_running(self) -> bool:
+        return self.phase in ("running", "cancelling")
+
+    async def wait_stopped(self) -> None:
+        """Until the drill worker has ended (and stored the drill)."""
+        for worker in [w for w in self.workers if w.group == "drill"]:
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await worker.wait()
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.refresh_bindings()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("Reproduction drill", id="title")
+        with Vertical(id="form"):
+            with Horizontal(classes="field"):
+                yield Label("runs to replay", classes="label")
+                yield Input("3", id="count", type="integer", compact=True, max_length=4)
+            with Horizontal(classes="field"):
+                yield Label("pick", classes="label")
+                yield Select(PICKS, id="pick", value="random", allow_blank=False, compact=True)
+            with Horizontal(classes="field"):
+                yield Label("backend", classes="label")
+                yield Select(
+                    backend_choices(),
+                    id="backend",
+                    value=self.options.backend,
+                    allow_blank=False,
+                    compact=True,
+                )
+            with Horizontal(classes="field"):
+                yield Label("seed (random pick)", classes="label")
+                yield Input(
+                    id="seed", type="integer", placeholder="drawn, and recorded", compact=True
+                )
+            with Horizontal(classes="field"):
+                yield Label("timeout per run (s)", classes="label")
+                yield Input(
+                    "" if self.options.timeout_s is None else f"{self.options.timeout_s:g}",
+                    id="timeout",
+                    type="number",
+                    placeholder="none",
+                    compact=True,
+                )
+            yield Checkbox(
+                "allow a CPU run of a GPU-recorded run (a gap)",
+                self.options.allow_cpu,
+                id="allow-cpu",
+                compact=True,
+            )
+            yield Static(
+                "replays a pick of the store's succeeded original runs, compares each with"
+                " its original and stores the drill (`replay-tui drill` does the same);"
+                " it passes only when every picked run reproduces",
+                id="form-help",
+            )
+            yield Button("Start drill", id="start", variant="primary")
+        with Vertical(id="progress"):
+            yield Static("", id="now")
+            yield ProgressBar(id="bar", show_eta=False)
+            yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="outcome")
+            yield Log(id="log", max_lines=MAX_LOG_LINES, highlight=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#progress").display = False
+        self.query_one("#log", Log).border_title = "drill events"
+
+    # -- starting --------------------------------------------------------------------
+
+    def chosen(self) -> tuple[int, Pick, int | None, ReplayOptions]:
+        """The count, the pick, the seed and the replay options the form says."""
+        count_text = self.query_one("#count", Input).value.strip()
+        count = max(1, min(MAX_COUNT, int(count_text))) if count_text.isdigit() else 3
+        pick = self.query_one("#pick", Select).value
+        seed_text = self.query_one("#seed", Input).value.strip()
+        seed = int(seed_text) if seed_text.isdigit() else None
+        backend = self.query_one("#backend", Select).value
+        timeout_text = self.query_one("#timeout", Input).value.strip()
+        try:
+            timeout = float(timeout_text) if timeout_text else None
+        except ValueError:
+            timeout = None
+        options = replace(
+            self.options,
+            backend=backend if backend in backend_names() else self.options.backend,
+            allow_cpu=self.query_one("#allow-cpu", Checkbox).value,
+            timeout_s=timeout if timeout and timeout > 0 else None,
+        )
+        chosen_pick = cast(Pick, pick) if pick in ("random", "oldest", "unverified") else "random"
+        return count, chosen_pick, seed, options
+
+    @on(Button.Pressed, "#start")
+    def _start_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_start()
+
+    def action_start(self) -> None:
+        if self.phase != "options":
+            return
+        count, pick, seed, options = self.chosen()
+        self.show_progress(count, options)
+        self._run(count, pick, seed, options)
+
+    def show_progress(self, count: int, options: ReplayOptions) -> None:
+        """Swap the form for the progress, the results and the events."""
+        self._set_phase("running")
+        self.count = count
+        self.query_one("#form").display = False
+        self.query_one("#progress").display = True
+        self.query_one("#title", Static).update(
+            Text(f"Reproduction drill · up to {count} run(s) · {options.backend} backend")
+        )
+        self.query_one("#bar", ProgressBar).update(total=count, progress=0)
+        self.query_one("#now", Static).update("picking runs…")
+        self._outcome(Text("running… x or escape cancels"))
+        table = self.query_one("#results", DataTable)
+        table.clear(columns=True)
+        table.add_columns("run", "result", "verdict", "took", "name", "reason", "replay run")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="drill")
+    def _run(self, count: int, pick: Pick, seed: int | None, options: ReplayOptions) -> None:
+        from replay_tui.drill import run_drill
+        from replay_tui.screens.queries import open_store
+
+        worker = get_current_worker()
+        cancel = self._cancel
+
+        def should_cancel() -> bool:
+            return cancel.is_set() or worker.is_cancelled
+
+        def on_event(event: ReplayEvent) -> None:
+            self.post_message(self.Progress(event))
+
+        with open_store(self.store_path) as store:
+            report = run_drill(
+                store,
+                count=count,
+                pick=pick,
+                seed=seed,
+                options=options,
+                on_event=on_event,
+                should_cancel=should_cancel,
+            )
+        self.post_message(self.Finished(report))
+
+    # -- progress --------------------------------------------------------------------
+
+    def on_drill_screen_progress(self, message: Progress) -> None:
+        from replay_tui.safety import escape_control  # the run's output: untrusted
+
+        message.stop()
+        ev = message.event
+        log = self.query_one("#log", Log)
+        text = escape_control(ev.message)
+        if ev.state == "log":
+            log.write_line(f"  | {text}")
+            return
+        started = RUN_STARTED.match(text) if ev.stage == "drill" else None
+        if started:  # "run 2 of 3: RUN_ID": the one before it is done
+            self.started_runs = int(started[1])
+            self.count = int(started[2])  # fewer candidates than asked: fewer runs
+            self.query_one("#now", Static).update(Text(text))
+            bar = self.query_one("#bar", ProgressBar)
+            bar.update(total=self.count, progress=self.started_runs - 1)
+        log.write_line(f"[{ev.stage}] {ev.state} {text}".rstrip())
+
+    def on_drill_screen_finished(self, message: Finished) -> None:
+        message.stop()
+        rep = self.report = message.report
+        palette = Palette.of(self.app)
+        # a cancel that lands in the last run stops it, but the drill still counts as run
+        cancelled = rep.cancelled or self._cancel.is_set()
+        self._set_phase("cancelled" if cancelled else "done")
+        self.query_one("#bar", ProgressBar).update(total=self.count, progress=len(rep.items))
+        self.query_one("#now", Static).update(
+            Text(f"{len(rep.items)} of {self.count} run(s) replayed")
+        )
+        table = self.query_one("#results", DataTable)
+        for i in rep.items:
+            table.add_row(
+                Text(short(i.run_id, 13)),
+                Text(RESULT[i.status], style=palette.fg(RESULT_COLOUR[i.status])),
+                palette.verdict(i.verdict) if i.verdict else Text("-", style=palette.muted),
+                Text(duration(i.duration_s)),
+                Text(i.name or "-"),
+                Text(i.reason or "", style=palette.muted),
+                Text(short(i.replay_run, 13)),
+                key=i.run_id,
+            )
+        reproduced = sum(i.status == "reproduced" for i in rep.items)
+        word = "CANCELLED" if cancelled else "PASSED" if rep.passed else "FAILED"
+        colour = "warning" if cancelled else "success" if rep.passed else "error"
+        t = Text()
+        t.append(f" {word} ", style=palette.badge(colour))
+        seed = f", seed {rep.seed}" if rep.seed is not None else ""
+        t.append(
+            f" drill #{rep.drill_id}: {reproduced} of {len(rep.items)} reproduced"
+            f" (pick {rep.pick}{seed}, {rep.candidates} candidate run(s), exit code"
+            f" {rep.exit_code})"
+        )
+        if rep.ledger_head:
+            t.append(f"\nledger head {rep.ledger_head}", style=palette.muted)
+        t.append("\nescape: back", style=palette.muted)
+        self._outcome(t)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # AppScreen's handler runs too and hands the failure to the app's error modal.
+        if event.worker.group != "drill" or event.state != WorkerState.ERROR:
+            return
+        self._set_phase("failed")
+        error = event.worker.error
+        reason = getattr(error, "message", None) or str(error)
+        self.query_one("#now", Static).update("")
+        self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
+
+    def _outcome(self, text: Text) -> None:
+        self.query_one("#outcome", Static).update(text)
+
+    # -- keys ------------------------------------------------------------------------
+
+    def action_cancel(self) -> None:
+        if self.phase == "running":
+            self._set_phase("cancelling")
+            self._cancel.set()
+            self._outcome(Text("cancelling… (stopping the current replay)"))
+
+    def action_back_or_cancel(self) -> None:
+        if self.drill_running:
+            self.action_cancel()
+        else:
+            self.dismiss()
+
+    def on_unmount(self) -> None:
+        self._cancel.set()

@@ -1,0 +1,186 @@
+"""Verify an evidence bundle from the TUI: the folder, the key to trust, the result.
+
+The check is ``replay_tui.evidence.verify.verify_bundle`` (what ``replay-tui verify``
+calls), run in a thread worker: it re-hashes every file.  The key defaults as the CLI's
+does: none given, the keys of the trusted-keys file (``$REPLAY_TUI_TRUSTED_KEYS``, else
+``trusted-keys.pem`` in the user config folder).  The result is shown in the CLI's own
+words (``report_lines``).  A failure to check at all (no such folder, an unreadable key)
+goes to the app's error modal and is said in the result line too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.worker import Worker, WorkerState
+
+from replay_tui.screens.base import AppModal
+from replay_tui.widgets.style import Palette
+
+if TYPE_CHECKING:
+    from replay_tui.evidence.verify import BundleCheck, ReportLine
+
+
+def newest_bundle(store_path: Path) -> Path | None:
+    """The newest folder in ``bundles/`` beside the store (where the TUI exports)."""
+    folder = store_path.parent / "bundles"
+    try:
+        found = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: (p.stat().st_mtime, p.name), default=None)
+
+
+class VerifyBundleScreen(AppModal[None]):
+    """Ask for a bundle folder (and a key), verify it, show the result."""
+
+    CSS_PATH = "verify.tcss"
+    AUTO_FOCUS = "#bundle"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close"),
+        Binding("ctrl+s", "verify", "Verify", show=False),
+    ]
+
+    class Checked(Message):
+        """The worker's answer: the check and its lines in the CLI's words."""
+
+        def __init__(self, check: BundleCheck, lines: list[ReportLine]) -> None:
+            super().__init__()
+            self.check = check
+            self.lines = lines
+
+    def __init__(self, store_path: Path, bundle: Path | None = None) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.initial = bundle if bundle is not None else newest_bundle(store_path)
+        self.check: BundleCheck | None = None
+        self.lines: list[ReportLine] = []
+        self.running = False
+
+    def compose(self) -> ComposeResult:
+        from replay_tui.evidence.keys import TRUSTED_KEYS_ENV, trusted_keys_path
+
+        with Vertical(id="dialog"):
+            yield Static("Verify an evidence bundle", id="title")
+            with Horizontal(classes="field"):
+                yield Label("bundle folder", classes="label")
+                yield Input(
+                    str(self.initial or ""),
+                    placeholder="the folder `export` wrote",
+                    id="bundle",
+                    compact=True,
+                )
+            with Horizontal(classes="field"):
+                yield Label("public key (.pub)", classes="label")
+                yield Input(
+                    placeholder=f"none: the keys in {trusted_keys_path()}",
+                    id="key",
+                    compact=True,
+                )
+            yield Static(
+                Text(f"no key: the trusted-keys file (${TRUSTED_KEYS_ENV}), as `verify` does"),
+                id="key-help",
+            )
+            yield Checkbox(
+                "use the bundle's own key (shows it intact, not who made it)",
+                id="allow-embedded",
+                compact=True,
+            )
+            yield Checkbox("accept an unsigned bundle", id="allow-unsigned", compact=True)
+            with Horizontal(id="buttons"):
+                yield Button("Verify", id="verify", variant="primary", compact=True)
+                yield Button("Close", id="close", compact=True)
+            with VerticalScroll(id="result-box"):
+                yield Static("", id="result")
+
+    # -- verifying -------------------------------------------------------------------
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#verify")
+    def _verify_asked(self, event: Input.Submitted | Button.Pressed) -> None:
+        event.stop()
+        self.action_verify()
+
+    @on(Button.Pressed, "#close")
+    def _close_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss()
+
+    def action_verify(self) -> None:
+        if self.running:
+            return
+        bundle_text = self.query_one("#bundle", Input).value.strip()
+        if not bundle_text:
+            self._result(
+                Text("name the bundle folder to verify", style=Palette.of(self.app).fg("warning"))
+            )
+            self.query_one("#bundle", Input).focus()
+            return
+        key_text = self.query_one("#key", Input).value.strip()
+        self.running = True
+        self.check, self.lines = None, []
+        self._result(Text(f"verifying {bundle_text}…"))
+        self._verify(
+            Path(bundle_text).expanduser(),
+            Path(key_text).expanduser() if key_text else None,
+            self.query_one("#allow-embedded", Checkbox).value,
+            self.query_one("#allow-unsigned", Checkbox).value,
+        )
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="verify")
+    def _verify(
+        self, bundle: Path, key: Path | None, allow_embedded_key: bool, allow_unsigned: bool
+    ) -> None:
+        from replay_tui.evidence.keys import load_public_key, load_trusted_keys
+        from replay_tui.evidence.verify import report_lines, verify_bundle
+
+        public_key = load_public_key(key) if key is not None else None
+        trusted = load_trusted_keys() if key is None else []
+        check = verify_bundle(
+            bundle,
+            public_key=public_key,
+            trusted_keys=trusted,
+            allow_embedded_key=allow_embedded_key,
+            allow_unsigned=allow_unsigned,
+        )
+        self.post_message(self.Checked(check, report_lines(check)))
+
+    def on_verify_bundle_screen_checked(self, message: Checked) -> None:
+        message.stop()
+        self.running = False
+        self.check, self.lines = message.check, message.lines
+        palette = Palette.of(self.app)
+        t = Text()
+        for i, line in enumerate(message.lines):
+            style: Style | str = ""
+            if i == 0:
+                style = palette.fg("success" if message.check.ok else "error", bold=True)
+            elif line.alarm:
+                style = palette.fg("error")
+            t.append(line.text + "\n", style=style)
+        t.rstrip()
+        self._result(t)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # AppModal's handler runs too and hands the failure to the app's error modal.
+        if event.worker.group != "verify" or event.state != WorkerState.ERROR:
+            return
+        self.running = False
+        error = event.worker.error
+        reason = getattr(error, "message", None) or str(error)
+        self._result(Text(f"could not verify: {reason}", style=Palette.of(self.app).fg("error")))
+
+    def _result(self, text: Text) -> None:
+        self.query_one("#result", Static).update(text)
+
+    def action_close(self) -> None:
+        self.dismiss()
