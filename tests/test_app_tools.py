@@ -530,3 +530,39 @@ def test_snapshot_verify_result(
         await settle(pilot)
 
     assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=verified)
+
+
+@sync
+async def test_run_detail_plots_take_l_when_focused_and_the_screen_keeps_it_otherwise(
+    fixed: FixedStore,
+) -> None:
+    """On the run's page ``l`` opens the log tab; on a focused plot it is the log y axis,
+    and the overlay's label says which line is the run and which the replays."""
+    from textual.widgets import TabbedContent
+
+    from replay_tui.messages import OpenRun
+    from replay_tui.screens.run_detail import RunDetailScreen
+
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenRun(fixed.original_id))
+        await settle(pilot)
+        detail = app.screen
+        assert isinstance(detail, RunDetailScreen)
+        tabs = detail.query_one(TabbedContent)
+        tabs.active = "tab-outputs"
+        await settle(pilot)
+        labels = [str(w.render()) for w in detail.query("#metrics .metric-label")]
+        assert any("━ 40 steps ╍ +1 replays" in label for label in labels)
+        plot = detail.query("#metrics LinePlot").first(LinePlot)
+        plot.focus()
+        await wait_until(pilot, lambda: "Log y" in _footer(app))
+        assert "Zoom to divergence" not in _footer(app)  # no marked step: nothing to zoom
+        await pilot.press("l")
+        await wait_until(pilot, lambda: plot.showing_log)
+        assert tabs.active == "tab-outputs"
+        detail.query_one("#artifacts").focus()
+        await wait_until(pilot, lambda: "Log y" not in _footer(app))
+        await pilot.press("l")
+        await wait_until(pilot, lambda: tabs.active == "tab-log")

@@ -413,11 +413,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         palette = Palette.of(self.app)
         t = Text()
         t.append(f"{name}: ", style="bold")
-        t.append(f"━ {self.labels[0]}", style=plot.get_component_rich_style("lineplot--a"))
-        t.append("  ")
-        t.append(f"━ {self.labels[1]}", style=plot.get_component_rich_style("lineplot--b"))
-        t.append("  ")
-        t.append("━ both", style=plot.get_component_rich_style("lineplot--both"))
+        t.append_text(plot.legend())  # B dashed, A solid: told apart without colour
         if marker is not None:
             kind = "leaves tolerance" if out_of_tol is not None else "first differs"
             t.append(f"  ┃ {kind} at step {number(marker)}", style=palette.fg("error", bold=True))

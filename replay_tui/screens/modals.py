@@ -23,7 +23,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("?", "this key map"),
             ("d", "dashboard"),
-            ("ctrl+p", "command palette"),
+            ("ctrl+p", "command palette (verify a bundle, start a drill…)"),
             ("escape", "back"),
             ("y", "copy the run id"),
             ("j / k", "down / up"),
@@ -59,6 +59,13 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("enter", "start"),
             ("x / escape", "cancel a running replay"),
             ("enter", "when done: open the comparison"),
+        ),
+    ),
+    (
+        "drill",
+        (
+            ("enter", "start"),
+            ("x / escape", "cancel a running drill (what it ran is stored)"),
         ),
     ),
     (

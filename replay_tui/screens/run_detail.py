@@ -23,7 +23,13 @@ from replay_tui.messages import (
 )
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
-from replay_tui.widgets.plot import LinePlot, Series, overlay_spread
+from replay_tui.widgets.plot import (
+    DASHED_GLYPH,
+    SOLID_GLYPH,
+    LinePlot,
+    Series,
+    overlay_spread,
+)
 from replay_tui.widgets.sections import (
     SECTIONS,
     gaps_renderable,
@@ -240,11 +246,15 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             hist = outputs.metric_history.get(name, [])
             label = Text(name, style="bold")
             label.append(f"\n{number(final)}")
-            if hist:
-                label.append(f"\n{len(hist)} steps", style=palette.muted)
             own = [(float(s), float(v)) for s, v in hist]
             replays = d.replay_histories.get(name, [])
+            if hist:
+                label.append("\n")
+                if replays:  # the line styles tell the run's history from the replays'
+                    label.append(f"{SOLID_GLYPH} ", style=palette.fg("primary"))
+                label.append(f"{len(hist)} steps", style=palette.muted)
             if replays:  # the run and all its completed replays: the noise floor
+                label.append(f" {DASHED_GLYPH}", style=palette.fg("warning"))
                 label.append(f" +{len(replays)} replays", style=palette.muted)
                 spread = overlay_spread([own, *replays])
                 label.append(f"\nspread {number(spread)}", style=palette.muted)
