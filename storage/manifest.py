@@ -466,21 +466,27 @@ class RunManifest(_Model):
         return m.model_copy(update={"integrity": integrity})
 
     def sealed_json(self) -> tuple[RunManifest, str, str]:
-        """Seal once: (sealed manifest, manifest_sha256, canonical JSON of the whole).
-
-        The whole document is canonicalised once; the body (without ``integrity``) that
-        the digest covers is cut out of it (``canonical.dumps_sealed``).
-        """
-        m = self
-        already = self.integrity.manifest_sha256 is not None  # sealed elsewhere: keep as is
-        if self.config and self.config_hash is None and not already:
-            m = self.model_copy(update={"config_hash": config_hash(self.config)})
-        sha, raw = canonical.dumps_sealed(m.model_dump(mode="json"), "integrity", "manifest_sha256")
-        full = raw.decode("utf-8")
+        """Seal once: (sealed manifest, manifest_sha256, canonical JSON of the whole)."""
+        sha, full, chash = self.seal()
+        m = self if chash == self.config_hash else self.model_copy(update={"config_hash": chash})
         sealed = m.model_copy(
             update={"integrity": m.integrity.model_copy(update={"manifest_sha256": sha})}
         )
         return sealed, sha, full
+
+    def seal(self) -> tuple[str, str, str | None]:
+        """What sealing gives, without building the sealed copy: ``(manifest_sha256,
+        canonical JSON of the whole sealed manifest, its config_hash)``.
+
+        The whole document is canonicalised once; the body (without ``integrity``) that
+        the digest covers is cut out of it (``canonical.dumps_sealed``).
+        """
+        data = self.model_dump(mode="json")
+        already = self.integrity.manifest_sha256 is not None  # sealed elsewhere: keep as is
+        if self.config and self.config_hash is None and not already:
+            data["config_hash"] = config_hash(self.config)
+        sha, raw = canonical.dumps_sealed(data, "integrity", "manifest_sha256", model_data=True)
+        return sha, raw.decode("utf-8"), data["config_hash"]
 
     def to_json(self) -> str:
         """Canonical JSON of the whole manifest (integrity included)."""

@@ -34,6 +34,7 @@ from storage.records import (
 
 BUSY_TIMEOUT_S = 60.0
 COMMON_MATCHES = 1000  # a search matching this many runs pages from the sort index
+ROWS_PER_INSERT = 500  # rows per multi-row INSERT statement (_insert_many_rows)
 Order = Literal["started_at", "name", "duration_s", "status", "last_verdict", "kind"]
 _ORDER_COLUMNS = {"started_at", "name", "duration_s", "status", "last_verdict", "kind"}
 
@@ -106,6 +107,26 @@ def fts_query(text: str) -> str | None:
     if not words:
         return None
     return " ".join(f'"{w}"*' for w in words[:32])
+
+
+def _insert_many_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple[Any, ...]]) -> None:
+    """``insert`` (``INSERT INTO t (cols)``) of ``rows`` as multi-row statements.
+
+    For ``runs``, whose insert trigger feeds the full-text index: an FTS5 table writes its
+    pending terms to a new segment at every statement that opens a savepoint on it, so
+    ``executemany`` (one statement per row) made a segment per run and merged them all
+    again (three quarters of the insert's cost); one statement per chunk makes one.
+    """
+    width = len(rows[0])
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    per = max(1, min(ROWS_PER_INSERT, limit // width))
+    one = "(" + ", ".join("?" * width) + ")"
+    for i in range(0, len(rows), per):
+        chunk = rows[i : i + per]
+        conn.execute(
+            f"{insert} VALUES {', '.join([one] * len(chunk))}",
+            [v for row in chunk for v in row],
+        )
 
 
 class RunStore:
@@ -192,7 +213,7 @@ class RunStore:
             raise StoreError(str(e)) from None
         for m, gaps, locs, blobs in items:
             claimed = m.integrity.manifest_sha256
-            m, sha, body = m.sealed_json()
+            sha, body, chash = m.seal()
             if claimed is not None and claimed != sha:
                 raise StoreError(f"run {m.run_id}: manifest_sha256 does not match its content")
             for blob_sha, (_, data) in blobs.items():
@@ -204,7 +225,7 @@ class RunStore:
                     " replays are facts this host produces by running them; a replay from"
                     " elsewhere is only a claim, so it is refused (replay the original here)"
                 )
-            prepared.append((m, sha, body, gaps, locs, blobs))
+            prepared.append((m, sha, body, chash, gaps, locs, blobs))
         results: list[IngestResult] = []
         now = ledger.utc_now()
         manifest_rows: list[tuple[Any, ...]] = []
@@ -218,7 +239,7 @@ class RunStore:
         with self._write() as conn:
             stored = self._stored_shas(conn, [p[0].run_id for p in prepared])
             new_blobs: set[str] = set()
-            for m, sha, body, gaps, locs, blobs in prepared:
+            for m, sha, body, chash, gaps, locs, blobs in prepared:
                 have = stored.get(m.run_id)
                 if have is not None:
                     if have != sha:
@@ -242,6 +263,7 @@ class RunStore:
                     events.append((f"blob:{kind}", m.run_id, blob_sha))
                 manifest_rows.append((sha, m.run_id, body, len(body.encode("utf-8")), now))
                 r = run_row(m, sha, gaps, now)
+                r["config_hash"] = chash  # m is the manifest as given, before sealing
                 run_cols = run_cols or ", ".join(f'"{c}"' for c in r)
                 run_rows.append(tuple(r.values()))
                 artifact_rows += [
@@ -272,10 +294,7 @@ class RunStore:
                 manifest_rows,
             )
             if run_rows:
-                conn.executemany(
-                    f"INSERT INTO runs ({run_cols}) VALUES ({', '.join('?' * len(run_rows[0]))})",
-                    run_rows,
-                )
+                _insert_many_rows(conn, f"INSERT INTO runs ({run_cols})", run_rows)
             conn.executemany(
                 "INSERT INTO artifacts (run_id, path, sha256, size_bytes, kind, tensor_sha256)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

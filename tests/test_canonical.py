@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import random
@@ -297,6 +298,105 @@ def test_types_orjson_knows_but_json_has_not_behave_as_the_reference() -> None:
             want = type(e)
         try:
             got: bytes | type[BaseException] = canonical.dumps(v)
+        except Exception as e:
+            got = type(e)
+        assert got == want, item
+
+
+def test_es_float_is_the_reference_routine() -> None:
+    import io
+
+    from rfc8785._impl import _serialize_float
+
+    rnd = random.Random(12)
+    values = [*EDGE_FLOATS, *(random_double(rnd) for _ in range(20_000))]
+    values += [rnd.uniform(-1e22, 1e22) for _ in range(2000)]
+    values += [float(rnd.randrange(-(2**60), 2**60)) for _ in range(2000)]
+    values += [10.0**e for e in range(-330, 309)] + [5e-324, 1e-7, 9.999999e-7, 1e21]
+    for x in values:
+        for v in (x, -x):
+            sink = io.BytesIO()
+            _serialize_float(v, sink)
+            assert canonical._es_float(v) == sink.getvalue().decode("ascii"), v
+
+
+def test_model_json_data_is_plain_json_and_seals_as_the_reference() -> None:
+    """dumps_data (sealing) leaves out the odd-type and NaN checks because pydantic's
+    model_dump(mode="json") never returns them: checked here for every odd value, and
+    the sealed bytes (or the error) are the reference's."""
+    import dataclasses
+    import datetime
+    import decimal
+    import enum
+    import uuid
+
+    from storage.manifest import manifest_from_data
+
+    class Colour(enum.Enum):
+        RED = "red"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Name(str):
+        pass
+
+    class Real(float):
+        pass
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    odd: list[Any] = [
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        Colour.RED,
+        Level.HIGH,
+        Name("n"),
+        Real(1.5),
+        Real(2.0),
+        uuid.UUID(int=7),
+        Point(1),
+        datetime.datetime(2026, 1, 1),
+        decimal.Decimal("1.5"),
+        (1, 2.5),
+        {1, 2},
+        b"raw",
+        2**70,
+        2**53 + 1,
+        "\ud800",
+        "😀",
+        {"😀": 1.0, "\ue000": 2.0},
+        [1e-7, 1e21, -0.0, 1.0],
+    ]
+
+    def plain(v: Any) -> bool:
+        t = type(v)
+        if t is dict:
+            return all(type(k) is str and plain(x) for k, x in v.items())
+        if t is list:
+            return all(plain(x) for x in v)
+        return t in (str, int, bool, type(None)) or (t is float and math.isfinite(v))
+
+    m = manifest_from_data(realistic_manifest(3))
+    for item, given in itertools.product(odd, (None, "0" * 64)):
+        config = {"a": [item], "b": 1.0, "c": {"d": item}}
+        bad = m.model_copy(update={"config": config, "config_hash": given})
+        dump = bad.model_dump(mode="json")
+        assert plain(dump), item
+        body = {k: v for k, v in dump.items() if k != "integrity"}
+        try:
+            if given is None:
+                body["config_hash"] = hashlib.sha256(rfc8785.dumps(config)).hexdigest()
+            sha = hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+            sealed = {**body, "integrity": {**dump["integrity"], "manifest_sha256": sha}}
+            want: Any = (sha, rfc8785.dumps(sealed).decode("utf-8"), body["config_hash"])
+        except Exception as e:
+            want = type(e)
+        try:
+            got: Any = bad.seal()
         except Exception as e:
             got = type(e)
         assert got == want, item

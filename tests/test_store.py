@@ -769,3 +769,24 @@ def test_anchor_catches_a_consistent_rewrite_of_the_ledger(
     assert proc.returncode == 1
     assert "ledger was rewritten" in proc.stdout
     assert cli("verify-store", "--anchor", "nonsense").returncode == 2
+
+
+def test_runs_inserted_in_chunks_are_all_searchable(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ingest_many writes runs as multi-row INSERTs (one full-text segment per chunk, not
+    per run): a batch split over several chunks, a short last one included, is whole."""
+    import storage.store as store_module
+
+    monkeypatch.setattr(store_module, "ROWS_PER_INSERT", 4)
+    runs = [realistic_manifest(i, seed=11, history_steps=3) for i in range(11)]
+    results = store.ingest_many([(manifest_from_data(d), None, (), {}) for d in runs])
+    assert [r.run_id for r in results] == [d["run_id"] for d in runs]
+    assert store.count_runs() == 11
+    for d in runs:
+        assert [r.id for r in store.list_runs(RunQuery(search=d["code"]["commit"]))] == [
+            d["run_id"]
+        ]
+        assert store.get_run(d["run_id"]).config_hash == d["config_hash"]
+    store.conn.execute("INSERT INTO runs_fts (runs_fts) VALUES ('integrity-check')")
+    assert store.verify().ok
