@@ -268,6 +268,50 @@ def test_multi_chunk_tensor_diff_is_exact(tmp_path: Path) -> None:
     assert t.rel_l2 == pytest.approx(expected_rel_l2(a, b), rel=1e-5)
 
 
+def test_tolerance_decided_early_or_by_atol_alone(tmp_path: Path) -> None:
+    """Skipping the tolerance pass (already broken, or every difference <= atol) changes
+    no number: counts and maxima still cover every chunk."""
+    n = (1 << 18) * 2 + 9
+    a = torch.randn(n, generator=torch.Generator().manual_seed(6))
+    b = a.clone()
+    b[3] += 1.0  # breaks the tolerance in the first chunk
+    b[(1 << 18) + 1 :: 1000] += 1e-6  # small differences in the later chunks
+    save_file({"w": a}, tmp_path / "a.safetensors")
+    save_file({"w": b}, tmp_path / "b.safetensors")
+    want_unequal = int(np.count_nonzero(a.numpy() != b.numpy()))
+    t = entry(compare_checkpoints(tmp_path / "a.safetensors", tmp_path / "b.safetensors"), "w")
+    assert t.status == "differs" and not t.within_tolerance
+    assert t.n_unequal == want_unequal and t.max_abs_diff == expected_max_abs(a, b)
+    assert t.rel_l2 == pytest.approx(expected_rel_l2(a, b), rel=1e-5)
+
+    b[3] = a[3]
+    save_file({"w": b}, tmp_path / "b.safetensors")
+    loose = compare_checkpoints(
+        tmp_path / "a.safetensors", tmp_path / "b.safetensors", rtol=0.0, atol=1e-3
+    )
+    t = entry(loose, "w")
+    assert t.status == "close" and t.within_tolerance and t.n_unequal == want_unequal - 1
+    tight = compare_checkpoints(
+        tmp_path / "a.safetensors", tmp_path / "b.safetensors", rtol=0.0, atol=1e-9
+    )
+    assert not entry(tight, "w").within_tolerance
+
+
+def test_exact_counts_for_integer_chunks(tmp_path: Path) -> None:
+    n = (1 << 18) + 3
+    a = torch.arange(n, dtype=torch.int64) * (1 << 40)
+    b = a.clone()
+    b[[0, 5, n - 1]] += 1  # beyond 2**53: float64 cannot see these, the count must
+    save_file({"i": a, "u": a.to(torch.int32), "m": a.clone()}, tmp_path / "a.safetensors")
+    save_file({"i": b, "u": b.to(torch.int32), "m": b.to(torch.int32)}, tmp_path / "b.safetensors")
+    diff = compare_checkpoints(tmp_path / "a.safetensors", tmp_path / "b.safetensors")
+    assert entry(diff, "i").n_unequal == 3 and not entry(diff, "i").within_tolerance
+    want_u = int(np.count_nonzero(a.to(torch.int32).numpy() != b.to(torch.int32).numpy()))
+    assert entry(diff, "u").n_unequal == want_u
+    want_m = int(torch.ne(a, b.to(torch.int32)).sum())  # mixed dtypes: torch's promotion
+    assert entry(diff, "m").status == "dtype_mismatch" and entry(diff, "m").n_unequal == want_m
+
+
 # --------------------------------------------------------------------------- nested, values
 
 
