@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -484,7 +485,37 @@ def test_unchanged_tree_is_verified_from_one_record(
 
 
 def test_fingerprint_has_no_ambiguous_boundary() -> None:
+    def fingerprint(
+        files: list[tuple[bytes, tuple[int, ...]]], others: list[tuple[bytes, str]]
+    ) -> str:
+        keys = array("q", [k for _, key in files for k in key])
+        return hashing._fingerprint([rel for rel, _ in files], keys, others)
+
     key = (1, 2, 3, 4)
-    folder_and_file = hashing._fingerprint([(b"b", key)], [(b"a", "D a\n")])
-    one_odd_name = hashing._fingerprint([(b"D a\nb", key)], [])
+    folder_and_file = fingerprint([(b"b", key)], [(b"a", "D a\n")])
+    one_odd_name = fingerprint([(b"D a\nb", key)], [])
     assert folder_and_file != one_odd_name
+    two_files = fingerprint([(b"a", key), (b"b", key)], [])
+    assert two_files != fingerprint([(b"a\0b", key)], [])  # no name holds a NUL anyway
+    assert fingerprint([(b"a", (1, 2, 3, 4))], []) != fingerprint([(b"a", (1, 2, 3, 5))], [])
+    assert fingerprint([(b"a", key)], []) != fingerprint([(b"a", key)], [(b"d", "D d\n")])
+
+
+def test_quote_all_matches_quote() -> None:
+    for raws in ([], [b"a"], [b"a/b.bin", b"c"], [b"a", b"new\nline", b"sp ace"], [b"\xff", b""]):
+        assert hashing._quote_all(raws) == [hashing._quote(raw) for raw in raws]
+
+
+def test_scan_and_walk_agree(tmp_path: Path) -> None:
+    """The stat-free walk (no cache) and the lstat walk (cache) see the same tree."""
+    root = _make_tree(tmp_path / "ds", TREE)
+    (root / "empty").mkdir()
+    (root / "link").symlink_to("train/a.bin")
+    top = os.fsencode(root.resolve())
+    files, others = hashing._scan(top)
+    rels, keys, others_walk = hashing._walk(top, with_stat=False)
+    assert sorted(rels) == [rel for rel, _ in files] and len(keys) == 0
+    assert sorted(others_walk) == others
+    for rel, key in files:
+        st = os.lstat(top + b"/" + rel)
+        assert key == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)

@@ -15,6 +15,7 @@ import stat
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ Strategy: TypeAlias = Literal["serial", "threads", "processes"]
 
 TREE_HEADER = b"replay-tui tree v1\n"
 """First line of every tree listing; a new format gets a new version."""
+_FINGERPRINT_HEADER = b"replay-tui tree fingerprint v2\n"
+"""First bytes of a folder fingerprint (the stat cache's folder record); v1 was per line."""
 
 _READ_WHOLE_MAX = 1 << 20  # files up to this size: one read(); above: mmap
 _STREAM_CHUNK = 1 << 20
@@ -52,6 +55,7 @@ _MAX_WORKERS = 8
 _SAFE_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/"
 _ESCAPES = tuple(chr(b) if b in _SAFE_BYTES else f"%{b:02X}" for b in range(256))
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS_NONBLOCK = _OPEN_FLAGS | getattr(os, "O_NONBLOCK", 0)  # a FIFO: no wait
 _INT64 = 1 << 63
 
 
@@ -130,11 +134,15 @@ def sha256_regular_file(path: StrPath) -> tuple[str, int]:
 
 
 def _digest_file(path: bytes) -> tuple[str, int, _StatKey]:
-    """Digest, size and pre-read stat key of one regular file; refuses symlinks and changes."""
-    fd = os.open(path, _OPEN_FLAGS | getattr(os, "O_NONBLOCK", 0))
+    """Digest, size and pre-read stat key of one regular file; refuses symlinks and changes.
+
+    Five calls for a small file: open, fstat, one read, fstat, close (the second fstat
+    notices a change during the read).
+    """
+    fd = os.open(path, _OPEN_FLAGS_NONBLOCK)
     try:
         before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode):
+        if not S_ISREG(before.st_mode):
             raise ValueError(f"{os.fsdecode(path)!r} is not a regular file; refusing to hash it")
         digest, size = _digest_fd(fd, before.st_size)
         after = os.fstat(fd)
@@ -221,10 +229,16 @@ def _in_processes(chunks: list[list[bytes]], workers: int) -> list[list[tuple[st
 
 
 def _digest_many(
-    paths: Sequence[bytes], sizes: Sequence[int], workers: int | None
+    paths: Sequence[bytes], sizes: Sequence[int] | None, workers: int | None
 ) -> list[tuple[str, int, _StatKey]]:
-    """Digest files in order, choosing serial, threads or a forked process pool."""
+    """Digest files in order, choosing serial, threads or a forked process pool.
+
+    ``sizes`` (None: not known) only plan the work. Unknown, they are looked up where the
+    choice depends on them (a few files, several workers) and taken as equal elsewhere.
+    """
     n_workers = _worker_count(workers)
+    if sizes is None:
+        sizes = _planning_sizes(paths, n_workers)
     strategy = _choose_strategy(len(paths), sum(sizes), n_workers)
     if strategy == "serial":
         return [_digest_file(p) for p in paths]
@@ -236,6 +250,18 @@ def _digest_many(
         with ThreadPoolExecutor(n_workers, thread_name_prefix="sha256") as pool:
             batches = list(pool.map(_digest_batch, chunks))
     return [result for batch in batches for result in batch]
+
+
+def _planning_sizes(paths: Sequence[bytes], workers: int) -> list[int]:
+    if workers <= 1 or not 2 <= len(paths) < _POOL_MIN_FILES:
+        return [0] * len(paths)  # the choice and the chunks do not depend on bytes
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(os.lstat(path).st_size)
+        except OSError:
+            sizes.append(0)  # reading it will say what is wrong
+    return sizes
 
 
 def _digest_files(
@@ -271,6 +297,14 @@ def _quote(raw: bytes) -> str:
     return "".join(_ESCAPES[b] for b in raw)
 
 
+def _quote_all(raws: Sequence[bytes]) -> list[str]:
+    """:func:`_quote` of each path; when none needs an escape (the usual case), in one go."""
+    joined = b"\n".join(raws)  # "\n" is escaped by _quote, so it splits back exactly
+    if not joined.translate(None, _SAFE_BYTES + b"\n"):
+        return joined.decode("ascii").split("\n") if raws else []
+    return [_quote(raw) for raw in raws]
+
+
 def _link_target(root: bytes, link: bytes) -> bytes:
     """In-tree target of a symlink, relative to ``root`` (``.`` for the root itself)."""
     resolved = os.path.realpath(link)
@@ -286,81 +320,134 @@ def _link_target(root: bytes, link: bytes) -> bytes:
     return resolved[len(prefix) :]
 
 
-def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
-    """Walk ``root`` without following symlinks: files, and listing lines of folders/links."""
-    files: list[_File] = []
+def _walk(root: bytes, with_stat: bool) -> tuple[list[bytes], array[int], list[_Line]]:
+    """Walk ``root`` without following symlinks, in walk order (nothing sorted).
+
+    Returns the relative paths of regular files, their stat keys flattened (four int64 per
+    file, empty unless ``with_stat``) and the listing lines of folders and links. With
+    ``with_stat`` each entry costs one ``lstat`` (what re-verification must pay anyway) and
+    its mode decides; without, the type the directory listing carries decides (``d_type``,
+    no call at all; ``scandir`` falls back to ``lstat`` where a filesystem gives none).
+    Per file only a path and four machine integers are kept: no tuples or stat objects, so
+    a big tree allocates little (fresh heap pages cost a page fault each) and no object the
+    garbage collector counts (each 700 of those start a collection).
+    """
+    rels: list[bytes] = []
+    keys: array[int] = array("q")
     others: list[_Line] = []
+    add_rel = rels.append
+    add_key = keys.append
     stack = [(root, b"")]
     while stack:
         folder, rel_folder = stack.pop()
         with os.scandir(folder) as entries:
             for entry in entries:
-                # One lstat per entry (what re-verification must pay anyway) and its mode
-                # decides: no further calls per entry, the stat key built inline.
-                st = entry.stat(follow_symlinks=False)
-                mode = st.st_mode
+                if with_stat:
+                    st = entry.stat(follow_symlinks=False)
+                    mode = st.st_mode
+                    if S_ISREG(mode):
+                        add_rel(rel_folder + entry.name)
+                        add_key(st.st_size)  # the stat key, as _stat_key; one by one: a tuple
+                        add_key(st.st_mtime_ns)  # per file would be an object for the GC
+                        add_key(st.st_ctime_ns)
+                        ino = st.st_ino
+                        add_key(ino - 2 * _INT64 if ino >= _INT64 else ino)
+                        continue
+                elif entry.is_file(follow_symlinks=False):
+                    add_rel(rel_folder + entry.name)
+                    continue
+                else:
+                    mode = entry.stat(follow_symlinks=False).st_mode  # cached by scandir
                 rel = rel_folder + entry.name
-                if S_ISREG(mode):
-                    ino = st.st_ino
-                    key = (
-                        st.st_size,
-                        st.st_mtime_ns,
-                        st.st_ctime_ns,
-                        ino - 2 * _INT64 if ino >= _INT64 else ino,
-                    )
-                    files.append((rel, key))
-                elif S_ISDIR(mode):
+                if S_ISDIR(mode):
                     others.append((rel, f"D {_quote(rel)}\n"))
                     stack.append((entry.path, rel + b"/"))
                 elif S_ISLNK(mode):
                     target = _link_target(root, entry.path)
                     others.append((rel, f"L {_quote(target)} {_quote(rel)}\n"))
+                elif S_ISREG(mode):  # was something else when listed: hash it all the same
+                    add_rel(rel)
                 else:
                     raise ValueError(
                         f"{os.fsdecode(entry.path)!r} is not a file, folder or symlink (a "
                         "device, FIFO or socket); refusing to hash the folder"
                     )
-    files.sort()  # by relative path: paths are unique, so later fields never decide
-    others.sort(key=lambda line: line[0])
-    return files, others
+    return rels, keys, others
 
 
-def _fingerprint(files: Sequence[_File], others: Sequence[_Line]) -> str:
-    """SHA-256 of every name, link target and file stat key: equal means nothing changed."""
-    hasher = hashlib.sha256(TREE_HEADER + b"%d\n" % len(others))  # count: an exact boundary
-    hasher.update("".join(line for _, line in others).encode("ascii"))
-    hasher.update(
-        b"".join([b"%s\0%d %d %d %d\n" % (rel, k0, k1, k2, k3) for rel, (k0, k1, k2, k3) in files])
-    )
+def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
+    """Walk ``root`` without following symlinks: files with stat keys, and listing lines of
+    folders/links, both sorted by relative path."""
+    rels, keys, others = _walk(root, with_stat=True)
+    others.sort(key=_by_path)
+    return _sorted_files(rels, keys), others
+
+
+def _sorted_files(rels: list[bytes], keys: array[int]) -> list[_File]:
+    """(relative path, stat key) per file, sorted by path (paths are unique)."""
+    it = iter(keys)
+    files = list(zip(rels, zip(it, it, it, it, strict=True), strict=True))
+    files.sort(key=_by_path)
+    return files
+
+
+def _by_path(item: tuple[bytes, object]) -> bytes:
+    return item[0]
+
+
+def _fingerprint(rels: Sequence[bytes], keys: array[int], others: Sequence[_Line]) -> str:
+    """SHA-256 of every name, link target and file stat key: equal means nothing changed.
+
+    Taken in walk order, which an unchanged folder repeats (directory listings are stable
+    while nothing in them changes); where a filesystem reorders its listings, the folder
+    record only misses and the per-file lookups answer. Unambiguous: the counts come first,
+    listing lines end in a newline (quoted paths hold none), every file path ends in a NUL
+    (no path holds one) and the stat keys are 32 bytes per file.
+    """
+    hasher = hashlib.sha256(_FINGERPRINT_HEADER + b"%d %d\n" % (len(others), len(rels)))
+    hasher.update("".join([line for _, line in others]).encode("ascii"))
+    hasher.update(b"\0".join(rels))
+    hasher.update(b"\0")
+    hasher.update(keys.tobytes())
     return hasher.hexdigest()
 
 
+def _listing_digest(
+    files: Sequence[bytes], digests: Sequence[tuple[str, int]], others: list[_Line]
+) -> TreeDigest:
+    """The tree hash of sorted ``files`` with their (sha256, size), and ``others``."""
+    lines = others + [
+        (rel, f"F {digest} {size} {quoted}\n")
+        for rel, quoted, (digest, size) in zip(files, _quote_all(files), digests, strict=True)
+    ]
+    lines.sort(key=_by_path)
+    hasher = hashlib.sha256(TREE_HEADER)
+    hasher.update("".join([line for _, line in lines]).encode("ascii"))
+    return TreeDigest(hasher.hexdigest(), sum(size for _, size in digests), len(files))
+
+
 def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> TreeDigest:
-    files, others = _scan(root)
-    fingerprint = ""
-    if cache is not None:
-        fingerprint = _fingerprint(files, others)
-        known = cache._lookup_tree(root, fingerprint)
-        if known is not None:
-            return known
     top = root if root.endswith(b"/") else root + b"/"
+    if cache is None:  # no stat keys needed: the walk makes no call per file
+        rels, _, others = _walk(root, with_stat=False)
+        rels.sort()
+        fresh = _digest_many([top + rel for rel in rels], None, workers)
+        return _listing_digest(rels, [(digest, size) for digest, size, _ in fresh], others)
+    rels, keys, others = _walk(root, with_stat=True)
+    fingerprint = _fingerprint(rels, keys, others)
+    known = cache._lookup_tree(root, fingerprint)
+    if known is not None:
+        return known
+    files = _sorted_files(rels, keys)
     paths = [top + rel for rel, _ in files]  # what scandir's entry.path was
     digests, read = _digest_files(
         [(path, key) for path, (_, key) in zip(paths, files, strict=True)], cache, workers
     )
-    lines = others + [
-        (rel, f"F {digest} {size} {_quote(rel)}\n")
-        for (rel, _), (digest, size) in zip(files, digests, strict=True)
-    ]
-    lines.sort(key=lambda line: line[0])
-    hasher = hashlib.sha256(TREE_HEADER)
-    hasher.update("".join(line for _, line in lines).encode("ascii"))
-    result = TreeDigest(hasher.hexdigest(), sum(size for _, size in digests), len(files))
-    if cache is not None:
-        scanned = {path: key for path, (_, key) in zip(paths, files, strict=True)}
-        unchanged = all(scanned[path] == key for path, key, _ in read)
-        tree = (root, fingerprint, result, [key for _, key in files]) if unchanged else None
-        cache._store(read, tree)
+    result = _listing_digest([rel for rel, _ in files], digests, others)
+    scanned = {path: key for path, (_, key) in zip(paths, files, strict=True)}
+    unchanged = all(scanned[path] == key for path, key, _ in read)
+    tree = (root, fingerprint, result, [key for _, key in files]) if unchanged else None
+    cache._store(read, tree)
     return result
 
 
