@@ -566,3 +566,33 @@ async def test_run_detail_plots_take_l_when_focused_and_the_screen_keeps_it_othe
         await wait_until(pilot, lambda: "Log y" not in _footer(app))
         await pilot.press("l")
         await wait_until(pilot, lambda: tabs.active == "tab-log")
+
+
+# -- the full value of a cut cell --------------------------------------------------------
+
+
+@sync
+async def test_comparison_fields_show_the_focused_rows_values_whole(fixed: FixedStore) -> None:
+    """At 80 columns the fields table cuts argv; the line under it has all of it."""
+    from textual.widgets import DataTable
+
+    with RunStore(fixed.path) as s:
+        argv_a = ", ".join(s.manifest(fixed.original_id).argv)
+        argv_b = ", ".join(s.manifest(fixed.replay_id).argv)
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
+        await settle(pilot)
+        table = app.screen.query_one("#fields", DataTable)
+        full = app.screen.query_one("#field-full", Static)
+        row = table.get_row_index("argv")
+        assert len(argv_a) > table.columns["a"].width  # the cell cuts it
+        table.move_cursor(row=row)
+        await wait_until(pilot, lambda: str(full.render()).startswith("argv "))
+        shown = str(full.render())
+        assert f"original: {argv_a}" in shown and f"replay: {argv_b}" in shown
+        # the package diff row: every changed package, not the first six
+        table.move_cursor(row=table.get_row_index("packages (diff)"))
+        await wait_until(pilot, lambda: str(full.render()).startswith("packages (diff)"))
+        assert "changed: " in str(full.render())

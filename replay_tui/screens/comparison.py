@@ -19,12 +19,15 @@ from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, Ta
 
 from replay_tui.compare.verdict import TOLERANCE_RULE
 from replay_tui.messages import ComparisonLoaded
+from replay_tui.safety import escape_control
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.style import Palette, number, plain, short
 from replay_tui.widgets.verdict_banner import VerdictBanner
 
+FULL = 100_000  # a value shown whole under the fields table (bounded all the same)
+PACKAGES_ROW = "packages (diff)"
 CLASS_MARK = {"same": " ", "numeric": "≠", "unknown": "?", "other": "~", "expected": "·"}
 FIELD_ORDER = {"numeric": 0, "unknown": 1, "other": 2, "same": 3, "expected": 4}
 CLASS_COLOUR = {"numeric": "error", "unknown": "warning", "other": "primary"}
@@ -82,6 +85,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         self.b_run = b_run
         self.view: ComparisonView | None = None
         self.only_differences = False
+        self._full_values: dict[str, tuple[str, str]] = {}
+        """Per row of the fields table: both values whole, for the line under it."""
         self.labels: tuple[str, str] = ("A", "B")
 
     def current_run(self) -> str | None:
@@ -96,8 +101,9 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         yield VerdictBanner("comparing…", id="verdict")
         yield Static("", id="reasons")
         with TabbedContent(id="tabs"):
-            with TabPane("Fields", id="tab-fields"):
+            with TabPane("Fields", id="tab-fields"), Vertical(id="fields-box"):
                 yield DataTable(id="fields", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="field-full")
             with TabPane("Artifacts", id="tab-artifacts"), VerticalScroll(id="artifacts-box"):
                 yield DataTable(id="artifacts", cursor_type="row", zebra_stripes=True)
                 yield Vertical(id="tensors")
@@ -171,6 +177,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         table.add_column("field", width=38 if wide else 24, key="field")
         table.add_column(self.labels[0], width=value_width, key="a")
         table.add_column(self.labels[1], width=value_width, key="b")
+        self._full_values = {}
         packages = c.environment.packages
         shown = 0
         for row in rows:
@@ -191,7 +198,15 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             field = Text(("● " if gap else "") + path, style=style)
             a = "missing" if not row.present_a else plain(row.a, 200)
             b = "missing" if not row.present_b else plain(row.b, 200)
-            table.add_row(mark, field, Text(a, style=style), Text(b, style=style))
+            if path in self._full_values:  # a path listed twice: its first row shows whole
+                table.add_row(mark, field, Text(a, style=style), Text(b, style=style))
+                shown += 1
+                continue
+            table.add_row(mark, field, Text(a, style=style), Text(b, style=style), key=path)
+            self._full_values[path] = (
+                "missing" if not row.present_a else plain(row.a, FULL),
+                "missing" if not row.present_b else plain(row.b, FULL),
+            )
             shown += 1
         if packages is not None and not packages.same:
             a_text = f"{packages.count_a} packages"
@@ -208,13 +223,21 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             style = palette.fg("error", bold=True)
             table.add_row(
                 Text("≠", style=style),
-                Text("packages (diff)", style=style),
+                Text(PACKAGES_ROW, style=style),
                 Text(a_text, style=style),
                 Text(b_text + "; " + "; ".join(detail), style=style),
+                key=PACKAGES_ROW,
             )
+            every = [f"changed: {n} {va}→{vb}" for n, va, vb in packages.changed]
+            every += [f"only in {self.labels[1]}: {n}" for n in packages.added]
+            every += [f"only in {self.labels[0]}: {n}" for n in packages.removed]
+            self._full_values[PACKAGES_ROW] = (a_text, f"{b_text}; " + "; ".join(every))
             shown += 1
         if not shown:
             table.add_row("", Text("no differing fields", style=palette.muted), "", "")
+        full = self.query_one("#field-full", Static)
+        full.styles.height = 2 if self.app.size.height < 30 else 4
+        self._show_full_value(table.cursor_row)
         # The label counts what "only differences" shows (differences that can matter, and
         # the package diff); the expected ones (ids, times) are counted apart.
         classes = [r.cls for r in rows]
@@ -225,6 +248,27 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠" + (
             f" · {expected} expected)" if expected else ")"
         )
+
+    def _show_full_value(self, row: int) -> None:
+        """Under the table, the row's field and both values whole (the cells cut them)."""
+        table = self.query_one("#fields", DataTable)
+        full = self.query_one("#field-full", Static)
+        key = table.ordered_rows[row].key.value if 0 <= row < table.row_count else None
+        values = self._full_values.get(str(key)) if key is not None else None
+        if values is None:
+            full.update("")
+            return
+        palette = Palette.of(self.app)
+        t = Text()
+        t.append(escape_control(str(key)), style="bold")
+        for label, value in zip(self.labels, values, strict=True):
+            t.append(f"  {label}: ", style=palette.muted)
+            t.append(escape_control(value))
+        full.update(t)
+
+    @on(DataTable.RowHighlighted, "#fields")
+    def _field_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_full_value(event.cursor_row)
 
     def action_toggle_fields(self) -> None:
         self.only_differences = not self.only_differences
