@@ -31,7 +31,16 @@ from replay_tui.screens.runs import RunsScreen
 # first opened, so start-up stays fast.
 if TYPE_CHECKING:
     from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.screens.drill import DrillScreen
     from replay_tui.screens.replay import ReplayScreen
+
+
+class Stoppable(Protocol):
+    """A screen with work running that quitting cancels and waits for."""
+
+    def action_cancel(self) -> None: ...
+
+    async def wait_stopped(self) -> None: ...
 
 
 @runtime_checkable
@@ -129,10 +138,18 @@ class ReplayApp(App[None]):
 
         return [s for s in self.screen_stack if isinstance(s, ReplayScreen) and s.replay_running]
 
+    def running_drills(self) -> list[DrillScreen]:
+        if "replay_tui.screens.drill" not in sys.modules:
+            return []  # never opened: nothing can be running
+        from replay_tui.screens.drill import DrillScreen
+
+        return [s for s in self.screen_stack if isinstance(s, DrillScreen) and s.drill_running]
+
     async def action_quit(self) -> None:
-        """Quit; with a replay running, ask first, then cancel it and wait until it has
-        recorded itself as cancelled (never as a failed reproduction)."""
-        running = self.running_replays()
+        """Quit; with a replay or a drill running, ask first, then cancel it and wait until
+        it has recorded itself as cancelled (never as a failed reproduction)."""
+        drills = self.running_drills()
+        running: list[Stoppable] = [*self.running_replays(), *drills]
         if not running:
             self.exit()
             return
@@ -148,10 +165,15 @@ class ReplayApp(App[None]):
                     screen.action_cancel()
                 self.run_worker(self._exit_when_stopped(running), group="quit")
 
-        n = len(running)
+        n, d = len(running), len(drills)
+        what = " and ".join(
+            f"{k} {word}{'s' if k > 1 else ''}"
+            for k, word in ((n - d, "replay"), (d, "drill"))
+            if k
+        )
         self.push_screen(
             ConfirmModal(
-                f"{n} replay{'s are' if n > 1 else ' is'} running. Quit and cancel"
+                f"{what} {'are' if n > 1 else 'is'} running. Quit and cancel"
                 f" {'them' if n > 1 else 'it'}? A cancelled replay is recorded as cancelled;"
                 " it does not change the run's verdict.",
                 yes="Quit",
@@ -160,8 +182,8 @@ class ReplayApp(App[None]):
             answer,
         )
 
-    async def _exit_when_stopped(self, screens: list[ReplayScreen]) -> None:
-        self.notify("cancelling the replay before quitting…", timeout=30)
+    async def _exit_when_stopped(self, screens: list[Stoppable]) -> None:
+        self.notify("cancelling before quitting…", timeout=30)
         for screen in screens:
             await screen.wait_stopped()
         self.exit()

@@ -596,3 +596,31 @@ async def test_comparison_fields_show_the_focused_rows_values_whole(fixed: Fixed
         table.move_cursor(row=table.get_row_index("packages (diff)"))
         await wait_until(pilot, lambda: str(full.render()).startswith("packages (diff)"))
         assert "changed: " in str(full.render())
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("python_with_torch")
+@sync
+async def test_quitting_mid_drill_asks_first_then_stores_the_drill(
+    gated: tuple[Path, str, Path],
+) -> None:
+    from replay_tui.screens.modals import ConfirmModal
+
+    store, run_id, gate = gated
+    gate.unlink()
+    app = _drill_app(store)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _start_drill(pilot, app, 1)
+        log = screen.query_one("#log", Log)
+        await wait_until(pilot, lambda: any("| step " in x for x in log.lines), 300)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        question = app.screen
+        assert isinstance(question, ConfirmModal)
+        assert question.question.startswith("1 drill is running. Quit and cancel it?")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: not app.is_running, timeout=300)
+    with RunStore(store) as s:
+        (drill,) = s.facts("drills")
+        assert drill["body"]["runs"][0]["status"] == "error"
+        assert [f.status for f in s.replays_of(run_id)] == ["cancelled"]
