@@ -33,6 +33,9 @@ class RunsPage(Message):
         offset: int,
         records: list[RunRecord],
         reproduction: dict[str, Reproduction] | None = None,
+        *,
+        replay_runs: dict[str, int] | None = None,
+        children: dict[str, list[RunRecord]] | None = None,
     ) -> None:
         super().__init__()
         self.generation = generation
@@ -40,6 +43,20 @@ class RunsPage(Message):
         self.records = records
         self.reproduction = reproduction or {}
         """Per original run on the page: what all its replays add up to."""
+        self.replay_runs = replay_runs or {}
+        """Per original run on the page: how many replay runs sit under it."""
+        self.children = children or {}
+        """The replay runs of the page's open groups."""
+
+
+class RunsGroup(Message):
+    """The replay runs of one original, to show under it (a group opened)."""
+
+    def __init__(self, generation: int, run_id: str, records: list[RunRecord]) -> None:
+        super().__init__()
+        self.generation = generation
+        self.run_id = run_id
+        self.records = records
 
 
 class RunsCounted(Message):

@@ -2,15 +2,16 @@
 
 The CLI (``replay_tui.cli``) and the TUI (``replay_tui.app``) are siblings over the
 domain and never import each other; this module is the one place that joins them.
-The TUI is imported only when it opens, so commands start without Textual.
+Each is imported only when it is used: a command starts without Textual, and the plain
+``replay-tui [--store PATH]`` opens the TUI without loading the command line (click,
+every command module and what they import), so the first frame comes sooner.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-
-from replay_tui.cli import main as cli_main
-from replay_tui.cli.common import set_tui_opener
 
 
 def _open_tui(store_path: Path, notice: str | None) -> None:
@@ -19,7 +20,35 @@ def _open_tui(store_path: Path, notice: str | None) -> None:
     run_app(store_path, notice=notice)
 
 
+def tui_store(argv: Sequence[str]) -> Path | None:
+    """The store to open the TUI on when ``argv`` (without the program name) names no
+    command: nothing, or only ``--store PATH``; None for anything else (a command, a
+    help or version flag, a path that is a folder, a typo), which the CLI handles and
+    reports as it always has."""
+    from replay_tui.storepath import default_store_path
+
+    args = list(argv)
+    if not args:
+        return default_store_path()
+    if len(args) == 2 and args[0] == "--store":
+        value = args[1]
+    elif len(args) == 1 and args[0].startswith("--store="):
+        value = args[0].removeprefix("--store=")
+    else:
+        return None
+    if not value or value.startswith("-") or Path(value).is_dir():
+        return None  # the CLI says what is wrong with it
+    return Path(value)
+
+
 def main() -> None:
+    store = tui_store(sys.argv[1:])
+    if store is not None:
+        _open_tui(store, None)
+        return
+    from replay_tui.cli import main as cli_main
+    from replay_tui.cli.common import set_tui_opener
+
     set_tui_opener(_open_tui)
     cli_main()
 

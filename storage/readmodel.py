@@ -9,13 +9,14 @@ computes from that data (rates, variances, verdict summaries) lives with the dom
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage.records import REPLAY_SELECT, ReplayFact
-from storage.store import RunStore, StoreError
+from storage.records import REPLAY_SELECT, RUN_SELECT, ReplayFact, RunRecord
+from storage.store import COMMON_MATCHES, RunQuery, RunStore, StoreError, fts_query
 
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
 # (to measure its cost) is an experiment, never evidence; failed attempts have no replay
@@ -205,3 +206,118 @@ def comparison_runs(store: RunStore, cid: int) -> tuple[str, str]:
     if row is None:
         raise StoreError(f"no comparison {cid}")
     return str(row[0]), str(row[1])
+
+
+# -- the runs browser: replays under their originals, sorts the store has no index for --
+
+VIEW_ORDERS = ("gaps", "severity")
+"""Orders of :func:`list_runs_view` beyond the columns of ``RunQuery.order``: ``gaps``
+(critical, then warning, then info gaps) and ``severity`` (the verdict badge, ranked by
+the caller)."""
+
+# A replay whose original is in the store is shown under that original, not on its own.
+_TOP_LEVEL = (
+    "(runs.kind != 'replay' OR runs.replay_of IS NULL"
+    " OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = runs.replay_of))"
+)
+
+
+def _view_where(
+    store: RunStore, q: RunQuery, *, top_level: bool, common: bool = False
+) -> tuple[str, list[Any]]:
+    where, params = store._where(q, common=common)
+    if top_level:
+        where = f"{where} AND {_TOP_LEVEL}" if where else f" WHERE {_TOP_LEVEL}"
+    return where, params
+
+
+def _common_search(store: RunStore, q: RunQuery) -> bool:
+    """Does the search match so many runs that walking the sort index is faster (as
+    ``RunStore.list_runs`` decides)?"""
+    fq = fts_query(q.search) if q.search else None
+    if not fq:
+        return False
+    if min(len(w) for w in re.findall(r"\w+", q.search or "")) <= 2:
+        return True
+    n = store.conn.execute(
+        "SELECT count(*) FROM (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ? LIMIT ?)",
+        (fq, COMMON_MATCHES),
+    ).fetchone()[0]
+    return bool(n >= COMMON_MATCHES)
+
+
+def list_runs_view(
+    store: RunStore,
+    q: RunQuery,
+    *,
+    order: str | None = None,
+    rank: Mapping[str, int] | None = None,
+    top_level: bool = False,
+) -> list[RunRecord]:
+    """A page of the runs browser: ``q``'s filters and paging, sorted by ``q.order``, or
+    by ``order`` (one of :data:`VIEW_ORDERS`; ``severity`` ranks each verdict by
+    ``rank``, a run with no verdict below all), in ``q.descending`` direction, ties by
+    id.  ``top_level``: leave out replays whose original is in the store (they are
+    shown under it: :func:`replays_of_runs`)."""
+    direction = "DESC" if q.descending else "ASC"
+    if order is None:
+        if not top_level:
+            return store.list_runs(q)
+        common = _common_search(store, q)
+        where, params = _view_where(store, q, top_level=True, common=common)
+        hint = " INDEXED BY runs_started" if common and q.order == "started_at" else ""
+        sql = (
+            f'SELECT {RUN_SELECT} FROM runs{hint}{where} ORDER BY "{q.order}" {direction},'
+            f" id {direction} LIMIT ? OFFSET ?"
+        )
+        rows = store.conn.execute(sql, [*params, max(0, q.limit), max(0, q.offset)])
+        return [RunRecord.from_row(r) for r in rows.fetchall()]
+    by_params: list[Any] = []
+    if order == "gaps":
+        by = f"gaps_critical {direction}, gaps_warning {direction}, gaps_info {direction}"
+    elif order == "severity":
+        ranks = dict(rank or {})
+        whens = " ".join("WHEN ? THEN ?" for _ in ranks)
+        by_params = [v for item in ranks.items() for v in item]
+        by = f"CASE last_verdict {whens} ELSE -1 END {direction}" if ranks else "1"
+    else:
+        raise StoreError(f"cannot sort by {order!r}")
+    where, params = _view_where(store, q, top_level=top_level)
+    # No index serves these orders: sort the narrow keys of every match first, then read
+    # the whole rows of one page (reading every whole row into the sorter is 4x slower).
+    sql = (
+        f"SELECT {RUN_SELECT} FROM runs WHERE rowid IN (SELECT runs.rowid FROM runs{where}"
+        f" ORDER BY {by}, id {direction} LIMIT ? OFFSET ?) ORDER BY {by}, id {direction}"
+    )
+    args = [*params, *by_params, max(0, q.limit), max(0, q.offset), *by_params]
+    return [RunRecord.from_row(r) for r in store.conn.execute(sql, args).fetchall()]
+
+
+def count_runs_view(store: RunStore, q: RunQuery, *, top_level: bool = False) -> int:
+    """How many rows :func:`list_runs_view` has for ``q`` (all pages)."""
+    total = store.count_runs(q)
+    if not top_level:
+        return total
+    # the replays shown under their originals, counted through the kind index
+    where, params = store._where(q)
+    folded = (
+        "kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
+        if not where
+        else f"{where[len(' WHERE ') :]} AND kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
+    )
+    sql = f"SELECT count(*) FROM runs WHERE {folded}"
+    return total - int(store.conn.execute(sql, params).fetchone()[0])
+
+
+def replays_of_runs(store: RunStore, run_ids: list[str], limit: int = 500) -> list[RunRecord]:
+    """The replay runs of each of ``run_ids``, grouped by original in the order given,
+    oldest first within each (at most ``limit`` per original)."""
+    out: list[RunRecord] = []
+    for rid in dict.fromkeys(run_ids):
+        rows = store.conn.execute(
+            f"SELECT {RUN_SELECT} FROM runs WHERE replay_of = ? AND kind = 'replay'"
+            " ORDER BY started_at, id LIMIT ?",
+            (rid, limit),
+        ).fetchall()
+        out += [RunRecord.from_row(r) for r in rows]
+    return out

@@ -61,6 +61,13 @@ def post(message_factory: Callable[[], Any]) -> Step:
     return run
 
 
+def press(*keys: str) -> Step:
+    async def run(pilot: Pilot[Any]) -> None:
+        await pilot.press(*keys)
+
+    return run
+
+
 def tab(pane: str) -> Step:
     async def run(pilot: Pilot[Any]) -> None:
         pilot.app.screen.query_one(TabbedContent).active = pane
@@ -71,6 +78,21 @@ def tab(pane: str) -> Step:
 @pytest.mark.parametrize("size", SIZES)
 def test_runs(snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]) -> None:
     assert snap_compare(make_app(fixed), terminal_size=size, run_before=then())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_runs_group_open(
+    snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]
+) -> None:
+    """The diverged original's replay shown under it (▾, └), sorted by verdict."""
+
+    async def open_group(pilot: Pilot[Any]) -> None:
+        table = pilot.app.screen.table  # type: ignore[attr-defined]
+        table.move_cursor(row=table.get_row_index(fixed.original_id))
+        await pilot.press("right")
+
+    steps = then(press("s"), open_group)
+    assert snap_compare(make_app(fixed), terminal_size=size, run_before=steps)
 
 
 def test_runs_with_notice(snap_compare: SnapCompare, fixed: FixedStore) -> None:

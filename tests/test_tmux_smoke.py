@@ -80,10 +80,17 @@ def terminal(fixed: FixedStore) -> Iterator[Terminal]:
 
 def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     # wait for the end state (status and rows painted), never a frame in between
-    text = terminal.wait_for(lambda s: "44 of 44 runs" in s and "resnet50-imagenet-audit" in s)
+    # 44 runs: the 2 replays sit under their originals
+    text = terminal.wait_for(lambda s: "42 of 42 runs" in s and "resnet50-imagenet-audit" in s)
     assert "DIVERGED" in text
     # the original's state from all its replays: latest completed verdict, 0 of 1 reproduced
-    assert any("DIVERGED" in line and "0/1" in line for line in text.splitlines())
+    assert any(
+        "DIVERGED" in line and "0/1" in line and "▸ resnet50" in line for line in text.splitlines()
+    )
+    terminal.keys("Right")  # the cursor's run (the newest): its replay shows under it
+    text = terminal.wait_for(lambda s: "▾ resnet50" in s and "└ resnet50" in s)
+    terminal.keys("Left")
+    terminal.wait_for(lambda s: "▸ resnet50" in s and "└" not in s)
 
     terminal.keys("j", "j", "k", "y")  # j/k move the cursor; y copies the run id
     terminal.wait_for(lambda s: "copied run id" in s)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from replay_tui.errors import ReplayTuiError
+from replay_tui.storepath import default_store_path as default_store_path
 from storage.manifest import ManifestError
 from storage.store import RunStore, StoreError
 
@@ -25,15 +25,6 @@ if TYPE_CHECKING:
     from replay_tui.replay.runner import ReplayEvent
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def default_store_path() -> Path:
-    env = os.environ.get("REPLAY_TUI_STORE")
-    if env:
-        return Path(env)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("replay-tui")) / "store.db"
 
 
 class Ctx:

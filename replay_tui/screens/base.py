@@ -11,7 +11,6 @@ from typing import TypeVar
 from textual.binding import Binding, BindingType
 from textual.message_pump import MessagePump
 from textual.screen import ModalScreen, Screen
-from textual.widgets import TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from replay_tui.messages import WorkerFailed
@@ -47,6 +46,8 @@ class WorkbenchKeys:
     """Actions for :data:`WORKBENCH_BINDINGS` (mixed into a screen with tabs)."""
 
     def action_tab(self, n: int) -> None:
+        from textual.widgets import TabbedContent, TabPane  # not needed by the first frame
+
         screen = self
         assert isinstance(screen, Screen)
         tabs = screen.query(TabbedContent).first(TabbedContent)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from replay_tui.verdicts import REPRODUCED, VERDICTS, Reproduction, summarize
+from replay_tui.verdicts import REPRODUCED, SEVERITY, VERDICTS, Reproduction, summarize
 from storage import readmodel
 from storage.records import ReplayFact, RunRecord
 from storage.store import Location, RunQuery, RunStore, StoreError
@@ -64,6 +64,83 @@ def reproduction_of(store: RunStore, records: list[RunRecord]) -> dict[str, Repr
     """What every replay of each original run on a page adds up to (one query)."""
     facts = store.replay_outcomes([r.id for r in records if r.kind == "original"])
     return {run_id: summarize(f) for run_id, f in facts.items()}
+
+
+# -- the runs browser ------------------------------------------------------------------
+
+SortKey = Literal["started_at", "name", "severity", "gaps", "status", "duration_s", "kind"]
+"""What the runs browser sorts by: a column of the store's own order, or ``severity``
+(the verdict badge, worst last: ``replay_tui.verdicts.SEVERITY``) or ``gaps`` (critical,
+then warning, then info)."""
+STORE_ORDERS: frozenset[str] = frozenset({"started_at", "name", "status", "duration_s", "kind"})
+
+
+@dataclass(frozen=True)
+class RunsView:
+    """What the runs browser shows: the query (filters, paging, direction), the sort,
+    and whether replays sit under their originals (``grouped``) or in the list."""
+
+    query: RunQuery
+    sort: SortKey = "started_at"
+    grouped: bool = True
+
+    @property
+    def top_level(self) -> bool:
+        """Replays whose original is in the store are left out of the list (shown under
+        it); not when the list asks for replays only."""
+        return self.grouped and self.query.kind != "replay"
+
+
+@dataclass(frozen=True)
+class RunsPageData:
+    records: list[RunRecord]
+    reproduction: dict[str, Reproduction]
+    """Per original run on the page: what all its replays add up to."""
+    replay_runs: dict[str, int]
+    """Per original run on the page: how many replay runs the store holds (a group)."""
+    children: dict[str, list[RunRecord]]
+    """The replay runs of the groups asked open (``expanded``), oldest first."""
+
+
+def load_runs_page(
+    store: RunStore, view: RunsView, *, limit: int, offset: int, expanded: frozenset[str]
+) -> RunsPageData:
+    """One page of the runs browser, with what its rows show and its open groups."""
+    q = replace(view.query, limit=limit, offset=offset)
+    if view.sort in STORE_ORDERS:
+        q = replace(q, order=view.sort)  # type: ignore[arg-type]
+        records = readmodel.list_runs_view(store, q, top_level=view.top_level)
+    else:
+        records = readmodel.list_runs_view(
+            store, q, order=view.sort, rank=SEVERITY, top_level=view.top_level
+        )
+    originals = [r.id for r in records if r.kind == "original"]
+    facts = store.replay_outcomes(originals) if originals else {}
+    replay_runs = {
+        rid: n for rid, fs in facts.items() if (n := sum(1 for f in fs if f.replay_run)) > 0
+    }
+    children: dict[str, list[RunRecord]] = {}
+    if view.top_level:
+        open_ids = [rid for rid in originals if rid in expanded]
+        for child in readmodel.replays_of_runs(store, open_ids):
+            if child.replay_of is not None:
+                children.setdefault(child.replay_of, []).append(child)
+    return RunsPageData(
+        records=records,
+        reproduction={rid: summarize(f) for rid, f in facts.items()},
+        replay_runs=replay_runs,
+        children=children,
+    )
+
+
+def count_runs_view(store: RunStore, view: RunsView) -> int:
+    """How many rows (groups, when grouped) the view has in all."""
+    return readmodel.count_runs_view(store, view.query, top_level=view.top_level)
+
+
+def replays_under(store: RunStore, run_id: str) -> list[RunRecord]:
+    """The replay runs of one original, oldest first (a group opened)."""
+    return readmodel.replays_of_runs(store, [run_id])
 
 
 def find_runs(store: RunStore, text: str, limit: int) -> list[RunRecord]:

@@ -6,6 +6,10 @@ as the user types: the first key after a pause searches at once, keys that follo
 within the throttle window are coalesced into one search at its end, and a newer query
 cancels the worker of the older one (``exclusive=True``); pages of a stale query that
 still arrive are dropped by generation number.
+
+Replays sit under their originals (``g`` shows them in the list instead): an original
+with replay runs is a group, opened with right, ``+`` or space and closed with left,
+``-`` or space; the groups left open stay open across queries and refreshes.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.geometry import Region
 from textual.timer import Timer
 from textual.widgets import Checkbox, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
@@ -28,20 +33,31 @@ from replay_tui.messages import (
     OpenRun,
     PickAndCompare,
     RunsCounted,
+    RunsGroup,
     RunsPage,
     RunsPageShown,
 )
 from replay_tui.screens.base import AppScreen
-from replay_tui.screens.queries import VERDICTS, list_runs, open_store, reproduction_of
+from replay_tui.screens.queries import (
+    VERDICTS,
+    RunsPageData,
+    RunsView,
+    SortKey,
+    count_runs_view,
+    load_runs_page,
+    open_store,
+    replays_under,
+)
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.widgets.status import StatusLine
-from storage.store import Order, RunQuery
+from storage.store import RunQuery
 
 FIRST_PAGE = 64  # a 60-row terminal's worth; the next page follows as the cursor moves
 PAGE = 300
 LOOKAHEAD = 40
 SEARCH_THROTTLE_S = 0.12
-DESCENDING_FIRST: frozenset[str] = frozenset({"started_at", "duration_s"})
+DESCENDING_FIRST: frozenset[str] = frozenset({"started_at", "duration_s", "severity", "gaps"})
+"""Sorts that start newest, longest, worst verdict, most gaps first."""
 
 KIND_OPTIONS = [("all kinds", ""), ("original", "original"), ("replay", "replay")]
 VERDICT_OPTIONS = [
@@ -49,6 +65,35 @@ VERDICT_OPTIONS = [
     *((v.lower(), v) for v in VERDICTS),
     ("not replayed", "none"),
 ]
+
+
+class SearchBox(Input):
+    """The search input, without a screen layout per keystroke.
+
+    ``Input`` sets its virtual size on every change of its text, and a virtual size asks
+    for a layout of the whole screen: every widget re-rendered, about half of what a
+    keystroke cost.  This box has a fixed size, so its new text needs only a repaint.
+    """
+
+    _typing = False
+
+    def _watch_value(self, value: str) -> None:
+        self._typing = True
+        try:
+            super()._watch_value(value)
+        finally:
+            self._typing = False
+
+    def refresh(
+        self,
+        *regions: Region,
+        repaint: bool = True,
+        layout: bool = False,
+        recompose: bool = False,
+    ) -> Self:
+        if self._typing and not self.styles.auto_dimensions:
+            layout = False
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
 
 class RunsScreen(AppScreen[None]):
@@ -62,6 +107,7 @@ class RunsScreen(AppScreen[None]):
         Binding("c", "compare", "Compare"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("S", "reverse_sort", "Reverse", show=False),
+        Binding("g", "toggle_grouping", "Group replays", show=False),
         Binding("escape", "clear_search", "Clear filters"),
     ]
     LIVE_REFRESH_S = 2.0
@@ -71,7 +117,8 @@ class RunsScreen(AppScreen[None]):
         super().__init__()
         self.store_path = store_path
         self.notice = notice
-        self._query = RunQuery()
+        self._view = RunsView(RunQuery())
+        self._expanded: set[str] = set()
         self._generation = 0
         self._total: int | None = None
         self._next_offset = 0
@@ -95,9 +142,23 @@ class RunsScreen(AppScreen[None]):
         return self.query_one("#search", Input)
 
     @property
+    def _query(self) -> RunQuery:
+        return self._view.query
+
+    @property
     def query_state(self) -> RunQuery:
-        """The query the table shows (filters, search and order; no paging)."""
-        return self._query
+        """The query the table shows (filters, search and direction; no paging)."""
+        return self._view.query
+
+    @property
+    def sort_key(self) -> SortKey:
+        """What the table is sorted by (``query_state.descending``: which way)."""
+        return self._view.sort
+
+    @property
+    def grouped(self) -> bool:
+        """Replays shown under their originals (else in the list)."""
+        return self._view.grouped
 
     @property
     def total(self) -> int | None:
@@ -108,7 +169,7 @@ class RunsScreen(AppScreen[None]):
         if self.notice:
             yield Static(self.notice, id="notice")
         with Horizontal(id="toolbar"):
-            yield Input(
+            yield SearchBox(
                 placeholder="/ search: name, command, commit, image, tags",
                 id="search",
                 compact=True,
@@ -122,7 +183,7 @@ class RunsScreen(AppScreen[None]):
 
     def on_mount(self) -> None:
         self.table.set_sort_columns(
-            self._query.order, self._query.descending, width=self.app.size.width
+            self._view.sort, self._query.descending, width=self.app.size.width
         )
         self._reload()
         self._stamp = self._store_stamp()
@@ -133,50 +194,70 @@ class RunsScreen(AppScreen[None]):
 
     # -- querying --------------------------------------------------------------------
 
-    def _reload(self, **changes: object) -> None:
-        """Apply ``changes`` to the query and show its first page."""
-        if changes:
-            self._query = replace(self._query, **changes)  # type: ignore[arg-type]
-            self.refresh_bindings()
+    def _reload(self, *, view: RunsView | None = None, **changes: object) -> None:
+        """Apply ``changes`` to the query (or show ``view``) and show its first page."""
+        if changes or view is not None:
+            before = self._clear_key_shown()
+            self._view = view or replace(
+                self._view,
+                query=replace(self._query, **changes),  # type: ignore[arg-type]
+            )
+            if self._clear_key_shown() != before:
+                # the footer's "Clear filters" comes or goes; otherwise leave the footer
+                # alone (refreshing the bindings recomposes it: a layout per keystroke)
+                self.refresh_bindings()
         self._generation += 1
         self._total = None
         self._next_offset = 0
         self._exhausted = False
         self._loading_more = False
         self.workers.cancel_group(self, "runs-more")
-        self._load_first(self._query, self._generation)
+        self._load_first(self._view, self._generation, frozenset(self._expanded))
         self._update_status(loading=True)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-query")
-    def _load_first(self, query: RunQuery, generation: int) -> None:
+    def _load_first(self, view: RunsView, generation: int, expanded: frozenset[str]) -> None:
         worker = get_current_worker()
         with open_store(self.store_path) as store:
-            records = list_runs(store, replace(query, limit=FIRST_PAGE, offset=0))
-            reproduction = reproduction_of(store, records)
+            page = load_runs_page(store, view, limit=FIRST_PAGE, offset=0, expanded=expanded)
             if worker.is_cancelled:
                 return
-            self.post_message(RunsPage(generation, 0, records, reproduction))
-            if len(records) < FIRST_PAGE:
+            self.post_message(_page_message(generation, 0, page))
+            if len(page.records) < FIRST_PAGE:
                 return  # the page holds every match: the page handler knows the total
-            total = store.count_runs(query)
+            total = count_runs_view(store, view)
         if not worker.is_cancelled:
             self.post_message(RunsCounted(generation, total))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-more")
-    def _load_more(self, query: RunQuery, generation: int, offset: int) -> None:
+    def _load_more(
+        self, view: RunsView, generation: int, offset: int, expanded: frozenset[str]
+    ) -> None:
         worker = get_current_worker()
         with open_store(self.store_path) as store:
-            records = list_runs(store, replace(query, limit=PAGE, offset=offset))
-            reproduction = reproduction_of(store, records)
+            page = load_runs_page(store, view, limit=PAGE, offset=offset, expanded=expanded)
         if not worker.is_cancelled:
-            self.post_message(RunsPage(generation, offset, records, reproduction))
+            self.post_message(_page_message(generation, offset, page))
+
+    @work(thread=True, exit_on_error=False, group="runs-group")
+    def _load_group(self, generation: int, run_id: str) -> None:
+        with open_store(self.store_path) as store:
+            records = replays_under(store, run_id)
+        self.post_message(RunsGroup(generation, run_id, records))
 
     def on_runs_page(self, message: RunsPage) -> None:
         message.stop()
         if message.generation != self._generation:
             return
         first = message.offset == 0
-        self.table.show_page(message.records, replace=first, reproduction=message.reproduction)
+        self.table.show_page(
+            message.records,
+            replace=first,
+            reproduction=message.reproduction,
+            replay_runs=message.replay_runs,
+            children=message.children,
+            grouped=self._view.top_level,
+        )
         if first and self._restore is not None:
             if self.table.record(self._restore) is not None:
                 self.table.move_cursor(row=self.table.get_row_index(self._restore))
@@ -199,6 +280,11 @@ class RunsScreen(AppScreen[None]):
             self._shown_generation = generation
             self.post_message(RunsPageShown(generation, self.table.row_count, self._total))
 
+    def on_runs_group(self, message: RunsGroup) -> None:
+        message.stop()
+        if message.generation == self._generation and message.run_id in self._expanded:
+            self.table.open_group(message.run_id, message.records)
+
     def on_runs_counted(self, message: RunsCounted) -> None:
         message.stop()
         if message.generation == self._generation:
@@ -209,19 +295,21 @@ class RunsScreen(AppScreen[None]):
         if self._loading_more or self._exhausted:
             return
         self._loading_more = True
-        self._load_more(self._query, self._generation, self._next_offset)
+        self._load_more(self._view, self._generation, self._next_offset, frozenset(self._expanded))
 
     def _update_status(self, *, loading: bool = False) -> None:
         q = self._query
-        shown = self.table.row_count
+        shown = self.table.top_level_count
         if loading:
             text = "searching…" if q.search else "loading…"
         elif self._total is None:
             text = f"{shown:,} runs (counting…)"
         else:
             text = f"{shown:,} of {self._total:,} runs"
-        label = next(c.label for c in COLUMNS if c.order == q.order)
+        label = next(c.label for c in COLUMNS if c.order == self._view.sort)
         parts = [text, f"sorted by {label.lower()} {'▼' if q.descending else '▲'}"]
+        if self._view.top_level:
+            parts.append("replays under their originals")
         if q.search:
             parts.append(f"search “{q.search}”")
         if q.kind:
@@ -299,24 +387,40 @@ class RunsScreen(AppScreen[None]):
         if order is not None:
             self.sort_by(order)
 
+    @on(RunsTable.GroupToggled, "#runs")
+    def _group_toggled(self, event: RunsTable.GroupToggled) -> None:
+        event.stop()
+        if event.open:
+            self._expanded.add(event.run_id)
+            self._load_group(self._generation, event.run_id)
+        else:
+            self._expanded.discard(event.run_id)
+            self.table.close_group(event.run_id)
+
     # -- actions ---------------------------------------------------------------------
 
-    def sort_by(self, order: Order, descending: bool | None = None) -> None:
+    def sort_by(self, order: SortKey, descending: bool | None = None) -> None:
         """Sort by a column; the same column again flips the direction."""
         if descending is None:
-            if order == self._query.order:
+            if order == self._view.sort:
                 descending = not self._query.descending
             else:
                 descending = order in DESCENDING_FIRST
         self.table.set_sort_columns(order, descending, width=self.app.size.width)
-        self._reload(order=order, descending=descending)
+        view = replace(self._view, sort=order, query=replace(self._query, descending=descending))
+        self._reload(view=view)
 
     def action_cycle_sort(self) -> None:
-        i = SORTABLE.index(self._query.order) if self._query.order in SORTABLE else -1
+        i = SORTABLE.index(self._view.sort) if self._view.sort in SORTABLE else -1
         self.sort_by(SORTABLE[(i + 1) % len(SORTABLE)], None)
 
     def action_reverse_sort(self) -> None:
-        self.sort_by(self._query.order, not self._query.descending)
+        self.sort_by(self._view.sort, not self._query.descending)
+
+    def action_toggle_grouping(self) -> None:
+        """Replays under their originals, or in the list as runs of their own."""
+        self._restore = self.table.selected_run
+        self._reload(view=replace(self._view, grouped=not self._view.grouped))
 
     def action_focus_search(self) -> None:
         # At once (focus() waits a turn): keys typed right after "/" belong to the box.
@@ -333,10 +437,14 @@ class RunsScreen(AppScreen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_search":  # shown in the footer only while something filters
-            q = self._query
-            filtering = bool(q.search or q.kind or q.verdict or q.has_critical)
-            return filtering or self.search_box.has_focus or bool(self.search_box.value)
+            return self._clear_key_shown()
         return True
+
+    def _clear_key_shown(self) -> bool:
+        if _filtering(self._query):
+            return True
+        box = self.query("#search").first(Input) if self.is_mounted else None
+        return box is not None and (box.has_focus or bool(box.value))
 
     # -- live refresh ------------------------------------------------------------------
 
@@ -363,7 +471,7 @@ class RunsScreen(AppScreen[None]):
             return
         if self.app.screen is not self or self._shown_generation < 0 or self._loading_more:
             return
-        if self.table.row_count > FIRST_PAGE:
+        if self.table.top_level_count > FIRST_PAGE:
             return
         self._stamp = stamp
         self._restore = self.table.selected_run  # refresh where the cursor is
@@ -394,3 +502,18 @@ class RunsScreen(AppScreen[None]):
         if self._shown_generation >= 0:
             self._restore = self.table.selected_run
             self._reload()
+
+
+def _filtering(q: RunQuery) -> bool:
+    return bool(q.search or q.kind or q.verdict or q.has_critical)
+
+
+def _page_message(generation: int, offset: int, page: RunsPageData) -> RunsPage:
+    return RunsPage(
+        generation,
+        offset,
+        page.records,
+        page.reproduction,
+        replay_runs=page.replay_runs,
+        children=page.children,
+    )

@@ -5,6 +5,12 @@ DataTable renders every visible cell through Rich's full pipeline on each repain
 This grid keeps the header fixed, renders a row's cells into one line of segments the
 first time it is shown (and again only when the cursor or focus changes its look), and
 lets the Line API crop that line to the viewport: the way Toolong draws its log lines.
+
+A line is cached by its row's key, not its position, so a new page that shares runs
+with the last one (the next keystroke of a search) re-renders only the rows it has not
+drawn before, and the screen repaints only the lines whose row changed.  A new row
+count changes no layout unless the scrollbar appears or goes: the compositor does not
+re-render the whole screen for a new page.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -111,8 +117,9 @@ class Grid(ScrollView, can_focus=True):
         self._keys: list[str] = []
         self._rows: list[tuple[Text, ...]] = []
         self._index: dict[str, int] = {}
-        self._lines: LRUCache[tuple[int, int, bool], Strip] = LRUCache(1024)
+        self._lines: LRUCache[tuple[str, int, bool], Strip] = LRUCache(1024)
         self._header: Strip | None = None
+        self._old_cursor = 0
 
     # -- data ------------------------------------------------------------------------
 
@@ -140,27 +147,111 @@ class Grid(ScrollView, can_focus=True):
     def replace_rows(self, rows: Iterable[tuple[str, Sequence[Text]]]) -> None:
         """Show ``rows`` instead of the current ones, cursor and scroll back at the top.
 
-        One resize at the end: a page as long as the last one changes no layout, so
-        the screen repaints only the grid's lines.
+        Only the lines that show another row (or the same row with other cells) are
+        repainted, and the row count changes no layout unless the scrollbar comes or
+        goes: a page as long as the last one costs the lines that differ.
         """
-        self._keys.clear()
-        self._rows.clear()
-        self._index.clear()
-        self._lines.clear()
-        if self.scroll_offset.x or self.scroll_offset.y:
+        old_keys = self._keys
+        old_cells = dict(zip(old_keys, self._rows, strict=True))
+        scrolled = bool(self.scroll_offset.x or self.scroll_offset.y)
+        self._keys = []
+        self._rows = []
+        self._index = {}
+        if scrolled:
             self.scroll_to(0, 0, animate=False, immediate=True)
-        self.add_rows(rows)
-        self.cursor_row = 0
+        self._append(rows)
+        for key, cells in zip(self._keys, self._rows, strict=True):
+            before = old_cells.get(key)
+            if before is not None and before != cells:
+                self._forget(key)  # same run, new content (a new verdict): draw it again
+        self.set_reactive(Grid.cursor_row, 0)
+        if scrolled:
+            self.refresh()
+        else:
+            visible = self._visible_rows()
+            changed = [
+                n
+                for n in range(visible)
+                if (old_keys[n] if n < len(old_keys) else None)
+                != (self._keys[n] if n < len(self._keys) else None)
+                or n in (0, self._old_cursor)
+                or (n < len(self._keys) and old_cells.get(self._keys[n]) != self._rows[n])
+            ]
+            self._refresh_rows(changed)
+        self._old_cursor = 0
+        self._resize(repaint=False)
+        self.post_message(self.RowHighlighted(self, 0, self.cursor_key))
 
     def add_rows(self, rows: Iterable[tuple[str, Sequence[Text]]]) -> None:
         """Append rows as ``(key, cells)``; keys must be new."""
+        start = len(self._keys)
+        self._append(rows)
+        self._refresh_rows(range(start, len(self._keys)), absolute=True)
+        self._resize(repaint=False)
+
+    def insert_rows(self, at: int, rows: Iterable[tuple[str, Sequence[Text]]]) -> None:
+        """Insert rows as ``(key, cells)`` before row ``at``; keys must be new."""
+        new = list(rows)
+        for key, _ in new:
+            if key in self._index:
+                raise ValueError(f"row key {key!r} is already in the grid")
+        self._keys[at:at] = [k for k, _ in new]
+        self._rows[at:at] = [tuple(c) for _, c in new]
+        self._reindex(at)
+        if self.cursor_row >= at and new:
+            self.set_reactive(Grid.cursor_row, self.cursor_row + len(new))
+            self._old_cursor = self.cursor_row
+        self._refresh_rows(range(at, len(self._keys)), absolute=True)
+        self._resize(repaint=False)
+
+    def remove_rows(self, keys: Iterable[str]) -> None:
+        """Remove the rows of ``keys`` (those the grid holds); the cursor stays on its
+        row, or moves to the row before the removed ones when it was on one of them."""
+        gone = {k for k in keys if k in self._index}
+        if not gone:
+            return
+        first = min(self._index[k] for k in gone)
+        cursor = self.cursor_key
+        before = len(self._keys)
+        kept = [(k, c) for k, c in zip(self._keys, self._rows, strict=True) if k not in gone]
+        self._keys = [k for k, _ in kept]
+        self._rows = [c for _, c in kept]
+        for key in gone:
+            self._index.pop(key, None)
+            self._forget(key)
+        self._reindex(first)
+        if cursor is not None and cursor in self._index:
+            row = self._index[cursor]
+        else:
+            row = max(0, first - 1)
+        self.set_reactive(Grid.cursor_row, self.validate_cursor_row(row))
+        self._old_cursor = self.cursor_row
+        self._refresh_rows(range(first, before), absolute=True)
+        self._resize(repaint=False)
+
+    def update_row(self, key: str, cells: Sequence[Text]) -> None:
+        """Show ``cells`` in the row of ``key``."""
+        n = self._index[key]
+        self._rows[n] = tuple(cells)
+        self._forget(key)
+        self._refresh_rows([n], absolute=True)
+
+    def _append(self, rows: Iterable[tuple[str, Sequence[Text]]]) -> None:
         for key, cells in rows:
             if key in self._index:
                 raise ValueError(f"row key {key!r} is already in the grid")
             self._index[key] = len(self._keys)
             self._keys.append(key)
             self._rows.append(tuple(cells))
-        self._resize()
+
+    def _reindex(self, start: int) -> None:
+        for n in range(start, len(self._keys)):
+            self._index[self._keys[n]] = n
+
+    def _forget(self, key: str) -> None:
+        for state in (0, 1, 2):
+            for focused in (False, True):
+                self._lines.discard((key, state, focused))
 
     def row_key(self, row: int) -> str:
         return self._keys[row]
@@ -179,11 +270,51 @@ class Grid(ScrollView, can_focus=True):
     def move_cursor(self, *, row: int) -> None:
         self.cursor_row = row
 
-    def _resize(self) -> None:
+    def _visible_rows(self) -> int:
+        return max(0, self.scrollable_content_region.height - 1)
+
+    def _refresh_rows(self, rows: Iterable[int], *, absolute: bool = False) -> None:
+        """Repaint the lines of ``rows`` (viewport positions, or row indexes when
+        ``absolute``) that are in view."""
+        if not self.is_mounted:
+            return
+        top = round(self.scroll_offset.y) if absolute else 0
+        visible = self._visible_rows()
+        width = self.scrollable_content_region.width
+        regions = [Region(0, n - top + 1, width, 1) for n in rows if 0 <= n - top < visible]
+        if regions:
+            self.refresh(*regions)
+
+    def _resize(self, *, repaint: bool = True) -> None:
+        """Set the virtual size for the rows held.  A layout (which makes the compositor
+        render every widget of the screen) only when the scrollbars come or go."""
         size = Size(self.row_width, len(self._rows) + 1)
         if size != self.virtual_size:
-            self.virtual_size = size
-        self.refresh()
+            if self.is_mounted and self._same_scrollbars(size):
+                self.set_reactive(Grid.virtual_size, size)
+                self._scroll_update(size)
+            else:
+                self.virtual_size = size
+        if repaint:
+            self.refresh()
+
+    def _same_scrollbars(self, size: Size) -> bool:
+        """Would ``size`` show the scrollbars shown now?  (Textual's rule for overflow
+        auto, in ``Widget._refresh_scrollbars``.)"""
+        styles = self.styles
+        if styles.overflow_x != "auto" or styles.overflow_y != "auto":
+            return False
+        width, height = self.container_size
+        horizontal = size.width > width
+        vertical = size.height > height
+        if vertical and not horizontal:
+            horizontal = size.width > width - styles.scrollbar_size_vertical
+        if horizontal and not vertical:
+            vertical = size.height > height - styles.scrollbar_size_horizontal
+        return (horizontal, vertical) == (
+            self.show_horizontal_scrollbar,
+            self.show_vertical_scrollbar,
+        )
 
     # -- cursor ----------------------------------------------------------------------
 
@@ -191,13 +322,17 @@ class Grid(ScrollView, can_focus=True):
         return max(0, min(row, len(self._rows) - 1)) if self._rows else 0
 
     def watch_cursor_row(self, old: int, new: int) -> None:
-        visible = max(1, self.scrollable_content_region.height - 1)
+        visible = max(1, self._visible_rows())
         top = round(self.scroll_offset.y)
         if new < top:
             self.scroll_to(y=new, animate=False, immediate=True)
+            self.refresh()
         elif new >= top + visible:
             self.scroll_to(y=new - visible + 1, animate=False, immediate=True)
-        self.refresh()
+            self.refresh()
+        else:
+            self._refresh_rows({self._old_cursor, old, new}, absolute=True)
+        self._old_cursor = new
         self.post_message(self.RowHighlighted(self, new, self.cursor_key))
 
     def action_cursor_up(self) -> None:
@@ -297,7 +432,7 @@ class Grid(ScrollView, can_focus=True):
     def _row_strip(self, row: int) -> Strip:
         focused = self.has_focus
         state = 2 if row == self.cursor_row else row % 2
-        key = (row, state, focused if state == 2 else False)
+        key = (self._keys[row], state, focused if state == 2 else False)
         strip = self._lines.get(key)
         if strip is None:
             base = self.rich_style

@@ -4,36 +4,45 @@ The screen that owns it asks the store for pages (LIMIT/OFFSET on the started_at
 index) and hands them to ``show_page``; this widget only turns records into cells and
 remembers which runs it holds.  Adding 100,000 rows to a DataTable would block the
 event loop for tens of seconds (every cell is measured), so it never holds more than
-was paged in, and it draws with ``Grid``, which renders each row once.
+was paged in, and it draws with ``Grid``, which renders each row once.  A run shown
+again (the next keystroke of a search) reuses the cells made for it last time.
+
+Grouped, an original run that has replay runs is a group: ``▸`` closed, ``▾`` open with
+its replays under it (``└``), oldest first.  The table only shows groups; the screen
+loads the replays of the groups it opens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
 
 from replay_tui.verdicts import Reproduction
 from replay_tui.widgets.grid import Grid, GridColumn
 from replay_tui.widgets.style import Palette, duration, short
 from storage.records import RunRecord
-from storage.store import Order
+
+if TYPE_CHECKING:
+    from replay_tui.screens.queries import SortKey
 
 
 class RunColumn(NamedTuple):
     key: str
     label: str
     width: int
-    order: Order | None
+    order: SortKey | None
 
 
 COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("id", "ID", 13, None),
     RunColumn("name", "NAME", 26, "name"),
     RunColumn("started", "STARTED", 19, "started_at"),
-    RunColumn("verdict", "VERDICT", 16, "last_verdict"),
-    RunColumn("gaps", "GAPS", 10, None),
+    RunColumn("verdict", "VERDICT", 16, "severity"),
+    RunColumn("gaps", "GAPS", 10, "gaps"),
     RunColumn("status", "STATUS", 11, "status"),
     RunColumn("duration", "DUR", 7, "duration_s"),
     RunColumn("kind", "KIND", 8, "kind"),
@@ -43,7 +52,11 @@ COLUMNS: tuple[RunColumn, ...] = (
 NAME_MIN = 12
 DROP_ORDER = ("image", "commit", "kind", "duration", "started")
 """Columns a narrow terminal hides, first to last."""
-SORTABLE: tuple[Order, ...] = tuple(c.order for c in COLUMNS if c.order is not None)
+SORTABLE: tuple[SortKey, ...] = tuple(c.order for c in COLUMNS if c.order is not None)
+CLOSED, OPEN, CHILD, LEAF = "▸ ", "▾ ", "  └ ", "  "
+"""The name's prefix when grouped: a closed group, an open one, a replay in an open
+group, an original with no replay runs."""
+CELL_CACHE = 4096
 
 
 def reproduction_cell(palette: Palette, rep: Reproduction) -> Text:
@@ -67,20 +80,45 @@ def image_short(ref: str | None, digest: str | None) -> str:
 
 
 class RunsTable(Grid):
-    """Runs, one row each, keyed by run id."""
+    """Runs, one row each, keyed by run id; grouped, replays under their originals."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("right,plus", "open_group", "Open group", show=False),
+        Binding("left,minus", "close_group", "Close group", show=False),
+        Binding("space", "toggle_group", "Open/close group", show=False),
+    ]
+
+    class GroupToggled(Message):
+        """Open (``open``) or close the group of original run ``run_id``."""
+
+        def __init__(self, table: RunsTable, run_id: str, open: bool) -> None:
+            super().__init__()
+            self.table = table
+            self.run_id = run_id
+            self.open = open
+
+        @property
+        def control(self) -> RunsTable:
+            return self.table
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._records: dict[str, RunRecord] = {}
         self._reproduction: dict[str, Reproduction] = {}
-        self._sort: tuple[Order, bool] = ("started_at", True)
+        self._replay_runs: dict[str, int] = {}
+        self._children: dict[str, list[str]] = {}
+        self._group_of: dict[str, str] = {}
+        self._grouped = False
+        self._made: dict[str, tuple[RunRecord, Reproduction | None, str, tuple[Text, ...]]] = {}
+        self._palette: Palette | None = None
+        self._sort: tuple[SortKey, bool] = ("started_at", True)
         self._width = 0
 
     def reproduction(self, run_id: str) -> Reproduction | None:
         """What the replays of a shown original run add up to (None: never replayed)."""
         return self._reproduction.get(run_id)
 
-    def set_sort_columns(self, order: Order, descending: bool, *, width: int = 0) -> None:
+    def set_sort_columns(self, order: SortKey, descending: bool, *, width: int = 0) -> None:
         """(Re)build the columns for a ``width``-cell wide terminal, marking the sort column.
 
         Every column fits when the terminal is wide enough, and the name takes what is
@@ -128,10 +166,109 @@ class RunsTable(Grid):
         """The record of a run the table holds."""
         return self._records.get(run_id)
 
+    @property
+    def top_level_count(self) -> int:
+        """Rows that are not replays shown under their original."""
+        return self.row_count - len(self._group_of)
+
     def clear(self) -> None:
         self._records.clear()
         self._reproduction.clear()
+        self._replay_runs.clear()
+        self._children.clear()
+        self._group_of.clear()
         super().clear()
+
+    # -- groups ------------------------------------------------------------------------
+
+    def is_group(self, run_id: str) -> bool:
+        """Is ``run_id`` a shown original with replay runs to show under it?"""
+        if not self._grouped or run_id in self._group_of:
+            return False
+        return self._replay_runs.get(run_id, 0) > 0
+
+    def is_open(self, run_id: str) -> bool:
+        return run_id in self._children
+
+    def parent_of(self, run_id: str) -> str | None:
+        """The original a shown replay sits under (None: a top-level row)."""
+        return self._group_of.get(run_id)
+
+    def children_of(self, run_id: str) -> list[str]:
+        """The replays shown under an open group, in order."""
+        return list(self._children.get(run_id, ()))
+
+    def open_group(self, run_id: str, records: Sequence[RunRecord]) -> None:
+        """Show ``records`` (the replay runs of ``run_id``) under it."""
+        if run_id not in self._records or run_id in self._group_of:
+            return
+        if run_id in self._children:
+            self.close_group(run_id)
+        palette = Palette.of(self.app)
+        rows: list[tuple[str, list[Text]]] = []
+        kids: list[str] = []
+        for r in records:
+            if r.id in self._records:
+                continue  # shown already (a flat page held it): never twice
+            self._records[r.id] = r
+            self._group_of[r.id] = run_id
+            kids.append(r.id)
+            rows.append((r.id, list(self._cells(palette, r, CHILD))))
+        self._children[run_id] = kids
+        self._replay_runs[run_id] = max(self._replay_runs.get(run_id, 0), len(kids))
+        self.update_row(run_id, self._cells(palette, self._records[run_id], OPEN))
+        self.insert_rows(self.get_row_index(run_id) + 1, rows)
+
+    def close_group(self, run_id: str) -> None:
+        """Take the replays shown under ``run_id`` away (the cursor on one goes to it)."""
+        kids = self._children.pop(run_id, None)
+        if kids is None:
+            return
+        on_child = self.cursor_key in kids
+        for kid in kids:
+            self._records.pop(kid, None)
+            self._group_of.pop(kid, None)
+        self.remove_rows(kids)
+        if run_id in self._records:
+            prefix = CLOSED if self.is_group(run_id) else LEAF
+            self.update_row(
+                run_id, self._cells(Palette.of(self.app), self._records[run_id], prefix)
+            )
+            if on_child:
+                self.move_cursor(row=self.get_row_index(run_id))
+
+    def action_open_group(self) -> None:
+        run = self.cursor_key
+        if run is not None and self.is_group(run) and not self.is_open(run):
+            self.post_message(self.GroupToggled(self, run, True))
+        elif run is None or not (self.is_group(run) or run in self._group_of):
+            self.action_scroll_right()
+
+    def action_close_group(self) -> None:
+        run = self.cursor_key
+        if run is None:
+            return
+        parent = self._group_of.get(run)
+        if parent is not None:
+            self.move_cursor(row=self.get_row_index(parent))
+            self.post_message(self.GroupToggled(self, parent, False))
+        elif self.is_open(run):
+            self.post_message(self.GroupToggled(self, run, False))
+        elif not self.is_group(run):
+            self.action_scroll_left()
+
+    def action_toggle_group(self) -> None:
+        run = self.cursor_key
+        if run is None:
+            return
+        parent = self._group_of.get(run)
+        if parent is not None:
+            self.move_cursor(row=self.get_row_index(parent))
+            self.post_message(self.GroupToggled(self, parent, False))
+        elif self.is_group(run):
+            self.post_message(self.GroupToggled(self, run, not self.is_open(run)))
+
+    # -- rows --------------------------------------------------------------------------
 
     def show_page(
         self,
@@ -139,62 +276,91 @@ class RunsTable(Grid):
         *,
         replace: bool,
         reproduction: Mapping[str, Reproduction] | None = None,
+        replay_runs: Mapping[str, int] | None = None,
+        children: Mapping[str, Sequence[RunRecord]] | None = None,
+        grouped: bool = False,
     ) -> int:
-        """Add a page of runs (replacing what is shown when ``replace``); returns rows added.
+        """Add a page of runs (replacing what is shown when ``replace``); returns the
+        top-level rows added.
 
         ``reproduction``: per original run, what all its replays add up to; its cell reads
-        ``IDENTICAL 3/3 +1`` (3 of 3 completed replays reproduced, 1 more was aborted)."""
+        ``IDENTICAL 3/3 +1`` (3 of 3 completed replays reproduced, 1 more was aborted).
+        ``grouped``: originals with replay runs (``replay_runs``) are groups; those in
+        ``children`` are shown open, their replays under them."""
         if replace:
             self._records.clear()
             self._reproduction.clear()
+            self._replay_runs.clear()
+            self._children.clear()
+            self._group_of.clear()
+            self._grouped = grouped
         self._reproduction.update(reproduction or {})
+        self._replay_runs.update(replay_runs or {})
+        opened = children or {}
         palette = Palette.of(self.app)
-        muted = palette.muted
-        verdicts: dict[str | None, Text] = {}
-        statuses: dict[str, Text] = {}
-        rows: list[tuple[str, list[Text]]] = []
+        rows: list[tuple[str, Sequence[Text]]] = []
+        added = 0
         for r in records:
             if r.id in self._records:
                 continue  # a run inserted while paging shifts OFFSET: never show it twice
             self._records[r.id] = r
-            rep = self._reproduction.get(r.id)
-            cached = verdicts.get(r.last_verdict)
-            if rep is not None:
-                verdict = reproduction_cell(palette, rep)
-            elif cached is not None:
-                verdict = cached
+            added += 1
+            kids = [c for c in opened.get(r.id, ()) if c.id not in self._records]
+            if not self._grouped:
+                prefix = ""
+            elif r.id in opened:
+                prefix = OPEN
             else:
-                verdict = verdicts[r.last_verdict] = palette.verdict(r.last_verdict)
-            status = statuses.get(r.status)
-            if status is None:
-                status = statuses[r.status] = palette.status(r.status)
-            gaps = r.gaps
-            rows.append(
-                (
-                    r.id,
-                    [
-                        Text(short(r.id, 13)),
-                        Text(r.name or "-"),
-                        Text(r.started_at[:19].replace("T", " ")),
-                        verdict,
-                        palette.gap_counts(
-                            gaps.critical if gaps else None,
-                            gaps.warning if gaps else None,
-                            gaps.info if gaps else None,
-                        ),
-                        status,
-                        Text(duration(r.duration_s)),
-                        Text(r.kind, style=muted if r.kind == "original" else ""),
-                        Text(short(r.commit, 8)),
-                        Text(image_short(r.image_ref, r.image_digest)),
-                    ],
-                )
-            )
+                prefix = CLOSED if self._replay_runs.get(r.id, 0) > 0 else LEAF
+            rows.append((r.id, self._cells(palette, r, prefix)))
+            if self._grouped and r.id in opened:
+                self._children[r.id] = [c.id for c in kids]
+                for c in kids:
+                    self._records[c.id] = c
+                    self._group_of[c.id] = r.id
+                    rows.append((c.id, self._cells(palette, c, CHILD)))
         if replace:
             self.replace_rows(rows)
         else:
             self.add_rows(rows)
-        return len(rows)
+        if len(self._made) > CELL_CACHE:
+            self._made.clear()
+        return added
+
+    def _cells(self, palette: Palette, r: RunRecord, prefix: str) -> tuple[Text, ...]:
+        """The row of ``r``: made once, then reused while the run and its replays are
+        the same (cells are never changed in place)."""
+        if palette is not self._palette:  # another theme: other colours
+            self._made.clear()
+            self._palette = palette
+        rep = self._reproduction.get(r.id)
+        made = self._made.get(r.id)
+        if made is not None and made[0] == r and made[1] == rep and made[2] == prefix:
+            return made[3]
+        if rep is not None:
+            verdict = reproduction_cell(palette, rep)
+        else:
+            verdict = palette.verdict(r.last_verdict)
+        gaps = r.gaps
+        name = r.name or "-"
+        cells = (
+            Text(short(r.id, 13)),
+            Text(prefix + name) if prefix else Text(name),
+            Text(r.started_at[:19].replace("T", " ")),
+            verdict,
+            palette.gap_counts(
+                gaps.critical if gaps else None,
+                gaps.warning if gaps else None,
+                gaps.info if gaps else None,
+            ),
+            palette.status(r.status),
+            Text(duration(r.duration_s)),
+            Text(r.kind, style=palette.muted if r.kind == "original" else ""),
+            Text(short(r.commit, 8)),
+            Text(image_short(r.image_ref, r.image_digest)),
+        )
+        self._made[r.id] = (r, rep, prefix, cells)
+        return cells
 
     @property
     def selected_run(self) -> str | None:

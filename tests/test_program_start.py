@@ -1,0 +1,54 @@
+"""The ``replay-tui`` program: a command goes to the CLI, no command opens the TUI
+without loading the command line (click and every command module)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replay_tui.program import tui_store
+
+
+def test_no_command_is_the_tui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPLAY_TUI_STORE", str(tmp_path / "env.db"))
+    assert tui_store([]) == tmp_path / "env.db"
+    assert tui_store(["--store", str(tmp_path / "s.db")]) == tmp_path / "s.db"
+    assert tui_store([f"--store={tmp_path / 's.db'}"]) == tmp_path / "s.db"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["runs"], ["--store", "s.db", "runs"], ["--help"], ["--version"], ["--store"], ["--sto", "x"]],
+)
+def test_anything_else_is_the_cli(argv: list[str]) -> None:
+    assert tui_store(argv) is None
+
+
+def test_a_folder_as_store_is_left_to_the_cli(tmp_path: Path) -> None:
+    assert tui_store(["--store", str(tmp_path)]) is None  # the CLI reports it (exit 2)
+
+
+def test_the_tui_opens_without_the_command_line(tmp_path: Path) -> None:
+    code = (
+        "import sys, replay_tui.program as p\n"
+        "assert 'click' not in sys.modules and 'replay_tui.cli' not in sys.modules\n"
+        "opened = []\n"
+        "p._open_tui = lambda store, notice: opened.append(store)\n"
+        f"sys.argv = ['replay-tui', '--store', {str(tmp_path / 's.db')!r}]\n"
+        "p.main()\n"
+        "print(opened[0], 'replay_tui.cli' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(tmp_path / "s.db"), "False"]
+
+
+def test_a_command_still_runs_through_the_cli(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "replay-tui"
+    done = subprocess.run(
+        [str(exe), "--store", str(tmp_path), "runs"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "folder" in done.stderr or "directory" in done.stderr
