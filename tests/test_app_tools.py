@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from rich.style import Style
+from rich.text import Text
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, OptionList, ProgressBar, Select, Static
@@ -624,3 +625,59 @@ async def test_quitting_mid_drill_asks_first_then_stores_the_drill(
         (drill,) = s.facts("drills")
         assert drill["body"]["runs"][0]["status"] == "error"
         assert [f.status for f in s.replays_of(run_id)] == ["cancelled"]
+
+
+def test_cut_cells_names_what_the_columns_cut_or_hide() -> None:
+    from replay_tui.widgets.fullrow import cut_cells
+    from replay_tui.widgets.grid import GridColumn
+
+    columns = [
+        GridColumn("id", "ID", 6),
+        GridColumn("name", "NAME ▼", 10),
+        GridColumn("status", "STATUS", 9),
+        GridColumn("image", "IMAGE", 0),  # hidden by a narrow terminal
+    ]
+    cells = [Text("run-00"), Text("a-very-long-name"), Text("succeeded"), Text("img:1")]
+    assert cut_cells(columns, cells, {"id": "run-000001"}) == [
+        ("ID", "run-000001"),  # shortened on purpose: its whole value given
+        ("NAME", "a-very-long-name"),
+        ("IMAGE", "img:1"),
+    ]
+    assert cut_cells(columns[:3], [Text("run-00"), Text("short"), Text("failed")]) == []
+
+
+@sync
+async def test_full_row_follows_the_grid_cursor_and_its_pages() -> None:
+    from textual.app import App, ComposeResult
+
+    from replay_tui.widgets.fullrow import FullRow
+    from replay_tui.widgets.grid import Grid, GridColumn
+
+    columns = [GridColumn("id", "ID", 6), GridColumn("name", "NAME", 10)]
+
+    class GridApp(App[None]):
+        def compose(self) -> ComposeResult:
+            grid = Grid(columns, id="grid")
+            yield grid
+            yield FullRow(grid, whole=lambda key: {"id": key}, id="full")
+
+        def on_grid_row_highlighted(self, event: Grid.RowHighlighted) -> None:
+            self.query_one(FullRow).follow()  # what the grid's owner does
+
+    def rows(*names: str) -> list[tuple[str, list[Text]]]:
+        return [
+            (f"run-{n:06d}", [Text(f"run-{n:02d}"), Text(name)]) for n, name in enumerate(names)
+        ]
+
+    app = GridApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        grid, full = app.query_one(Grid), app.query_one(FullRow)
+        grid.add_rows(rows("short", "a-very-long-name"))
+        full.follow()  # rows added in place: the owner says so
+        grid.focus()
+        await wait_until(pilot, lambda: full.parts == [("ID", "run-000000")])
+        await pilot.press("down")
+        await wait_until(pilot, lambda: ("NAME", "a-very-long-name") in full.parts)
+        assert "NAME a-very-long-name" in str(full.render())
+        grid.replace_rows(rows("another-long-name"))  # a new page: the cursor at the top
+        await wait_until(pilot, lambda: ("NAME", "another-long-name") in full.parts)
