@@ -4,9 +4,10 @@ Prints one JSON object.  Manifests come from ``tests/factories.py`` (the same re
 generator the tests use: ~150 packages, 100-step metric history, every group filled,
 about 12 KB of canonical JSON each).  Generating the dicts is not timed; validating them
 (``manifest_from_data``) is timed and reported apart from ``ingest_per_s``, which times
-``RunStore.ingest_many`` alone (sealing, canonical JSON, one transaction per batch);
+``RunStore.ingest_many`` alone (sealing: ``model_dump``, canonical JSON and sha256; the
+rows, the full-text index and the ledger events; one transaction per batch);
 ``ingest_per_cpu_s`` is the same over the process's CPU time, steadier when other work
-shares the machine.
+shares the machine (with ``--profile``, where that time goes).
 
     python bench/bench_store.py                 # 100,000 manifests
     python bench/bench_store.py --n 5000        # quick run
@@ -156,6 +157,12 @@ def profile_ingest(n: int, seed: int) -> dict[str, Any]:
     by_own = sorted(rows, reverse=True)[:12]
     by_cum = sorted(rows, key=lambda r: r[1], reverse=True)
     interesting = (
+        "seal",
+        "dumps_sealed",
+        "dumps_data",
+        "_fix_numbers",
+        "_insert_many_rows",
+        "_append_events",
         "sealed",
         "compute_sha256",
         "to_json",

@@ -9,7 +9,8 @@ def _import_sqlite_utils() -> None:
     ``sqlite_utils.db`` imports pandas and numpy when they are installed (more than half
     of the TUI's start-up time); the store uses only its migrations, which need neither.
     They are hidden for the duration of that one import and nothing else: a later
-    ``import pandas`` or ``import numpy`` works as usual.
+    ``import pandas`` or ``import numpy`` works as usual.  Called where sqlite_utils is
+    needed (``storage.migrations.database``): opening an up-to-date store never is.
     """
     if "sqlite_utils" in _sys.modules:
         return
@@ -22,6 +23,3 @@ def _import_sqlite_utils() -> None:
         for name in hidden:
             if _sys.modules.get(name, False) is None:
                 del _sys.modules[name]
-
-
-_import_sqlite_utils()

@@ -128,13 +128,11 @@ def foreign_runs(conn: sqlite3.Connection) -> dict[str, str]:
 
 def expected_triggers() -> dict[str, str]:
     """Name -> normalised SQL of every trigger the migrations create (on a fresh store)."""
-    from sqlite_utils import Database
-
     from storage import migrations
 
     mem = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        migrations.apply(Database(mem))
+        migrations.apply(migrations.database(mem))
         return {
             n: _norm(s)
             for n, s in mem.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")

@@ -1,5 +1,9 @@
 """Schema of the run store, applied on open with sqlite-utils ``Migrations``.
 
+sqlite-utils (about 0.1 s to import) is imported only when a migration is pending:
+``migrations.pending`` reads the table sqlite-utils records applied migrations in with
+plain ``sqlite3``, so opening an up-to-date store needs neither it nor pydantic.
+
 Tables fall in two kinds.  *Facts* (manifests, blobs, comparisons, replays, noise floors,
 drills, bundles, events) are append-only: triggers refuse UPDATE and DELETE, and every
 insert is named by a hash-chained ledger event.  *Indexes for the browser* (runs,
@@ -9,11 +13,53 @@ artifacts, metrics, locations) are derived from the facts and may be refreshed.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
-migrations = Migrations("replay_tui.store")
+_Step = TypeVar("_Step", bound=Callable[["Database"], None])
+
+
+class _Migrations:
+    """The store's migrations in order, registered with ``@migrations()`` as with
+    sqlite-utils' ``Migrations``, which ``apply`` hands them to."""
+
+    table = "_sqlite_migrations"  # where sqlite-utils records what it applied
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.steps: list[Callable[[Database], None]] = []
+
+    def __call__(self) -> Callable[[_Step], _Step]:
+        def register(step: _Step) -> _Step:
+            if any(s.__name__ == step.__name__ for s in self.steps):
+                raise ValueError(f"migration {step.__name__} is registered twice")
+            self.steps.append(step)
+            return step
+
+        return register
+
+    def pending(self, conn: sqlite3.Connection) -> list[str]:
+        """Names of the migrations not applied to ``conn``'s database yet, read as
+        sqlite-utils' ``Migrations.pending`` reads them (read-only)."""
+        names = [s.__name__ for s in self.steps]
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.table,)
+        ).fetchone()
+        if not exists:
+            return names
+        done = {
+            n
+            for (n,) in conn.execute(
+                f"SELECT name FROM [{self.table}] WHERE migration_set = ?", (self.name,)
+            )
+        }
+        return [n for n in names if n not in done]
+
+
+migrations = _Migrations("replay_tui.store")
 
 APPEND_ONLY = (
     "manifests",
@@ -315,6 +361,22 @@ def m004_verdict_badges(db: Database) -> None:
 FACT_TABLES = APPEND_ONLY + BISECT_TABLES
 
 
+def database(conn: sqlite3.Connection) -> Database:
+    """sqlite-utils' ``Database`` over ``conn``: sqlite_utils is imported here, on first
+    use, without its optional pandas/numpy (``storage._import_sqlite_utils``)."""
+    from storage import _import_sqlite_utils
+
+    _import_sqlite_utils()
+    from sqlite_utils import Database
+
+    return Database(conn)
+
+
 def apply(db: Database) -> None:
     """Bring ``db`` up to the current schema."""
-    migrations.apply(db)
+    from sqlite_utils.migrations import Migrations
+
+    runner = Migrations(migrations.name)
+    for step in migrations.steps:
+        runner()(step)
+    runner.apply(db)

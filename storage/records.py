@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from storage.manifest import RunManifest
+if TYPE_CHECKING:
+    from storage.manifest import RunManifest
 
 RUN_COLUMNS = (
     "id",

@@ -16,12 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any, Literal
 
 from storage import integrity, ledger, migrations
-from storage.manifest import RunManifest, canonical_json, manifest_from_data, sha256_hex
+from storage.canonical import dumps as canonical_json
 from storage.records import (
     REPLAY_SELECT,
     RUN_SELECT,
@@ -31,6 +29,9 @@ from storage.records import (
     history_json,
     run_row,
 )
+
+if TYPE_CHECKING:  # pydantic is imported by whoever builds a manifest, not by opening a store
+    from storage.manifest import RunManifest
 
 BUSY_TIMEOUT_S = 60.0
 COMMON_MATCHES = 1000  # a search matching this many runs pages from the sort index
@@ -101,6 +102,10 @@ class RunQuery:
     offset: int = 0
 
 
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def fts_query(text: str) -> str | None:
     """User text to a safe FTS5 query: every word must match, each as a prefix."""
     words = re.findall(r"\w+", text)
@@ -139,7 +144,6 @@ class RunStore:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self.conn = conn
-        self.db = Database(conn)
         if str(path) != ":memory:":
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode != "wal":
@@ -148,9 +152,9 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        if migrations.migrations.pending(self.db):
+        if migrations.migrations.pending(conn):
             with self._write():
-                migrations.apply(self.db)
+                migrations.apply(migrations.database(conn))
 
     def close(self) -> None:
         self.conn.close()
@@ -589,6 +593,8 @@ class RunStore:
         return RunRecord.from_row(row)
 
     def manifest(self, ref: str) -> RunManifest:
+        from storage.manifest import manifest_from_data
+
         rid = self.resolve(ref)
         row = self.conn.execute("SELECT body FROM manifests WHERE run_id = ?", (rid,)).fetchone()
         if row is None:

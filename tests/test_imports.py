@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ("torch", "textual", "docker", "safetensors", "git")
 
@@ -66,10 +67,34 @@ def test_tui_start_up_loads_only_what_the_first_frame_needs() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     out = subprocess.run(
-        [sys.executable, "-c", "import storage, pandas, numpy, sqlite_utils.db as d; print(d.pd)"],
+        [
+            sys.executable,
+            "-c",
+            "import storage; storage._import_sqlite_utils()\n"
+            "import pandas, numpy, sqlite_utils.db as d; print(d.pd)",
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
     # a later import of pandas/numpy still works (when installed); sqlite_utils has none
     assert out.stdout.strip() == "None" or "No module named 'pandas'" in out.stderr, out.stderr
+
+
+def test_opening_an_up_to_date_store_imports_neither_sqlite_utils_nor_pydantic(
+    tmp_path: Path,
+) -> None:
+    """sqlite-utils runs the migrations and pydantic builds manifests: opening a store
+    with no migration pending and reading it (the TUI's first page) needs neither."""
+    path = tmp_path / "store.db"
+    make = f"from storage.store import RunStore; RunStore({str(path)!r}).close()"
+    subprocess.run([sys.executable, "-c", make], check=True)
+    code = (
+        "import sys, storage.store\n"
+        f"s = storage.store.RunStore({str(path)!r})\n"
+        "s.list_runs(); s.count_runs(); s.find_runs('abc', 10)\n"
+        "print(sorted(m for m in ('sqlite_utils', 'pydantic', 'pydantic_core')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

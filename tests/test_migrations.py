@@ -70,3 +70,45 @@ def test_verdict_badges_are_recomputed_from_completed_replays(
         assert report.ok, report
     with RunStore(store_path) as s:  # applied once: reopening changes nothing
         assert len(s.events()) == events_before + 3
+
+
+def test_pending_reads_what_sqlite_utils_records(store_path: Path) -> None:
+    """Opening a store asks storage.migrations which migrations are pending without
+    sqlite-utils; the answer is the one sqlite-utils' Migrations gives."""
+    from sqlite_utils.migrations import Migrations
+
+    from storage import migrations
+
+    def reference(conn: sqlite3.Connection) -> list[str]:
+        ref = Migrations(migrations.migrations.name)
+        for step in migrations.migrations.steps:
+            ref()(step)
+        return [m.name for m in ref.pending(migrations.database(conn))]
+
+    names = [s.__name__ for s in migrations.migrations.steps]
+    assert names[:4] == [
+        "m001_initial",
+        "m002_fts_prefix_index",
+        "m003_bisects",
+        "m004_verdict_badges",
+    ]
+    conn = sqlite3.connect(store_path)
+    assert migrations.migrations.pending(conn) == reference(conn) == names  # a new file
+    conn.close()
+    RunStore(store_path).close()
+    conn = sqlite3.connect(store_path)
+    assert migrations.migrations.pending(conn) == reference(conn) == []
+    conn.close()
+    _forget_migration(store_path, "m002_fts_prefix_index")
+    conn = sqlite3.connect(store_path)
+    conn.execute(
+        "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+        " VALUES ('another.set', 'm002_fts_prefix_index', 'x')"
+    )
+    conn.commit()
+    assert migrations.migrations.pending(conn) == reference(conn) == ["m002_fts_prefix_index"]
+    conn.close()
+    RunStore(store_path).close()  # applies it again (it finds the prefix index there)
+    conn = sqlite3.connect(store_path)
+    assert migrations.migrations.pending(conn) == []
+    conn.close()
