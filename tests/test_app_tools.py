@@ -681,3 +681,11 @@ async def test_full_row_follows_the_grid_cursor_and_its_pages() -> None:
         assert "NAME a-very-long-name" in str(full.render())
         grid.replace_rows(rows("another-long-name"))  # a new page: the cursor at the top
         await wait_until(pilot, lambda: ("NAME", "another-long-name") in full.parts)
+
+
+def test_a_decorated_cell_is_not_cut() -> None:
+    from replay_tui.widgets.fullrow import cut_cells
+    from replay_tui.widgets.grid import GridColumn
+
+    columns = [GridColumn("name", "NAME", 20)]
+    assert cut_cells(columns, [Text("▸ resnet")], {"name": "resnet"}) == []

@@ -34,7 +34,8 @@ def cut_cells(
     for col, cell in zip(columns, cells, strict=False):
         shown = cell.plain
         full = (whole or {}).get(col.key, shown)
-        cut = col.width <= 0 or cell_len(shown) > col.width or full != shown
+        # hidden, wider than its column, or shortened before (a decoration is no cut)
+        cut = col.width <= 0 or cell_len(shown) > col.width or full not in shown
         if cut and full.strip() and full != "-":
             out.append((col.label.rstrip(" ▲▼"), full))
     return out
