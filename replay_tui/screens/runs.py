@@ -25,7 +25,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.geometry import Region
 from textual.timer import Timer
-from textual.widgets import Checkbox, Footer, Header, Input, Select, Static
+from textual.widgets import Checkbox, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
 from replay_tui.messages import (
@@ -48,6 +48,7 @@ from replay_tui.screens.queries import (
     open_store,
     replays_under,
 )
+from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.widgets.status import StatusLine
 from storage.store import RunQuery
@@ -179,7 +180,7 @@ class RunsScreen(AppScreen[None]):
             yield Checkbox("critical gaps", id="critical", compact=True)
         yield RunsTable(id="runs")
         yield StatusLine("opening the store…", id="status")
-        yield Footer()
+        yield LeanFooter()
 
     def on_mount(self) -> None:
         self.table.set_sort_columns(
@@ -212,6 +213,7 @@ class RunsScreen(AppScreen[None]):
         self._exhausted = False
         self._loading_more = False
         self.workers.cancel_group(self, "runs-more")
+        self.workers.cancel_group(self, "runs-count")
         self._load_first(self._view, self._generation, frozenset(self._expanded))
         self._update_status(loading=True)
 
@@ -223,10 +225,17 @@ class RunsScreen(AppScreen[None]):
             if worker.is_cancelled:
                 return
             self.post_message(_page_message(generation, 0, page))
-            if len(page.records) < FIRST_PAGE:
-                return  # the page holds every match: the page handler knows the total
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="runs-count")
+    def _count(self, view: RunsView, generation: int) -> None:
+        """Count the matches once the first page is painted: the count (a scan of the
+        matches) never competes with the paint, and a query typed over before its page
+        showed is never counted."""
+        if get_current_worker().is_cancelled or generation != self._generation:
+            return
+        with open_store(self.store_path) as store:
             total = count_runs_view(store, view)
-        if not worker.is_cancelled:
+        if not get_current_worker().is_cancelled:
             self.post_message(RunsCounted(generation, total))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-more")
@@ -278,6 +287,8 @@ class RunsScreen(AppScreen[None]):
     def _page_shown(self, generation: int) -> None:
         if generation == self._generation and generation != self._shown_generation:
             self._shown_generation = generation
+            if self._total is None:  # a full first page: there may be more
+                self._count(self._view, generation)
             self.post_message(RunsPageShown(generation, self.table.row_count, self._total))
 
     def on_runs_group(self, message: RunsGroup) -> None:
