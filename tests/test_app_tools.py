@@ -689,3 +689,29 @@ def test_a_decorated_cell_is_not_cut() -> None:
 
     columns = [GridColumn("name", "NAME", 20)]
     assert cut_cells(columns, [Text("▸ resnet")], {"name": "resnet"}) == []
+
+
+@sync
+async def test_runs_list_shows_the_focused_runs_cut_values_whole(fixed: FixedStore) -> None:
+    """At 80 columns the name is cut and the image hidden: the line under the list has
+    them whole, with the whole run id; wider, only what is still shortened."""
+    from replay_tui.widgets.fullrow import FullRow
+    from tests.test_app_flows import runs_screen
+
+    with RunStore(fixed.path) as s:
+        record = s.get_run(fixed.original_id)
+    image = (record.image_ref or "") + (f"@{record.image_digest}" if record.image_digest else "")
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        full = screen.query_one("#full-row", FullRow)
+        screen.table.move_cursor(row=screen.table.get_row_index(fixed.original_id))
+        await wait_until(pilot, lambda: ("ID", fixed.original_id) in full.parts)
+        parts = dict(full.parts)
+        assert parts["NAME"] == "resnet50-imagenet-audit-2025q2"  # cut at 80 columns
+        assert parts["IMAGE"] == image  # a column 80 columns hide
+        assert str(full.render()).startswith(f"ID {fixed.original_id}  NAME resnet50")
+        await pilot.resize_terminal(200, 60)
+        await wait_until(pilot, lambda: "NAME" not in dict(full.parts))  # shown whole now
+        assert dict(full.parts)["ID"] == fixed.original_id

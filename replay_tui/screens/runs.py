@@ -49,6 +49,7 @@ from replay_tui.screens.queries import (
     replays_under,
 )
 from replay_tui.widgets.footer import LeanFooter
+from replay_tui.widgets.fullrow import FullRow
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.widgets.status import StatusLine
 from storage.store import RunQuery
@@ -178,7 +179,9 @@ class RunsScreen(AppScreen[None]):
             yield Select(KIND_OPTIONS, id="kind", value="", allow_blank=False, compact=True)
             yield Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True)
             yield Checkbox("critical gaps", id="critical", compact=True)
-        yield RunsTable(id="runs")
+        table = RunsTable(id="runs")
+        yield table
+        yield FullRow(table, whole=self._whole_values, id="full-row")
         yield StatusLine("opening the store…", id="status")
         yield LeanFooter()
 
@@ -192,6 +195,7 @@ class RunsScreen(AppScreen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.table.refit(event.size.width)  # columns re-fit at once, not at the next sort
+        self.query_one("#full-row", FullRow).follow()  # what the narrower columns now cut or hide
 
     # -- querying --------------------------------------------------------------------
 
@@ -383,8 +387,20 @@ class RunsScreen(AppScreen[None]):
     @on(RunsTable.RowHighlighted, "#runs")
     def _row_highlighted(self, event: RunsTable.RowHighlighted) -> None:
         event.stop()
+        self.query_one(
+            "#full-row", FullRow
+        ).follow()  # the row's cut values, whole, under the table
         if event.cursor_row >= event.grid.row_count - LOOKAHEAD:
             self._maybe_load_more()
+
+    def _whole_values(self, run_id: str) -> dict[str, str]:
+        """The runs table's values whole: the id, commit and image it shortens."""
+        r = self.table.record(run_id)
+        if r is None:
+            return {}
+        image = (r.image_ref or "") + (f"@{r.image_digest}" if r.image_digest else "")
+        name = r.name or "-"  # the cell may carry the group's mark before it
+        return {"id": r.id, "name": name, "commit": r.commit or "-", "image": image or "-"}
 
     @on(RunsTable.RowSelected, "#runs")
     def _row_selected(self, event: RunsTable.RowSelected) -> None:

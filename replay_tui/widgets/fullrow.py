@@ -95,4 +95,5 @@ class FullRow(Widget):
                 t.append("  ")
             t.append(f"{name} ", style=label)
             t.append(escape_control(value))
+        t.truncate(max(1, self.content_size.width), overflow="ellipsis")  # a long image too
         return t
