@@ -80,8 +80,9 @@ def terminal(fixed: FixedStore) -> Iterator[Terminal]:
 
 def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     # wait for the end state (status and rows painted), never a frame in between
-    # 44 runs: the 2 replays sit under their originals
-    text = terminal.wait_for(lambda s: "42 of 42 runs" in s and "resnet50-imagenet-audit" in s)
+    # 44 runs: the 2 replays sit under their originals; the run's row (its group mark),
+    # not the line under the table that shows the cursor's run whole
+    text = terminal.wait_for(lambda s: "42 of 42 runs" in s and "▸ resnet50-imagenet-audit" in s)
     assert "DIVERGED" in text
     # the original's state from all its replays: latest completed verdict, 0 of 1 reproduced
     assert any(
