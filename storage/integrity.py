@@ -28,12 +28,14 @@ forgeable; this event is not.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from storage.ledger import state_event as state_event
+from storage.ledger import state_subject as state_subject
 
 LOCAL = "local"
 ORIGIN_PREFIX = "origin:"
@@ -68,23 +70,12 @@ def check_origin(origin: str) -> str:
     return origin
 
 
-def state_subject(kind: str, run_id: str, value: Any) -> str:
-    """The subject hash of a ``state:<kind>`` event: what the row must hold."""
-    text = json.dumps([kind, run_id, value], separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def gaps_value(critical: int | None, warning: int | None, info: int | None) -> list[Any]:
     return [critical, warning, info]
 
 
 def locations_value(rows: Iterable[Sequence[str]]) -> list[list[str]]:
     return sorted([str(r[0]), str(r[1]), str(r[2])] for r in rows)
-
-
-def state_event(kind: str, run_id: str, value: Any) -> tuple[str, str, str]:
-    """``(event kind, run_id, subject)`` for the ledger."""
-    return (f"state:{kind}", run_id, state_subject(kind, run_id, value))
 
 
 def ingest_events(

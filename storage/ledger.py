@@ -13,6 +13,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 GENESIS = "0" * 64
 # json.dumps(..., separators=(",", ":"), ensure_ascii=True) without a new encoder per call
@@ -40,6 +41,18 @@ def event_hash(
 ) -> str:
     payload = _EVENT_JSON([seq, ts, kind, run_id, subject, prev])
     return hashlib.sha256(payload.encode("ascii")).hexdigest()
+
+
+def state_subject(kind: str, run_id: str, value: Any) -> str:
+    """The subject hash of a ``state:<kind>`` event: what the row must hold."""
+    text = json.dumps([kind, run_id, value], separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def state_event(kind: str, run_id: str, value: Any) -> tuple[str, str, str]:
+    """``(event kind, run_id, subject)`` for the ledger: a value set on a run after
+    ingest (gap counts, locations, the verdict badge); ``storage.integrity`` checks it."""
+    return (f"state:{kind}", run_id, state_subject(kind, run_id, value))
 
 
 def append(

@@ -333,7 +333,7 @@ def m004_verdict_badges(db: Database) -> None:
     recorded, or none.  Each change is a ``state:verdict`` event in the ledger, like
     every badge the store sets, so ``verify-store`` holds afterwards.
     """
-    from storage import integrity, ledger
+    from storage import ledger
 
     conn = db.conn
     rows = conn.execute(
@@ -354,7 +354,7 @@ def m004_verdict_badges(db: Database) -> None:
             "UPDATE runs SET last_verdict = ?, last_verdict_at = ? WHERE id = ?",
             (want, None if want is None else ledger.utc_now(), run_id),
         )
-        ledger.append(conn, *integrity.state_event("verdict", run_id, want))
+        ledger.append(conn, *ledger.state_event("verdict", run_id, want))
 
 
 # every append-only table, whichever migration made it (m001 makes APPEND_ONLY's)
