@@ -220,6 +220,8 @@ def run_drill(
             break
         emit(ReplayEvent("drill", "note", f"run {n} of {len(chosen)}: {run_id}"))
         report.items.append(_drill_one(store, run_id, names[run_id], opts, emit, should_cancel))
+    if should_cancel() and any(_stopped(i) for i in report.items):
+        report.cancelled = True  # the cancel landed during a run (the last one, say)
     report.ended_at = ledger.utc_now()
     body = report.to_dict()
     del body["drill_id"]  # the fact's own id, known only once it is stored
@@ -227,6 +229,11 @@ def run_drill(
     report.drill_id = store.add_drill(report.passed, body)
     report.ledger_head = integrity.ledger_head(store.conn)
     return report
+
+
+def _stopped(item: DrillItem) -> bool:
+    """Was this run stopped by a cancel (not failed on its own)?"""
+    return item.status == "error" and (item.reason or "").startswith("cancelled")
 
 
 def _drill_in_thread(

@@ -382,6 +382,7 @@ async def test_cancel_a_running_drill(gated: tuple[Path, str, Path]) -> None:
     with RunStore(store) as s:
         (drill,) = s.facts("drills")
         assert drill["passed"] == 0 and drill["body"]["runs"][0]["status"] == "error"
+        assert drill["body"]["cancelled"] is True  # the cancel landed during the last run
         assert [f.status for f in s.replays_of(run_id)] == ["cancelled"]
         assert s.get_run(run_id).last_verdict is None
 
