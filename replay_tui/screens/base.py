@@ -6,14 +6,21 @@ so every screen forwards failures to the app, which turns each into an error mod
 
 from __future__ import annotations
 
-from typing import TypeVar
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
+from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message_pump import MessagePump
 from textual.screen import ModalScreen, Screen
-from textual.worker import Worker, WorkerState
+from textual.widgets import Static
+from textual.worker import Worker, WorkerCancelled, WorkerState
+from textual.worker import WorkerFailed as WorkerRaised
 
 from replay_tui.messages import WorkerFailed
+from replay_tui.widgets.style import Palette
 
 ResultT = TypeVar("ResultT")
 
@@ -61,3 +68,81 @@ class WorkbenchKeys:
         move = getattr(screen.focused, f"action_cursor_{way}", None)
         if callable(move):
             move()
+
+
+class WorkScreen(AppScreen[None]):
+    """A screen that runs one long, cancellable worker (a replay, a drill): a form, then
+    ``running`` -> ``cancelling`` -> ``done`` / ``cancelled`` / ``failed``.
+
+    The worker (group :attr:`WORK_GROUP`) calls a domain function with
+    :meth:`should_cancel_for` as its ``should_cancel``; ``x`` (or escape, or leaving the
+    screen) sets the cancel flag.  A subclass has ``#outcome`` (a ``Static``) and says
+    what a failure shows in :meth:`show_failure`.
+    """
+
+    WORK_GROUP: ClassVar[str] = "work"
+    CANCELLING: ClassVar[str] = "cancelling…"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase = "options"
+        self._cancel = threading.Event()
+
+    @property
+    def work_running(self) -> bool:
+        return self.phase in ("running", "cancelling")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return self.work_running
+        if action == "start":
+            return self.phase == "options"
+        return True
+
+    def should_cancel_for(self, worker: Worker[object]) -> Callable[[], bool]:
+        """The ``should_cancel`` of the work the worker runs (call it in the worker)."""
+        cancel = self._cancel
+        return lambda: cancel.is_set() or worker.is_cancelled
+
+    async def wait_stopped(self) -> None:
+        """Until the worker has ended (and recorded what happened)."""
+        for worker in [w for w in self.workers if w.group == self.WORK_GROUP]:
+            # it ends either way: a failure is shown (and recorded) by its own path
+            with contextlib.suppress(WorkerCancelled, WorkerRaised):
+                await worker.wait()
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.refresh_bindings()
+
+    def _outcome(self, text: Text) -> None:
+        self.query_one("#outcome", Static).update(text)
+
+    def show_failure(self, reason: str) -> None:
+        """What the screen shows when the worker fails (the outcome line by default)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # AppScreen's handler runs too (Textual calls each class's) and hands the failure
+        # to the app's error modal.
+        if event.worker.group != self.WORK_GROUP or event.state != WorkerState.ERROR:
+            return
+        self._set_phase("failed")
+        error = event.worker.error
+        reason = getattr(error, "message", None) or str(error)
+        self.show_failure(reason)
+        self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
+
+    def action_cancel(self) -> None:
+        if self.phase == "running":
+            self._set_phase("cancelling")
+            self._cancel.set()
+            self._outcome(Text(self.CANCELLING))
+
+    def action_back_or_cancel(self) -> None:
+        if self.work_running:
+            self.action_cancel()
+        else:
+            self.dismiss()
+
+    def on_unmount(self) -> None:
+        self._cancel.set()

@@ -11,9 +11,7 @@ choices come from the backend registry.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, cast
@@ -37,17 +35,11 @@ from textual.widgets import (
     Select,
     Static,
 )
-from textual.worker import (
-    Worker,
-    WorkerCancelled,
-    WorkerFailed,
-    WorkerState,
-    get_current_worker,
-)
+from textual.worker import get_current_worker
 
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.screens.base import AppScreen
+from replay_tui.screens.base import WorkScreen
 from replay_tui.widgets.style import Palette, duration, short
 
 if TYPE_CHECKING:
@@ -67,8 +59,10 @@ MAX_COUNT = 1000
 RUN_STARTED = re.compile(r"run (\d+) of (\d+): ")
 
 
-class DrillScreen(AppScreen[None]):
+class DrillScreen(WorkScreen):
     CSS_PATH = "drill.tcss"
+    WORK_GROUP = "drill"
+    CANCELLING = "cancelling… (stopping the current replay)"
     AUTO_FOCUS = "#start"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back_or_cancel", "Back / cancel"),
@@ -92,32 +86,13 @@ class DrillScreen(AppScreen[None]):
         super().__init__()
         self.store_path = store_path
         self.options = options
-        self.phase = "options"  # options -> running -> cancelling -> done, cancelled, failed
         self.report: DrillReport | None = None
         self.count = 0
         self.started_runs = 0
-        self._cancel = threading.Event()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return self.phase in ("running", "cancelling")
-        if action == "start":
-            return self.phase == "options"
-        return True
 
     @property
     def drill_running(self) -> bool:
-        return self.phase in ("running", "cancelling")
-
-    async def wait_stopped(self) -> None:
-        """Until the drill worker has ended (and stored the drill)."""
-        for worker in [w for w in self.workers if w.group == "drill"]:
-            with contextlib.suppress(WorkerCancelled, WorkerFailed):
-                await worker.wait()
-
-    def _set_phase(self, phase: str) -> None:
-        self.phase = phase
-        self.refresh_bindings()
+        return self.work_running
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -234,11 +209,7 @@ class DrillScreen(AppScreen[None]):
         from replay_tui.drill import run_drill
         from replay_tui.screens.queries import open_store
 
-        worker = get_current_worker()
-        cancel = self._cancel
-
-        def should_cancel() -> bool:
-            return cancel.is_set() or worker.is_cancelled
+        should_cancel = self.should_cancel_for(get_current_worker())
 
         def on_event(event: ReplayEvent) -> None:
             self.post_message(self.Progress(event))
@@ -315,32 +286,5 @@ class DrillScreen(AppScreen[None]):
         t.append("\nescape: back", style=palette.muted)
         self._outcome(t)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # AppScreen's handler runs too and hands the failure to the app's error modal.
-        if event.worker.group != "drill" or event.state != WorkerState.ERROR:
-            return
-        self._set_phase("failed")
-        error = event.worker.error
-        reason = getattr(error, "message", None) or str(error)
+    def show_failure(self, reason: str) -> None:
         self.query_one("#now", Static).update("")
-        self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
-
-    def _outcome(self, text: Text) -> None:
-        self.query_one("#outcome", Static).update(text)
-
-    # -- keys ------------------------------------------------------------------------
-
-    def action_cancel(self) -> None:
-        if self.phase == "running":
-            self._set_phase("cancelling")
-            self._cancel.set()
-            self._outcome(Text("cancelling… (stopping the current replay)"))
-
-    def action_back_or_cancel(self) -> None:
-        if self.drill_running:
-            self.action_cancel()
-        else:
-            self.dismiss()
-
-    def on_unmount(self) -> None:
-        self._cancel.set()

@@ -8,8 +8,6 @@ ends the comparison opens on top of this screen.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -20,19 +18,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Log, Select, Static
-from textual.worker import (
-    Worker,
-    WorkerCancelled,
-    WorkerFailed,
-    WorkerState,
-    get_current_worker,
-)
+from textual.worker import get_current_worker
 
 from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
-from replay_tui.screens.base import AppScreen
+from replay_tui.screens.base import WorkScreen
 from replay_tui.screens.queries import ReplaySummary, open_store, replay
 from replay_tui.widgets.stages import StageBoard
 from replay_tui.widgets.style import Palette, short
@@ -41,8 +33,10 @@ GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
 MAX_LOG_LINES = 10_000
 
 
-class ReplayScreen(AppScreen[None]):
+class ReplayScreen(WorkScreen):
     CSS_PATH = "replay.tcss"
+    WORK_GROUP = "replay"
+    CANCELLING = "cancelling… (stopping the run)"
     AUTO_FOCUS = "#start"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back_or_cancel", "Back / cancel"),
@@ -57,37 +51,20 @@ class ReplayScreen(AppScreen[None]):
         self.run_id = run_id
         self.options = options
         self.board = StageBoard()
-        self.phase = "options"  # options -> running -> cancelling -> done, failed or cancelled
         self.summary: ReplaySummary | None = None
-        self._cancel = threading.Event()
         self._replica = ""
 
     def current_run(self) -> str | None:
         return self.run_id
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return self.phase in ("running", "cancelling")
-        if action == "start":
-            return self.phase == "options"
         if action == "open_comparison":
             return self.summary is not None and self.summary.last_comparison is not None
-        return True
+        return super().check_action(action, parameters)
 
     @property
     def replay_running(self) -> bool:
-        return self.phase in ("running", "cancelling")
-
-    async def wait_stopped(self) -> None:
-        """Until the replay worker has ended (and recorded what happened)."""
-        for worker in [w for w in self.workers if w.group == "replay"]:
-            # it ends either way: a failure is shown (and recorded) by its own path
-            with contextlib.suppress(WorkerCancelled, WorkerFailed):
-                await worker.wait()
-
-    def _set_phase(self, phase: str) -> None:
-        self.phase = phase
-        self.refresh_bindings()
+        return self.work_running
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -203,11 +180,7 @@ class ReplayScreen(AppScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="replay")
     def _run(self, options: ReplayOptions, times: int) -> None:
-        worker = get_current_worker()
-        cancel = self._cancel
-
-        def should_cancel() -> bool:
-            return cancel.is_set() or worker.is_cancelled
+        should_cancel = self.should_cancel_for(get_current_worker())
 
         def on_event(event: ReplayEvent) -> None:
             self.post_message(ReplayProgress(event))
@@ -248,9 +221,6 @@ class ReplayScreen(AppScreen[None]):
     def _render_board(self) -> None:
         self.query_one("#stages", Static).update(self.board.render(Palette.of(self.app)))
 
-    def _outcome(self, text: Text) -> None:
-        self.query_one("#outcome", Static).update(text)
-
     def on_replay_finished(self, message: ReplayFinished) -> None:
         message.stop()
         s = self.summary = message.summary
@@ -279,34 +249,12 @@ class ReplayScreen(AppScreen[None]):
         if not s.cancelled and s.last_comparison is not None:
             self.post_message(OpenComparison(comparison_id=s.last_comparison))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # AppScreen's handler runs too and hands the failure to the app's error modal.
-        if event.worker.group != "replay" or event.state != WorkerState.ERROR:
-            return
-        self._set_phase("failed")
-        error = event.worker.error
-        reason = getattr(error, "message", None) or str(error)
+    def show_failure(self, reason: str) -> None:
         self.board.fail(reason)
         self._render_board()
-        self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
 
     # -- keys ------------------------------------------------------------------------
-
-    def action_cancel(self) -> None:
-        if self.phase == "running":
-            self._set_phase("cancelling")
-            self._cancel.set()
-            self._outcome(Text("cancelling… (stopping the run)"))
-
-    def action_back_or_cancel(self) -> None:
-        if self.phase in ("running", "cancelling"):
-            self.action_cancel()
-        else:
-            self.dismiss()
 
     def action_open_comparison(self) -> None:
         if self.summary is not None and self.summary.last_comparison is not None:
             self.post_message(OpenComparison(comparison_id=self.summary.last_comparison))
-
-    def on_unmount(self) -> None:
-        self._cancel.set()
