@@ -7,14 +7,16 @@ except in three places, each fixed up here or handed to a slower exact path:
 - numbers: orjson writes integral doubles with ``.0`` (``3.0``, ``-0.0``) and uses
   exponent form from 1e16 up and below 1e-5, where ECMAScript writes ``3``, ``0``,
   ``10000000000000000`` and ``0.000001``.  The output is searched for such tokens
-  (outside strings) and only those are rewritten, by the reference's own float routine;
-  every other double is already printed in the shortest round-trip form ECMAScript uses.
+  (outside strings) and only those are rewritten, by the reference's own float routine
+  (``_es_float``); every other double is already printed in the shortest round-trip
+  form ECMAScript uses.
 - key order is by UTF-16 code units, orjson's by code points: they differ only when a
   character outside the Basic Multilingual Plane is present (a 4-byte UTF-8 sequence).
 - orjson writes NaN and infinities as ``null``, and writes some types JSON does not have
   (enums, dataclasses, UUIDs, subclasses).  ``marshal`` accepts only the exact built-in
   types and stores each double's bits, so one ``marshal.dumps`` (in C, faster than
-  reading the output back) rules out both.
+  reading the output back) rules out both.  ``dumps_data``, for pydantic's JSON-mode
+  output (sealing a manifest), leaves that check out: such data never holds either.
 
 Anything not on the fast path (a top-level scalar, such a character, an out-of-range
 integer, a lone surrogate, a non-finite number, an unusual type) goes through

@@ -790,3 +790,26 @@ def test_runs_inserted_in_chunks_are_all_searchable(
         assert store.get_run(d["run_id"]).config_hash == d["config_hash"]
     store.conn.execute("INSERT INTO runs_fts (runs_fts) VALUES ('integrity-check')")
     assert store.verify().ok
+
+
+def test_a_large_batch_raises_the_page_cache_for_itself_only(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage.store as store_module
+
+    seen: list[int] = []
+    insert = store_module._insert_many_rows
+
+    def recording(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        seen.append(conn.execute("PRAGMA cache_size").fetchone()[0])
+        insert(conn, sql, rows)
+
+    monkeypatch.setattr(store_module, "_insert_many_rows", recording)
+    before = store.conn.execute("PRAGMA cache_size").fetchone()[0]
+    small = [realistic_manifest(i, seed=12, history_steps=2) for i in range(3)]
+    store.ingest_many([(manifest_from_data(d), None, (), {}) for d in small])
+    large = [realistic_manifest(i, seed=13, history_steps=2) for i in range(64)]
+    store.ingest_many([(manifest_from_data(d), None, (), {}) for d in large])
+    assert seen == [before, -store_module.INGEST_CACHE_KIB]
+    assert store.conn.execute("PRAGMA cache_size").fetchone()[0] == before
+    assert store.count_runs() == 67
