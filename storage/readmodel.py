@@ -22,6 +22,10 @@ from storage.store import COMMON_MATCHES, RunQuery, RunStore, StoreError, fts_qu
 # (to measure its cost) is an experiment, never evidence; failed attempts have no replay
 # info at all and count (as aborted).
 COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+COMPLETED = "lower(trim(r.status)) IN ('completed', 'succeeded', 'failed')"
+"""A replay that ran to its end (``replay_tui.verdicts``; older facts said succeeded or
+failed): only such a replay's outputs are evidence.  Cancelled, interrupted, timed-out
+and infrastructure-failed attempts are counted apart and never in a rate."""
 _OF_ORIGINAL = "JOIN runs o ON o.id = r.original_run AND o.kind = 'original'"
 
 
@@ -87,14 +91,14 @@ def sli_facts(store: RunStore) -> SliFacts:
         " JOIN artifacts oa ON oa.run_id = r.original_run AND oa.kind = 'checkpoint'"
         " AND oa.sha256 IS NOT NULL"
         " LEFT JOIN artifacts rb ON rb.run_id = r.replay_run AND rb.path = oa.path"
-        f" WHERE r.replay_run IS NOT NULL AND {COUNTED}"
+        f" WHERE r.replay_run IS NOT NULL AND {COUNTED} AND {COMPLETED}"
     ).fetchone()
     f.checkpoints_compared, f.checkpoints_matched = int(compared), int(matched)
     members: dict[str, list[str]] = {}
     for orig, rep in q(
         f"SELECT r.original_run, r.replay_run FROM replays r {_OF_ORIGINAL}"
         " JOIN runs p ON p.id = r.replay_run"  # the replay's own command succeeded
-        f" WHERE p.status = 'succeeded' AND {COUNTED} ORDER BY r.id"
+        f" WHERE p.status = 'succeeded' AND {COUNTED} AND {COMPLETED} ORDER BY r.id"
     ):
         ids = members.setdefault(str(orig), [str(orig)])
         if rep not in ids:
@@ -121,7 +125,7 @@ def sli_facts(store: RunStore) -> SliFacts:
         f" FROM replays r {_OF_ORIGINAL}"
         " JOIN manifests om ON om.run_id = r.original_run"
         " JOIN manifests pm ON pm.run_id = r.replay_run"
-        f" WHERE {COUNTED} AND json_array_length(om.body, '$.data') > 0"
+        f" WHERE {COUNTED} AND {COMPLETED} AND json_array_length(om.body, '$.data') > 0"
     ).fetchone()
     f.replays_with_data, f.replays_data_verified = int(with_data), int(verified)
     inputs, hashed = q(
@@ -149,8 +153,9 @@ def sli_facts(store: RunStore) -> SliFacts:
         " JOIN runs o ON o.id = b.run_id AND o.kind = 'original' WHERE b.signed = 1"
     ).fetchone()
     f.signed_originals = int(signed)
-    drills, passed, last = q(
+    drills, passed, last = q(  # a cancelled drill is no pass and no failure
         "SELECT count(*), coalesce(sum(passed), 0), max(created_at) FROM drills"
+        " WHERE coalesce(json_extract(body, '$.cancelled'), 0) = 0"
     ).fetchone()
     f.drills, f.drills_passed, f.last_drill_at = int(drills), int(passed), last
     return f

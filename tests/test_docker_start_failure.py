@@ -41,3 +41,38 @@ def test_a_command_missing_from_the_image_is_a_failed_run(
             m.outputs.log_tail
         )
         assert s.verify().ok
+
+
+def test_a_cancel_kills_the_container_at_once(
+    tmp_path: Path,
+    engine: Any,  # noqa: F811 (fixture)
+    train_image: str,  # noqa: F811 (fixture)
+) -> None:
+    """Cancelling stops the run now (SIGKILL), not after a grace period: the command, which
+    handles SIGTERM the way a training loop that saves on SIGTERM does, never sees one."""
+    from replay_tui.capture.launcher import ExecSpec
+    from replay_tui.replay.docker import DockerExecutor
+
+    script = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: print('got SIGTERM', flush=True))\n"
+        "print('ready', flush=True)\n"
+        "for _ in range(600):\n"
+        "    time.sleep(0.1)\n"
+        "print('ran to its end', flush=True)\n"
+    )
+    (tmp_path / "handoff").mkdir()
+    spec = ExecSpec(
+        ["python3", "-c", script],
+        tmp_path,
+        {},
+        tmp_path / "handoff",
+        tmp_path / "output.log",
+    )
+    lines: list[str] = []
+    ex = DockerExecutor(train_image, [], "/tmp")
+    res = ex.run(spec, lines.append, lambda: "ready" in lines)
+    assert res.status == "interrupted" and res.exit_code == 137, res
+    assert "cancelled" in (res.reason or "")
+    assert "got SIGTERM" not in lines and "ran to its end" not in lines, lines
+    assert not engine.containers.list(all=True, filters={"id": ex.container_id})

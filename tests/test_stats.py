@@ -332,3 +332,29 @@ def test_aborted_replays_never_override_a_completed_verdict(store_path: Path) ->
     }
     assert summary.text() == "IDENTICAL 3/3, 1 cancelled, 1 infra-error, 1 interrupted"
     assert summary.text(wide=False) == "IDENTICAL 3/3"
+
+
+def test_cancelled_replays_and_drills_are_in_no_rate(hand_store: Path) -> None:
+    """A cancelled replay's partial outputs and a cancelled drill are neither evidence nor
+    failure: the checkpoint, data and drill rates stay as they were (the aborted SLI
+    counts the replay)."""
+    with RunStore(hand_store) as s:
+        before = compute_stats(s).to_dict()
+        s.add_replay(  # its replay run's checkpoints do not match the original's
+            "run-A-0001",
+            replay_run="run-A2-rep2",
+            backend="local",
+            status="cancelled",
+            verdict="INCOMPLETE",
+            reason="cancelled",
+            duration_s=None,
+            comparison_id=None,
+            body={"replay": {"determinism": "recorded"}},
+            sets_verdict=False,
+        )
+        s.add_drill(False, {"runs": [], "cancelled": True})
+        after = compute_stats(s).to_dict()
+    for key in ("checkpoint_hash_match_rate", "data_verification_rate", "drill_pass_rate"):
+        assert after[key] == before[key], key
+    aborted = after["aborted_replay_rate"]["numerator"]
+    assert aborted == before["aborted_replay_rate"]["numerator"] + 1

@@ -329,9 +329,12 @@ class DockerExecutor:
                             "restart the engine and replay again",
                         ) from None
                 if should_cancel() and not interrupted:
+                    # A cancel stops the run now: SIGKILL.  ``stop`` would send SIGTERM,
+                    # which a command running as the container's PID 1 ignores unless it
+                    # handles it, and let the run go on for the whole grace period.
                     interrupted = True
                     with contextlib.suppress(Exception):
-                        container.stop(timeout=5)
+                        container.kill()
                 if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s and not timed_out:
                     timed_out = True
                     with contextlib.suppress(Exception):
@@ -347,7 +350,7 @@ class DockerExecutor:
                     f" grace period: stopped after {time.monotonic() - t0:.1f}s)",
                 )
             elif interrupted:
-                status, reason = "interrupted", "cancelled: the container was stopped"
+                status, reason = "interrupted", "cancelled: the container was killed (SIGKILL)"
             elif state.get("OOMKilled"):
                 status, reason = "failed", f"out of memory (limit {sb.memory_limit}): OOM-killed"
             elif code == 0:

@@ -138,15 +138,17 @@ class DashboardScreen(AppScreen[None]):
         table.clear(columns=True)
         table.add_columns("when", "", "drill", "verdicts")
         for d in s.recent_drills:
-            line, verdicts = drill_summary(d["body"] if isinstance(d["body"], dict) else {})
+            body = d["body"] if isinstance(d["body"], dict) else {}
+            line, verdicts = drill_summary(body)
+            cancelled = body.get("cancelled") is True  # neither a pass nor a failure
             badges = Text()
             for v in verdicts[:8]:
                 badges.append_text(palette.verdict(v))
                 badges.append(" ")
             table.add_row(
                 Text(when(d.get("created_at"))),
-                palette.mark(bool(d.get("passed"))),
-                Text(line),
+                palette.mark(None if cancelled else bool(d.get("passed")), unknown="·"),
+                Text(f"cancelled · {line}" if cancelled else line),
                 badges,
             )
         if not s.recent_drills:
