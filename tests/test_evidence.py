@@ -428,3 +428,26 @@ def test_report_of_a_run_whose_replays_all_failed(
     page = (tmp_path / "b" / "report.html").read_text()
     assert "Verdict: NO VERDICT" in page and "no Docker engine" in page
     assert _check(tmp_path / "b", None).ok
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
+def test_the_check_command_export_prints_works(
+    cli: RunCli,
+    replayed_store: tuple[Path, str],
+    keypair: tuple[Path, Path],
+    tmp_path: Path,
+    signed: bool,
+) -> None:
+    """``export`` ends with the command that checks the bundle: run as printed, it passes
+    (an unsigned bundle needs --allow-unsigned; a signed one names keygen's public key)."""
+    _, run_id = replayed_store
+    out = tmp_path / "b"
+    r = cli("export", run_id, "--out", out, *(("--sign", keypair[0]) if signed else ()))
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if "check it with: replay-tui " in x]
+    args = line.split("check it with: replay-tui ", 1)[1].split()
+    assert args[:2] == ["verify", str(out)]
+    if signed:
+        assert args[2:] == ["--key", str(keypair[1])]
+    checked = cli(*args)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -61,9 +61,19 @@ def export(
         click.echo(f"  signed with key {res.key_id}")
     else:
         click.echo("  not signed (pass --sign KEY to sign it)")
-    click.echo(
-        f"  check it with: replay-tui verify {res.path}" + (" --key KEY.pub" if res.signed else "")
-    )
+    if res.signed:  # keygen writes the public half beside the private key
+        pub = _public_half(key) if key is not None else None
+        check = f" --key {pub if pub is not None and pub.is_file() else 'KEY.pub'}"
+    else:
+        check = " --allow-unsigned"
+    click.echo(f"  check it with: replay-tui verify {res.path}{check}")
+
+
+def _public_half(private: Path) -> Path:
+    """Where ``keygen`` writes the public key of ``private``."""
+    if private.suffix == ".key":
+        return private.with_suffix(".pub")
+    return private.with_name(private.name + ".pub")
 
 
 @click.command()
@@ -81,7 +91,7 @@ def keygen(out: Path, force: bool, as_json: bool) -> None:
     """Make an Ed25519 key pair for signing evidence bundles."""
     from replay_tui.evidence.keys import generate
 
-    public = out.with_suffix(".pub") if out.suffix == ".key" else out.with_name(out.name + ".pub")
+    public = _public_half(out)
     pair = generate(out, public, force=force)
     if as_json:
         echo_json(
