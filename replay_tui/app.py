@@ -75,6 +75,8 @@ class ReplayApp(App[None]):
         self.replay_options_factory = replay_options_factory or _default_replay_options
         self.notice = notice
         self.sub_title = str(self.store_path)
+        self._held_comparison: OpenComparison | None = None
+        """A comparison a replay opened while the quit question was up (shown on "no")."""
 
     def on_mount(self) -> None:
         # Pushed rather than returned by get_default_screen, which skips the screen's CSS.
@@ -108,6 +110,11 @@ class ReplayApp(App[None]):
     def on_open_comparison(self, message: OpenComparison) -> None:
         from replay_tui.screens.comparison import ComparisonScreen
 
+        if self._asking_to_quit():
+            # Pushed over the question, it would hide it (and its y would copy a run id):
+            # the comparison waits for the answer.
+            self._held_comparison = message
+            return
         self.push_screen(
             ComparisonScreen(
                 self.store_path,
@@ -125,7 +132,10 @@ class ReplayApp(App[None]):
 
         def picked(other: str | None) -> None:
             if other:
-                self.push_screen(ComparisonScreen(self.store_path, a_run=run_id, b_run=other))
+                # A is the run the compare started from (the picker's title says so)
+                self.push_screen(
+                    ComparisonScreen(self.store_path, a_run=run_id, b_run=other, ordered=True)
+                )
 
         self.push_screen(PickRunScreen(self.store_path, exclude=run_id), picked)
 
@@ -145,6 +155,11 @@ class ReplayApp(App[None]):
 
         return [s for s in self.screen_stack if isinstance(s, DrillScreen) and s.drill_running]
 
+    def _asking_to_quit(self) -> bool:
+        from replay_tui.screens.modals import ConfirmModal
+
+        return any(isinstance(s, ConfirmModal) and s.purpose == "quit" for s in self.screen_stack)
+
     async def action_quit(self) -> None:
         """Quit; with a replay or a drill running, ask first, then cancel it and wait until
         it has recorded itself as cancelled (never as a failed reproduction)."""
@@ -160,10 +175,14 @@ class ReplayApp(App[None]):
             return
 
         def answer(yes: bool | None) -> None:
+            held, self._held_comparison = self._held_comparison, None
             if yes:
+                # what ended while the question was up has nothing left to cancel
                 for screen in running:
                     screen.action_cancel()
                 self.run_worker(self._exit_when_stopped(running), group="quit")
+            elif held is not None:
+                self.on_open_comparison(held)  # a replay ended meanwhile: show it now
 
         n, d = len(running), len(drills)
         what = " and ".join(
@@ -178,6 +197,7 @@ class ReplayApp(App[None]):
                 " it does not change the run's verdict.",
                 yes="Quit",
                 no="Keep running",
+                purpose="quit",
             ),
             answer,
         )
@@ -300,7 +320,7 @@ class ReplayApp(App[None]):
             "Reproducible run rate, hash match rate, drills, critical gaps",
             self.action_dashboard,
         )
-        yield SystemCommand("Keys", "The key map", self.action_help)
+        yield SystemCommand("Key map", "Every key of every screen", self.action_help)
         yield SystemCommand(
             "Verify bundle…",
             "Re-hash an evidence bundle and check its signature against a trusted key",

@@ -20,14 +20,15 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
+from textual.widgets._footer import FooterKey
 
 from replay_tui.app import ReplayApp
 from replay_tui.gaps import gap_counts
-from replay_tui.messages import OpenReplay
+from replay_tui.messages import OpenComparison, OpenReplay
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.screens.comparison import ComparisonScreen
 from replay_tui.screens.dashboard import DashboardScreen
-from replay_tui.screens.modals import ConfirmModal, ErrorModal, HelpScreen
+from replay_tui.screens.modals import KEYMAP, ConfirmModal, ErrorModal, HelpScreen
 from replay_tui.screens.picker import PickRunScreen
 from replay_tui.screens.replay import ReplayScreen
 from replay_tui.screens.run_detail import RunDetailScreen
@@ -302,15 +303,46 @@ async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStor
         await settle(pilot)
         assert picker.table.row_count == 1
         await pilot.press("down", "enter")
-        await settle(pilot)
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        )
         cmp = app.screen
         assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
         assert cmp.view.computed
         assert cmp.labels == ("A", "B")
-        # the earlier run is the reference
-        assert cmp.view.a.started_at <= cmp.view.b.started_at
-        assert {cmp.view.a.run_id, cmp.view.b.run_id} == {a.id, b.id}
+        # A is the run the compare started from (the picker's title said so), though it
+        # started after B
+        assert cmp.view.a.started_at > cmp.view.b.started_at
+        assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
         assert cmp.verdict in ("DIVERGED", "INCOMPLETE")
+
+
+@sync
+async def test_enter_in_the_pickers_search_box_compares_with_the_first_match(
+    fixed: FixedStore,
+) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        with RunStore(fixed.path) as store:
+            a, b = store.list_runs(RunQuery(kind="original", limit=50))[12:14]
+        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
+        picker = app.screen
+        assert isinstance(picker, PickRunScreen)
+        await pilot.press(*b.id[:12])
+        await wait_until(pilot, lambda: picker.table.selected_run == b.id)
+        await pilot.press("enter")  # the search box still has the focus
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        )
+        cmp = app.screen
+        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
+        # two originals: bisect is offered (it is not where either run is a replay)
+        assert cmp.active_bindings["b"].binding.action == "bisect"
 
 
 # -- dashboard, help, palette, errors ---------------------------------------------------
@@ -376,6 +408,12 @@ async def test_help_and_command_palette(fixed: FixedStore) -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, DashboardScreen)
+        # one "Keys" only: Textual's (the focused widget's help); ours is the key map
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert titles.count("Keys") <= 1 and "Key map" in titles
+        assert len(titles) == len(set(titles))
+        quit_line = dict(dict(KEYMAP)["everywhere"])["q / ctrl+c"]
+        assert "drill" in quit_line and "replay" in quit_line
 
 
 @sync
@@ -447,6 +485,73 @@ async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> Repla
     await pilot.press("enter")  # the Start button has the focus
     assert replay.phase != "options"  # started (it may already have finished: no race)
     return replay
+
+
+def footer_keys(app: ReplayApp) -> set[str]:
+    return {k.description for k in app.screen.query(FooterKey)}
+
+
+async def open_replay_screen(pilot: Pilot[None], app: ReplayApp, run_id: str) -> ReplayScreen:
+    """The replay screen of ``run_id``, its form shown (nothing started)."""
+    await settle(pilot)
+    app.post_message(OpenReplay(run_id))
+    await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen))
+    replay = app.screen
+    assert isinstance(replay, ReplayScreen)
+    return replay
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+@sync
+async def test_the_quit_question_stays_when_a_replay_ends_under_it(
+    fixed: FixedStore, answer: str
+) -> None:
+    """A replay that ends while "quit?" is asked opens its comparison only after the
+    answer: y quits (nothing is left to cancel), n shows the comparison."""
+    app = local_app(fixed.path)
+    async with app.run_test(size=(200, 60)) as pilot:
+        replay = await open_replay_screen(pilot, app, fixed.original_id)
+        replay._set_phase("running")  # as a started replay is (no worker: the test ends it)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        question = app.screen
+        # the replay ends under the question and opens its comparison, as it does
+        replay._set_phase("done")
+        replay.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
+        await wait_until(pilot, lambda: app._held_comparison is not None)
+        assert app.screen is question
+        await pilot.press(answer)
+        if answer == "y":
+            await wait_until(pilot, lambda: not app.is_running)
+        else:
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None,
+            )
+            cmp = app.screen
+            assert isinstance(cmp, ComparisonScreen)
+            assert cmp.comparison_id == fixed.diverged_comparison and app.is_running
+
+
+@sync
+async def test_escape_on_the_replay_screen_says_back_unless_a_replay_runs(
+    fixed: FixedStore,
+) -> None:
+    app = local_app(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        replay = await open_replay_screen(pilot, app, fixed.original_id)
+        await wait_until(pilot, lambda: "Back" in footer_keys(app))
+        assert "Back / cancel" not in footer_keys(app)
+        replay._set_phase("running")  # as a started replay is (no worker)
+        await wait_until(pilot, lambda: "Back" not in footer_keys(app))
+        assert "Cancel replay" in footer_keys(app)
+        await pilot.press("escape")  # cancels; the screen stays
+        await wait_until(pilot, lambda: replay.phase == "cancelling")
+        assert app.screen is replay
+        replay._set_phase("cancelled")
+        await wait_until(pilot, lambda: "Back" in footer_keys(app))
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, RunsScreen))
 
 
 @pytest.mark.slow

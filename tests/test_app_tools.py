@@ -17,7 +17,16 @@ from rich.style import Style
 from rich.text import Text
 from textual.command import CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Log, OptionList, ProgressBar, Select, Static
+from textual.widgets import (
+    DataTable,
+    Input,
+    Log,
+    OptionList,
+    ProgressBar,
+    Select,
+    Static,
+    TabbedContent,
+)
 from textual.widgets._footer import FooterKey
 
 from replay_tui.app import ReplayApp
@@ -25,6 +34,7 @@ from replay_tui.drill import DrillReport
 from replay_tui.messages import OpenComparison
 from replay_tui.replay.backends import backend_choices
 from replay_tui.replay.plan import ReplayOptions
+from replay_tui.screens.comparison import ComparisonScreen
 from replay_tui.screens.drill import DrillScreen
 from replay_tui.screens.modals import ErrorModal
 from replay_tui.screens.verify import VerifyBundleScreen
@@ -134,6 +144,56 @@ async def test_plot_keys_log_and_zoom_show_in_the_footer_only_while_it_has_focus
         await wait_until(pilot, lambda: not plot.showing_log)
         app.screen.focus_next()  # away from the plot: its keys leave the footer
         await wait_until(pilot, lambda: not plot.has_focus and "Log y" not in _footer(app))
+
+
+@sync
+async def test_number_keys_switch_tabs_from_the_metrics_table_and_its_plot(
+    fixed: FixedStore,
+) -> None:
+    """The hidden table would hand the focus to its plot, which switched back to
+    Metrics: the tab asked for is the one shown, whatever has the focus."""
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        )
+        cmp = app.screen
+        tabs = cmp.query_one(TabbedContent)
+        for widget_id, key, pane in (
+            ("#metrics", "1", "tab-fields"),
+            ("#plot", "2", "tab-artifacts"),
+            ("#plot", "4", "tab-gaps"),
+        ):
+            await pilot.press("3")
+            await wait_until(pilot, lambda: tabs.active == "tab-metrics")
+            widget = cmp.query_one(widget_id)
+            widget.focus()
+            await wait_until(pilot, lambda w=widget: app.focused is w)
+            await pilot.press(key)
+            await wait_until(pilot, lambda p=pane: tabs.active == p)
+            await settle(pilot)
+            assert tabs.active == pane, (widget_id, key)
+
+
+@sync
+async def test_bisect_is_not_offered_when_a_run_is_a_replay(fixed: FixedStore) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        )
+        cmp = app.screen
+        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        assert cmp.view.b.kind == "replay"
+        await wait_until(pilot, lambda: "Only differences" in _footer(app))
+        assert "Bisect (A good, B bad)" not in _footer(app)
+        await pilot.press("b")
+        await settle(pilot)
+        assert app.screen is cmp  # no bisect screen
 
 
 def test_the_key_map_lists_every_plot_key() -> None:

@@ -53,14 +53,24 @@ class WorkbenchKeys:
     """Actions for :data:`WORKBENCH_BINDINGS` (mixed into a screen with tabs)."""
 
     def action_tab(self, n: int) -> None:
-        from textual.widgets import TabbedContent, TabPane  # not needed by the first frame
+        # not needed by the first frame
+        from textual.widgets import TabbedContent, TabPane, Tabs
 
         screen = self
         assert isinstance(screen, Screen)
         tabs = screen.query(TabbedContent).first(TabbedContent)
         panes = [p for p in tabs.query(TabPane) if p.id]
         if 1 <= n <= len(panes):
-            tabs.active = str(panes[n - 1].id)
+            target = panes[n - 1]
+            focused = screen.focused
+            if focused is not None and target not in focused.ancestors_with_self:
+                in_pane = any(p in focused.ancestors for p in panes)
+                if in_pane:
+                    # The pane that hides would hand the focus to a visible sibling of
+                    # the focused widget (the metrics table's plot), and focusing a
+                    # widget in a pane switches back to that pane: the tab bar takes it.
+                    screen.set_focus(tabs.query(Tabs).first(Tabs))
+            tabs.active = str(target.id)
 
     def action_cursor(self, way: str) -> None:
         screen = self
@@ -68,6 +78,14 @@ class WorkbenchKeys:
         move = getattr(screen.focused, f"action_cursor_{way}", None)
         if callable(move):
             move()
+
+
+WORK_ESCAPE: list[BindingType] = [
+    # while the work runs (check_action); the footer shows x for it (one key an action)
+    Binding("escape", "cancel", "Cancel", show=False),
+    Binding("escape", "back", "Back"),  # otherwise: the footer says "esc Back"
+]
+"""Escape on a :class:`WorkScreen`: cancels the running work, else goes back."""
 
 
 class WorkScreen(AppScreen[None]):
@@ -95,6 +113,8 @@ class WorkScreen(AppScreen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.work_running
+        if action == "back":
+            return not self.work_running
         if action == "start":
             return self.phase == "options"
         return True
@@ -138,11 +158,8 @@ class WorkScreen(AppScreen[None]):
             self._cancel.set()
             self._outcome(Text(self.CANCELLING))
 
-    def action_back_or_cancel(self) -> None:
-        if self.work_running:
-            self.action_cancel()
-        else:
-            self.dismiss()
+    def action_back(self) -> None:
+        self.dismiss()
 
     def on_unmount(self) -> None:
         self._cancel.set()

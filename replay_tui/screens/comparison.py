@@ -77,12 +77,15 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         comparison_id: int | None = None,
         a_run: str | None = None,
         b_run: str | None = None,
+        ordered: bool = False,
     ) -> None:
         super().__init__()
         self.store_path = store_path
         self.comparison_id = comparison_id
         self.a_run = a_run
         self.b_run = b_run
+        self.ordered = ordered
+        """The user chose which run is A (the picker): A is not swapped for the earlier."""
         self.view: ComparisonView | None = None
         self.only_differences = False
         self._full_values: dict[str, tuple[str, str]] = {}
@@ -124,7 +127,11 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
     def _load(self) -> None:
         with open_store(self.store_path) as store:
             view = load_comparison(
-                store, comparison_id=self.comparison_id, a_run=self.a_run, b_run=self.b_run
+                store,
+                comparison_id=self.comparison_id,
+                a_run=self.a_run,
+                b_run=self.b_run,
+                ordered=self.ordered,
             )
         self.post_message(ComparisonLoaded(view))
 
@@ -160,6 +167,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         self._fill_metrics(palette)
         self._fill_gaps(palette)
         self._fill_reasons(palette)
+        self.refresh_bindings()  # bisect is offered only for two originals
 
     # -- fields ----------------------------------------------------------------------
 
@@ -537,6 +545,12 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
 
     def action_back(self) -> None:
         self.dismiss()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "bisect":  # bisect replays A with B's factors: two originals only
+            v = self.view
+            return v is not None and v.a.kind != "replay" and v.b.kind != "replay"
+        return True
 
     def action_bisect(self) -> None:
         """Which difference makes B diverge from A: replay A with B's factors swapped in."""

@@ -39,7 +39,7 @@ from textual.worker import get_current_worker
 
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.screens.base import WorkScreen
+from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.widgets.style import Palette, duration, short
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class DrillScreen(WorkScreen):
     CANCELLING = "cancelling… (stopping the current replay)"
     AUTO_FOCUS = "#start"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back_or_cancel", "Back / cancel"),
+        *WORK_ESCAPE,
         Binding("x", "cancel", "Cancel drill"),
         Binding("ctrl+s", "start", "Start", show=False),
     ]

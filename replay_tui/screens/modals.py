@@ -28,7 +28,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("y", "copy the run id"),
             ("j / k", "down / up"),
             ("1-9", "pick a tab"),
-            ("q / ctrl+c", "quit (asks first while a replay runs)"),
+            ("q / ctrl+c", "quit (asks first while a replay or a drill runs)"),
         ),
     ),
     (
@@ -170,9 +170,13 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("escape", "answer(False)", "No", show=False),
     ]
 
-    def __init__(self, question: str, *, yes: str = "Yes", no: str = "No") -> None:
+    def __init__(
+        self, question: str, *, yes: str = "Yes", no: str = "No", purpose: str = ""
+    ) -> None:
         super().__init__()
         self.question = question
+        self.purpose = purpose
+        """What the question is for (``"quit"``: the app's quit question)."""
         self.yes, self.no = yes, no
 
     def compose(self) -> ComposeResult:

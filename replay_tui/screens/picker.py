@@ -34,6 +34,8 @@ class PickRunScreen(AppModal[str | None]):
         self.store_path = store_path
         self.exclude = exclude
         self._generation = 0
+        self._shown = 0
+        """The generation of the search whose runs the table shows."""
 
     @property
     def table(self) -> RunsTable:
@@ -78,6 +80,7 @@ class PickRunScreen(AppModal[str | None]):
         if message.generation == self._generation:
             records = [r for r in message.records if r.id != self.exclude]
             self.table.show_page(records, replace=True)
+            self._shown = message.generation
 
     @on(Input.Changed, "#pick-search")
     def _changed(self, event: Input.Changed) -> None:
@@ -86,8 +89,13 @@ class PickRunScreen(AppModal[str | None]):
 
     @on(Input.Submitted, "#pick-search")
     def _submitted(self, event: Input.Submitted) -> None:
+        """Enter in the search box picks the highlighted (first) matching run."""
         event.stop()
-        self.table.focus()
+        run = self.table.selected_run if self._shown == self._generation else None
+        if run is not None:
+            self.dismiss(run)
+        else:
+            self.table.focus()
 
     @on(RunsTable.RowSelected, "#pick-runs")
     def _selected(self, event: RunsTable.RowSelected) -> None:

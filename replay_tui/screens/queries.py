@@ -275,8 +275,13 @@ def load_comparison(
     a_run: str | None = None,
     b_run: str | None = None,
     recompute: bool = False,
+    ordered: bool = False,
 ) -> ComparisonView:
-    """A stored comparison by id, else the latest of A vs B, else one computed now."""
+    """A stored comparison by id, else the latest of A vs B, else one computed now.
+
+    ``ordered``: the caller chose which run is A (the compare picker): A stays A, so a
+    comparison stored the other way round is not used and the earlier run is not put
+    first. Otherwise a computed comparison takes the earlier run as the reference."""
     from replay_tui.compare.stored import comparison_from_dict
 
     body: dict[str, Any] | None = None
@@ -289,9 +294,13 @@ def load_comparison(
     a, b = store.manifest(a_id), store.manifest(b_id)
     if body is None and not recompute:
         body = store.latest_comparison(a_id, b_id)
-        if body is None and (other := store.latest_comparison(b_id, a_id)) is not None:
+        if (
+            body is None
+            and not ordered
+            and (other := store.latest_comparison(b_id, a_id)) is not None
+        ):
             a, b, body = b, a, other
-    if body is None and (a.started_at, a.run_id) > (b.started_at, b.run_id):
+    if body is None and not ordered and (a.started_at, a.run_id) > (b.started_at, b.run_id):
         a, b = b, a  # computed now: the earlier run is the reference
     if body is not None:
         return ComparisonView(a, b, comparison_from_dict(body), comparison_id, computed=False)

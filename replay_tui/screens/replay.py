@@ -24,7 +24,7 @@ from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
-from replay_tui.screens.base import WorkScreen
+from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.screens.queries import ReplaySummary, open_store, replay
 from replay_tui.widgets.stages import StageBoard
 from replay_tui.widgets.style import Palette, short
@@ -39,7 +39,7 @@ class ReplayScreen(WorkScreen):
     CANCELLING = "cancelling… (stopping the run)"
     AUTO_FOCUS = "#start"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back_or_cancel", "Back / cancel"),
+        *WORK_ESCAPE,
         Binding("x", "cancel", "Cancel replay"),
         Binding("ctrl+s", "start", "Start", show=False),
         Binding("enter", "open_comparison", "Comparison"),
