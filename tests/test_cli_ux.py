@@ -132,6 +132,13 @@ def test_store_that_is_not_a_store_or_whose_folder_is_missing(cli: RunCli, tmp_p
         assert r.returncode == 2, (args, r.stderr)
         assert "does not exist" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "no").exists()  # never made silently by a read
+    typo = tmp_path / "sotre.db"  # the folder exists, the store does not
+    for args in (["runs"], ["gaps", "0123abcd"], ["verify-store"]):
+        r = cli(*args, store=typo)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "no store" in r.stderr and str(typo) in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert not typo.exists()
 
 
 def test_long_values_that_differ_late_are_shown_where_they_differ() -> None:

@@ -244,6 +244,7 @@ def test_unreplayable_run_fails_the_drill_and_is_stored(
 
 
 def test_drill_on_an_empty_store_is_bad_input(store_path: Path) -> None:
+    RunStore(store_path).close()  # a store with no runs
     r = _cli(store_path, "drill", "--backend", "local")
     assert r.returncode == 2 and "no succeeded original runs" in r.stderr
     with RunStore(store_path) as s:

@@ -47,7 +47,8 @@ CREATES_STORE = frozenset({"record", "ingest", "demo", "mlflow", "wandb"})  # im
 
 def open_store_checked(path: Path) -> RunStore:
     """The store at ``path``, or a clear BadInput (exit 2): a file that is not a store, or,
-    for a command that only reads, a folder that does not exist (never made silently)."""
+    for a command that only reads, a store (or its folder) that does not exist: never
+    made silently.  The default store (no --store) may be missing: it reads as empty."""
     import sqlite3
 
     from replay_tui.errors import BadInput
@@ -61,6 +62,12 @@ def open_store_checked(path: Path) -> RunStore:
         )
     if path.is_dir():
         raise BadInput(f"--store {path}: is a folder; give the store file (store.db)")
+    if not path.exists() and command not in CREATES_STORE and path != default_store_path():
+        # a mistyped --store would otherwise read as an empty store (and make one)
+        raise BadInput(
+            f"--store {path}: no store there (no such file)",
+            "record or ingest a run to make a store, or pass the path of an existing one",
+        )
     try:
         return RunStore(path)
     except sqlite3.DatabaseError as e:
