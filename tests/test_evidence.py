@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -451,3 +452,7 @@ def test_the_check_command_export_prints_works(
         assert args[2:] == ["--key", str(keypair[1])]
     checked = cli(*args)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # the count export gives is the count verify checks
+    listed = re.search(r"files: the (\d+) that SHA256SUMS lists", r.stdout)
+    matched = re.search(r"bundle intact: (\d+) files match", checked.stdout)
+    assert listed and matched and listed[1] == matched[1], (r.stdout, checked.stdout)

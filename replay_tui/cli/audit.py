@@ -53,7 +53,11 @@ def export(
     if as_json:
         echo_json(res.to_dict())
         return
-    click.echo(f"exported run {res.run_id} to {res.path} ({res.files} files)")
+    listed = res.files - 2  # SHA256SUMS and the statement are the other two
+    click.echo(
+        f"exported run {res.run_id} to {res.path} ({res.files} files: the {listed} that"
+        " SHA256SUMS lists, SHA256SUMS and the statement)"
+    )
     click.echo(f"  verdict: {res.verdict or 'not replayed'}")
     if res.ledger_head:
         click.echo(f"  store ledger head: {res.ledger_head} (verify-store --anchor takes it)")
