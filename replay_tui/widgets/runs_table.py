@@ -244,28 +244,29 @@ class RunsTable(Grid):
         elif run is None or not (self.is_group(run) or run in self._group_of):
             self.action_scroll_right()
 
+    def _close_parent_of(self, run: str) -> bool:
+        """On a replay inside a group: close the group and move to its original."""
+        parent = self._group_of.get(run)
+        if parent is None:
+            return False
+        self.move_cursor(row=self.get_row_index(parent))
+        self.post_message(self.GroupToggled(self, parent, False))
+        return True
+
     def action_close_group(self) -> None:
         run = self.cursor_key
-        if run is None:
+        if run is None or self._close_parent_of(run):
             return
-        parent = self._group_of.get(run)
-        if parent is not None:
-            self.move_cursor(row=self.get_row_index(parent))
-            self.post_message(self.GroupToggled(self, parent, False))
-        elif self.is_open(run):
+        if self.is_open(run):
             self.post_message(self.GroupToggled(self, run, False))
         elif not self.is_group(run):
             self.action_scroll_left()
 
     def action_toggle_group(self) -> None:
         run = self.cursor_key
-        if run is None:
+        if run is None or self._close_parent_of(run):
             return
-        parent = self._group_of.get(run)
-        if parent is not None:
-            self.move_cursor(row=self.get_row_index(parent))
-            self.post_message(self.GroupToggled(self, parent, False))
-        elif self.is_group(run):
+        if self.is_group(run):
             self.post_message(self.GroupToggled(self, run, not self.is_open(run)))
 
     # -- rows --------------------------------------------------------------------------
