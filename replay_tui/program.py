@@ -23,8 +23,8 @@ def _open_tui(store_path: Path, notice: str | None) -> None:
 def tui_store(argv: Sequence[str]) -> Path | None:
     """The store to open the TUI on when ``argv`` (without the program name) names no
     command: nothing, or only ``--store PATH``; None for anything else (a command, a
-    help or version flag, a path that is a folder, a typo), which the CLI handles and
-    reports as it always has."""
+    help or version flag, a path that is a folder or names no file, a typo), which the
+    CLI handles and reports as it always has."""
     from replay_tui.storepath import default_store_path
 
     args = list(argv)
@@ -36,9 +36,12 @@ def tui_store(argv: Sequence[str]) -> Path | None:
         value = args[0].removeprefix("--store=")
     else:
         return None
-    if not value or value.startswith("-") or Path(value).is_dir():
+    path = Path(value) if value else None
+    if path is None or value.startswith("-") or path.is_dir():
         return None  # the CLI says what is wrong with it
-    return Path(value)
+    if not path.exists() and path != default_store_path():
+        return None  # the CLI refuses a mistyped --store rather than making a store there
+    return path
 
 
 def main() -> None:

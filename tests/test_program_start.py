@@ -14,9 +14,26 @@ from replay_tui.program import tui_store
 
 def test_no_command_is_the_tui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLAY_TUI_STORE", str(tmp_path / "env.db"))
-    assert tui_store([]) == tmp_path / "env.db"
+    assert tui_store([]) == tmp_path / "env.db"  # the default store may be missing
+    assert tui_store(["--store", str(tmp_path / "env.db")]) == tmp_path / "env.db"
+    (tmp_path / "s.db").touch()
     assert tui_store(["--store", str(tmp_path / "s.db")]) == tmp_path / "s.db"
     assert tui_store([f"--store={tmp_path / 's.db'}"]) == tmp_path / "s.db"
+
+
+def test_a_mistyped_store_is_refused_not_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The TUI on a --store that names no file would open empty and make a store there."""
+    monkeypatch.setenv("REPLAY_TUI_STORE", str(tmp_path / "env.db"))
+    typo = tmp_path / "stroe.db"
+    assert tui_store(["--store", str(typo)]) is None  # left to the CLI, which refuses it
+    exe = Path(sys.executable).parent / "replay-tui"
+    done = subprocess.run([str(exe), "--store", str(typo)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert f"--store {typo}: no store there" in done.stderr
+    assert "demo" in done.stderr  # says how to make one there on purpose
+    assert not typo.exists()
 
 
 @pytest.mark.parametrize(
@@ -32,6 +49,7 @@ def test_a_folder_as_store_is_left_to_the_cli(tmp_path: Path) -> None:
 
 
 def test_the_tui_opens_without_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "s.db").touch()
     code = (
         "import sys, replay_tui.program as p\n"
         "assert 'click' not in sys.modules and 'replay_tui.cli' not in sys.modules\n"
