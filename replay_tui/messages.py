@@ -60,12 +60,14 @@ class RunsGroup(Message):
 
 
 class RunsCounted(Message):
-    """How many runs the current query matches."""
+    """How many rows the current query has (groups, when replays sit under their
+    originals), and how many runs it matches in all (``everything``)."""
 
-    def __init__(self, generation: int, total: int) -> None:
+    def __init__(self, generation: int, total: int, everything: int | None = None) -> None:
         super().__init__()
         self.generation = generation
         self.total = total
+        self.everything = total if everything is None else everything
 
 
 class RunsPageShown(Message):

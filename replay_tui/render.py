@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
 from replay_tui.textfmt import cut, duration, gap_lines, short, table
-from replay_tui.verdicts import Reproduction
+from replay_tui.verdicts import Reproduction, outcome_word
 from storage.manifest import RunManifest
 from storage.records import ReplayFact, RunRecord
 
@@ -38,13 +38,18 @@ RUN_COLUMNS = ("ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATU
 RUN_COLUMNS_ALL = (*RUN_COLUMNS, "GAPS")
 
 
-def verdict_cell(rec: RunRecord, reproduction: Mapping[str, Reproduction] | None) -> str:
+def verdict_cell(
+    rec: RunRecord,
+    reproduction: Mapping[str, Reproduction] | None,
+    aborted: Mapping[str, str] | None = None,
+) -> str:
     """An original run: what all its replays add up to (``IDENTICAL 3/3, 1 cancelled``);
-    a replay: the verdict of its own comparison."""
+    a replay: the verdict of its own comparison, or how its attempt ended when it did not
+    complete (``CANCELLED``: ``replay_tui.verdicts.aborted_replays``)."""
     rep = (reproduction or {}).get(rec.id)
     if rep is not None and rec.kind == "original":
         return rep.text()
-    return rec.last_verdict or "-"
+    return (aborted or {}).get(rec.id) or rec.last_verdict or "-"
 
 
 def run_rows(
@@ -52,6 +57,7 @@ def run_rows(
     reproduction: Mapping[str, Reproduction] | None = None,
     *,
     wide: bool = False,
+    aborted: Mapping[str, str] | None = None,
 ) -> list[list[str]]:
     """The runs table's cells; cut values end in an ellipsis (``wide``: nothing is cut)."""
     return [
@@ -66,7 +72,7 @@ def run_rows(
             if wide
             else image_short(r.image_ref, r.image_digest),
             r.status,
-            verdict_cell(r, reproduction),
+            verdict_cell(r, reproduction, aborted),
             gap_badge(r),
         ]
         for r in records
@@ -79,12 +85,13 @@ def runs_table(
     *,
     wide: bool = False,
     filtered: bool = False,
+    aborted: Mapping[str, str] | None = None,
 ) -> str:
     if not records:
         if filtered:
             return "no run matches (the search and filters given); `replay-tui runs` lists all"
         return "no runs (record one with `replay-tui record -- CMD` or `replay-tui ingest FILE`)"
-    return table(RUN_COLUMNS_ALL, run_rows(records, reproduction, wide=wide))
+    return table(RUN_COLUMNS_ALL, run_rows(records, reproduction, wide=wide, aborted=aborted))
 
 
 def gaps_text(gaps: Sequence[Gap]) -> str:
@@ -166,10 +173,11 @@ def manifest_text(
     lines.append("── replays")
     if not replays:
         lines.append("  (none yet: `replay-tui replay RUN`)")
-    for r in replays:
+    for i, r in enumerate(replays, 1):  # numbered per run, oldest first
         lines.append(
-            f"  #{r.id} {r.created_at[:19]} {r.backend or '-':<6} {r.status:<10}"
-            f" {r.verdict or '-':<11} {r.replay_run or ''} {r.reason or ''}".rstrip()
+            f"  {i:>2}. {r.created_at[:19]} {r.backend or '-':<6} {r.status:<10}"
+            f" {outcome_word(r.status, r.verdict):<11} {r.replay_run or ''}"
+            f" {r.reason or ''}".rstrip()
         )
     lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
     return escape_control("\n".join(lines), keep_newlines=True)  # manifest strings: untrusted

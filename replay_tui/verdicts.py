@@ -25,7 +25,7 @@ infra-error); :func:`normalize_status` reads both.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
@@ -104,6 +104,45 @@ def exit_code(status: str | None, verdict: str | None) -> int:
     if s == COMPLETED:
         return 0 if is_reproduced(verdict) else 1
     return 130 if s in (CANCELLED, INTERRUPTED) else 3
+
+
+def aborted_label(status: str | None) -> str | None:
+    """What stands where a verdict would for a replay that did not complete: CANCELLED,
+    INTERRUPTED, TIMED OUT or INFRA-ERROR (the same words everywhere: runs list, CLI,
+    dashboard); None for a completed replay."""
+    s = normalize_status(status)
+    return None if s == COMPLETED else s.replace("_", " ").upper()
+
+
+def outcome_word(status: str | None, verdict: str | None) -> str:
+    """One replay attempt in one word, the same everywhere: its verdict when it completed
+    and was judged, else how it ended (:func:`aborted_label`; a completed replay whose
+    comparison failed is an INFRA-ERROR, as :func:`summarize` counts it)."""
+    label = aborted_label(status)
+    if label is None:
+        return str(verdict) if verdict in VERDICTS else INFRA_ERROR.upper()
+    return label
+
+
+class Attempt(Protocol):
+    """What :func:`aborted_replays` reads of a replay fact."""
+
+    @property
+    def replay_run(self) -> str | None: ...
+    @property
+    def status(self) -> str | None: ...
+
+
+def aborted_replays(outcomes: Mapping[str, Sequence[Attempt]]) -> dict[str, str]:
+    """Per replay run made by an attempt that did not complete, its :func:`aborted_label`
+    (its own comparison's INCOMPLETE would read as a failed reproduction)."""
+    out: dict[str, str] = {}
+    for facts in outcomes.values():
+        for f in facts:
+            label = aborted_label(f.status)
+            if f.replay_run and label:
+                out[f.replay_run] = label
+    return out
 
 
 _MISSING_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): (.+)$", re.MULTILINE)

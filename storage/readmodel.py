@@ -300,9 +300,17 @@ def list_runs_view(
 
 def count_runs_view(store: RunStore, q: RunQuery, *, top_level: bool = False) -> int:
     """How many rows :func:`list_runs_view` has for ``q`` (all pages)."""
+    return count_runs_view_and_all(store, q, top_level=top_level)[0]
+
+
+def count_runs_view_and_all(
+    store: RunStore, q: RunQuery, *, top_level: bool = False
+) -> tuple[int, int]:
+    """How many rows :func:`list_runs_view` has for ``q``, and how many runs match ``q``
+    in all (the replays folded under their originals included)."""
     total = store.count_runs(q)
     if not top_level:
-        return total
+        return total, total
     # the replays shown under their originals, counted through the kind index
     where, params = store._where(q)
     folded = (
@@ -311,7 +319,7 @@ def count_runs_view(store: RunStore, q: RunQuery, *, top_level: bool = False) ->
         else f"{where[len(' WHERE ') :]} AND kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
     )
     sql = f"SELECT count(*) FROM runs WHERE {folded}"
-    return total - int(store.conn.execute(sql, params).fetchone()[0])
+    return total - int(store.conn.execute(sql, params).fetchone()[0]), total
 
 
 def replays_of_runs(store: RunStore, run_ids: list[str], limit: int = 500) -> list[RunRecord]:

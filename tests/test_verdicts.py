@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.evidence.export import export_bundle
+from replay_tui.gaps import gap_counts
 from replay_tui.replay.runner import compare_and_store
 from replay_tui.verdicts import counts_as_evidence, summarize
 from storage.manifest import manifest_from_data
@@ -30,18 +31,20 @@ def _replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
     return rep
 
 
-def _store_with_attempts(store_path: Path, make_manifest: MakeManifest) -> tuple[str, list[str]]:
+def _store_with_attempts(
+    store_path: Path, make_manifest: MakeManifest, **overrides: Any
+) -> tuple[str, list[str]]:
     """An original, three IDENTICAL replays, then a cancelled one whose partial outputs
     compared INCOMPLETE (a failed run), then an interrupted attempt with no replay run."""
-    orig = make_manifest(index=0)
+    orig = make_manifest(index=0, **overrides)
     reps = [_replay_of(orig, make_manifest(index=i)["run_id"]) for i in range(1, 5)]
     reps[-1]["status"] = "interrupted"
     reps[-1]["exit_code"] = 143
     with RunStore(store_path) as store:
-        store.ingest(manifest_from_data(orig))
+        store.ingest(manifest_from_data(orig), gaps=gap_counts(manifest_from_data(orig)))
         a = store.manifest(orig["run_id"])
         for i, rep in enumerate(reps):
-            store.ingest(manifest_from_data(rep))
+            store.ingest(manifest_from_data(rep), gaps=gap_counts(manifest_from_data(rep)))
             b = store.manifest(rep["run_id"])
             verdict, _, cid = compare_and_store(store, a, b)
             status = "cancelled" if i == 3 else "completed"
@@ -188,3 +191,84 @@ def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproducti
         facts = s.replays_of(run_id)
         assert [f.status for f in facts] == ["infra-error"]
         assert s.get_run(run_id).last_verdict is None
+
+
+def test_an_aborted_replay_is_named_the_same_everywhere() -> None:
+    from replay_tui.verdicts import aborted_label, outcome_word
+
+    assert [aborted_label(s) for s in ("completed", "cancelled", "interrupted")] == [
+        None,
+        "CANCELLED",
+        "INTERRUPTED",
+    ]
+    assert aborted_label("timed_out") == "TIMED OUT"
+    assert aborted_label("infra-error") == aborted_label("error") == "INFRA-ERROR"
+    assert outcome_word("completed", "DIVERGED") == "DIVERGED"
+    assert outcome_word("completed", None) == "INFRA-ERROR"  # as summarize counts it
+    assert outcome_word("cancelled", "INCOMPLETE") == "CANCELLED"
+
+
+def test_a_cancelled_replay_run_says_cancelled_in_the_cli(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli
+) -> None:
+    """The replay run a cancelled attempt made compared INCOMPLETE; its row says how the
+    attempt ended, not INCOMPLETE (which reads as a failed reproduction)."""
+    run_id, reps = _store_with_attempts(store_path, make_manifest)
+    table = cli("runs", "--wide")
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert "CANCELLED" in rows[reps[3]] and "INCOMPLETE" not in rows[reps[3]]
+    assert "IDENTICAL" in rows[reps[0]]
+    assert "IDENTICAL 3/3, 1 cancelled, 1 interrupted" in rows[run_id]
+    as_json = {r["id"]: r for r in json.loads(cli("runs", "--json").stdout)}
+    assert as_json[reps[3]]["replay_aborted"] == "CANCELLED"
+    assert as_json[reps[3]]["last_verdict"] == "INCOMPLETE"  # the stored value, unchanged
+    assert "replay_aborted" not in as_json[reps[0]]
+    shown = cli("show", run_id)
+    assert shown.returncode == 0, shown.stderr
+    listed = shown.stdout.split("── replays\n", 1)[1].splitlines()
+    # numbered per run, oldest first; each says how it ended in the same words
+    assert [ln.split()[0] for ln in listed[:5]] == ["1.", "2.", "3.", "4.", "5."]
+    assert "IDENTICAL" in listed[0] and "CANCELLED" in listed[3] and "INTERRUPTED" in listed[4]
+
+
+def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
+    store_path: Path, make_manifest: MakeManifest
+) -> None:
+    import asyncio
+
+    from replay_tui.app import ReplayApp
+    from replay_tui.screens.dashboard import DashboardScreen
+    from replay_tui.screens.runs import RunsScreen
+    from tests.app_support import settle
+
+    unseeded = {"seed": None, "python": None, "numpy": None, "torch": None, "cuda": None}
+    # every run has a critical gap (SEED_UNKNOWN): the original and its 4 replay runs
+    _, reps = _store_with_attempts(store_path, make_manifest, randomness=unseeded)
+
+    async def main() -> None:
+        app = ReplayApp(store_path)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(pilot)
+            runs = app.screen
+            assert isinstance(runs, RunsScreen) and runs.grouped
+            status = str(runs.query_one("#status").render())
+            # one group shown, and the runs it holds (what the dashboard counts)
+            assert "1 of 1 runs (5 with their replays)" in status, status
+            await pilot.press("g")  # flat: the replay runs are rows
+            await settle(pilot)
+            record = runs.table.record(reps[3])
+            assert record is not None and record.last_verdict == "CANCELLED"
+            assert runs.table.record(reps[0]).last_verdict == "IDENTICAL"  # type: ignore[union-attr]
+            await pilot.press("d")
+            await settle(pilot)
+            dash = app.screen
+            assert isinstance(dash, DashboardScreen) and dash.stats is not None
+            s = dash.stats
+            assert s.critical_total == 5 and s.critical_originals == 1
+            caption = str(dash.query_one("#card-critical .caption").render())
+            assert "1 original, 4 replays" in caption
+            shown = {r.id: r.last_verdict for r in s.critical_runs}
+            assert shown[reps[3]] == "CANCELLED" and shown[reps[0]] == "IDENTICAL"
+
+    asyncio.run(main())

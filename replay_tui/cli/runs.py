@@ -118,21 +118,28 @@ def runs(
     VERDICT of an original run sums up all its replays: IDENTICAL 3/3, 1 cancelled is
     the latest completed replay's verdict, 3 of 3 completed replays reproduced, and one
     more was cancelled (cancelled, interrupted, timed-out and infra-error replays never
-    count as not reproduced)."""
+    count as not reproduced).  A replay run that did not complete shows how it ended:
+    CANCELLED, INTERRUPTED, TIMED OUT or INFRA-ERROR."""
     from replay_tui import render
-    from replay_tui.verdicts import summarize
+    from replay_tui.verdicts import aborted_replays, summarize
 
     if verdict is not None:
         verdict = "none" if verdict.lower() == "none" else verdict.upper()
     q = RunQuery(search=search, limit=limit, kind=kind, verdict=verdict)
     records = _with_id_prefix(obj.store.list_runs(q), q, obj)
-    facts = obj.store.replay_outcomes([r.id for r in records if r.kind == "original"])
-    reproduction = {rid: summarize(f) for rid, f in facts.items()}
+    originals = {r.id for r in records if r.kind == "original"}
+    facts = obj.store.replay_outcomes(
+        [*originals, *{r.replay_of for r in records if r.kind == "replay" and r.replay_of}]
+    )
+    reproduction = {rid: summarize(f) for rid, f in facts.items() if rid in originals}
+    aborted = aborted_replays(facts)  # a cancelled replay's row says CANCELLED
     if as_json:
         echo_json(
             [
                 {**r.to_dict(), "reproduction": reproduction[r.id].to_dict()}
                 if r.id in reproduction
+                else {**r.to_dict(), "replay_aborted": aborted[r.id]}
+                if r.id in aborted
                 else r.to_dict()
                 for r in records
             ]
@@ -142,10 +149,12 @@ def runs(
 
         out = csv.writer(sys.stdout, lineterminator="\n")
         out.writerow(render.RUN_COLUMNS_ALL)
-        out.writerows(render.run_rows(records, reproduction, wide=True))
+        out.writerows(render.run_rows(records, reproduction, wide=True, aborted=aborted))
     else:
         filtered = bool(search or kind or verdict)
-        click.echo(render.runs_table(records, reproduction, wide=wide, filtered=filtered))
+        click.echo(
+            render.runs_table(records, reproduction, wide=wide, filtered=filtered, aborted=aborted)
+        )
 
 
 def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:

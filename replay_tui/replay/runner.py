@@ -39,6 +39,7 @@ from replay_tui.replay.context import OnEvent, ReplayBackend, ReplayContext, Rep
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan, make_plan
 from replay_tui.sdk import HANDOFF_ENV, _uuid7
 from replay_tui.verdicts import (
+    CANCELLED,
     COMPLETED,
     INFRA_ERROR,
     INTERRUPTED,
@@ -552,6 +553,8 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     host_fault = infra or environment_failure(result.status, rm.outputs.log_tail or "", m.status)
     status = INFRA_ERROR if host_fault else status
     reason = host_fault or result.reason
+    if status == CANCELLED and not (reason or "").startswith("cancelled"):
+        reason = "cancelled on request: the command was stopped"  # not "interrupted"
     verdict, body, cid = compare_and_store(ctx.store, m, rm)
     fid = ctx.store.add_replay(
         m.run_id,

@@ -18,6 +18,7 @@ from replay_tui.compare.distance import metric_gap, weight_rel_l2
 from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome, replay_run
+from replay_tui.verdicts import outcome_word
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -72,9 +73,10 @@ class ReplayReport:
         for i, o in enumerate(self.outcomes, 1):
             rid = o.replay.run_id if o.replay else "-"
             mode = o.replay.replay.determinism if o.replay and o.replay.replay else "recorded"
-            word = o.verdict or "ERROR"
+            word = outcome_word(o.status, o.verdict)
             if o.status != "completed":
-                word = f"{o.status.upper()} (not counted; its outputs compared {word})"
+                compared = o.verdict or "nothing"
+                word = f"{word} (not counted; its outputs compared {compared})"
             lines.append(
                 f"replay {i}: {word}  run {rid}"
                 + (f"  (determinism {mode})" if mode != "recorded" else "")

@@ -40,6 +40,11 @@ class Card(Vertical):
             self.set_class(t == tone, f"-{t}")
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 replay``, ``2 replays``."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 def _tone(rate: float | None) -> str:
     if rate is None:
         return ""
@@ -99,8 +104,8 @@ class DashboardScreen(AppScreen[None]):
         repro = s.reproducible.rate
         self.query_one("#card-repro", Card).show(
             _pct(repro),
-            f"% of {s.reproducible.whole:,} replayed runs reproduce"
-            + (f" · {s.aborted.part:,} aborted replays apart" if s.aborted.part else "")
+            f"% of {_n(s.reproducible.whole, 'replayed run')} reproduce"
+            + (f" · {_n(s.aborted.part, 'aborted replay')} not counted" if s.aborted.part else "")
             if s.reproducible.whole
             else "no run replayed yet",
             tone=_tone(repro),
@@ -110,17 +115,23 @@ class DashboardScreen(AppScreen[None]):
             _pct(match),
             f"% of {s.artifact_match.whole:,} replayed checkpoints: same sha256"
             if s.artifact_match.whole
-            else "no artifact replayed yet",
+            else "no checkpoint replayed yet",
             tone=_tone(match),
         )
         self.query_one("#card-runs", Card).show(
             str(s.total_runs),
-            f"{s.originals:,} original · {s.replay_runs:,} replay"
-            + (f" · {s.aborted.part:,} attempts aborted" if s.aborted.part else ""),
+            f"{_n(s.originals, 'original')} · {_n(s.replay_runs, 'replay')}"
+            + (f" · {_n(s.aborted.part, 'replay')} aborted" if s.aborted.part else ""),
         )
+        originals = s.critical_originals
         self.query_one("#card-critical", Card).show(
             str(s.critical_total),
-            "runs with a critical gap",
+            "runs with a critical gap"
+            + (
+                f": {_n(originals, 'original')}, {_n(s.critical_total - originals, 'replay')}"
+                if originals is not None and originals != s.critical_total
+                else ""
+            ),
             tone="bad" if s.critical_total else "good",
         )
         drills = s.drills
@@ -219,9 +230,6 @@ class DashboardScreen(AppScreen[None]):
 
 def _replay_word(fact: dict[str, Any]) -> str:
     """A replay fact's word: its verdict when it completed, else its status (CANCELLED...)."""
-    from replay_tui.verdicts import is_completed
+    from replay_tui.verdicts import outcome_word
 
-    verdict = fact.get("verdict")
-    if is_completed(fact.get("status")) and verdict:
-        return str(verdict)
-    return str(fact.get("status") or "error").upper().replace("_", " ")
+    return outcome_word(fact.get("status"), fact.get("verdict"))

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from replay_tui.verdicts import REPRODUCED, SEVERITY, VERDICTS, Reproduction, summarize
+from replay_tui.verdicts import (
+    REPRODUCED,
+    SEVERITY,
+    VERDICTS,
+    Reproduction,
+    aborted_replays,
+    summarize,
+)
 from storage import readmodel
 from storage.records import ReplayFact, RunRecord
 from storage.store import Location, RunQuery, RunStore, StoreError
@@ -125,17 +132,29 @@ def load_runs_page(
         for child in readmodel.replays_of_runs(store, open_ids):
             if child.replay_of is not None:
                 children.setdefault(child.replay_of, []).append(child)
+    # a replay row whose attempt did not complete says how it ended (CANCELLED), not the
+    # INCOMPLETE its own comparison found
+    more = {r.replay_of for r in records if r.replay_of and r.replay_of not in facts}
+    aborted = aborted_replays({**facts, **(store.replay_outcomes(list(more)) if more else {})})
     return RunsPageData(
-        records=records,
+        records=_as_ended(records, aborted),
         reproduction={rid: summarize(f) for rid, f in facts.items()},
         replay_runs=replay_runs,
-        children=children,
+        children={rid: _as_ended(rows, aborted) for rid, rows in children.items()},
     )
 
 
-def count_runs_view(store: RunStore, view: RunsView) -> int:
-    """How many rows (groups, when grouped) the view has in all."""
-    return readmodel.count_runs_view(store, view.query, top_level=view.top_level)
+def _as_ended(records: list[RunRecord], aborted: dict[str, str]) -> list[RunRecord]:
+    """``records`` with an aborted replay's verdict shown as how it ended."""
+    if not aborted:
+        return records
+    return [replace(r, last_verdict=aborted[r.id]) if r.id in aborted else r for r in records]
+
+
+def count_runs_view(store: RunStore, view: RunsView) -> tuple[int, int]:
+    """How many rows (groups, when grouped) the view has in all, and how many runs match
+    its query, the replays under the groups included (the two are equal ungrouped)."""
+    return readmodel.count_runs_view_and_all(store, view.query, top_level=view.top_level)
 
 
 def replays_under(store: RunStore, run_id: str) -> list[RunRecord]:
@@ -409,6 +428,8 @@ class DashboardStats:
     critical_runs: list[RunRecord]
     recent_replays: list[dict[str, Any]]
     recent_drills: list[dict[str, Any]] = field(default_factory=list)
+    critical_originals: int | None = None
+    """Of ``critical_total``, the original runs (the runs browser's groups)."""
     aborted: Share = Share(0, 0)
     """Replay attempts that did not complete (cancelled, interrupted, timed out, infra)."""
 
@@ -426,6 +447,8 @@ def load_dashboard(
     from replay_tui.stats import compute_stats
 
     s = compute_stats(store)
+    critical = store.list_runs(RunQuery(has_critical=True, limit=critical_limit))
+    of = {r.replay_of for r in critical if r.kind == "replay" and r.replay_of}
     return DashboardStats(
         total_runs=store.count_runs(),
         originals=store.count_runs(RunQuery(kind="original")),
@@ -434,7 +457,8 @@ def load_dashboard(
         artifact_match=Share(s.checkpoint_match.numerator, s.checkpoint_match.denominator),
         drills=Share(s.drills.numerator, s.drills.denominator),
         critical_total=store.count_runs(RunQuery(has_critical=True)),
-        critical_runs=store.list_runs(RunQuery(has_critical=True, limit=critical_limit)),
+        critical_originals=store.count_runs(RunQuery(has_critical=True, kind="original")),
+        critical_runs=_as_ended(critical, aborted_replays(store.replay_outcomes(list(of)))),
         recent_replays=readmodel.recent_replays(store, recent),
         recent_drills=readmodel.recent_drills(store, recent),
         aborted=Share(s.aborted.numerator, s.aborted.denominator),

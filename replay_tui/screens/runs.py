@@ -123,6 +123,7 @@ class RunsScreen(AppScreen[None]):
         self._expanded: set[str] = set()
         self._generation = 0
         self._total: int | None = None
+        self._everything: int | None = None
         self._next_offset = 0
         self._exhausted = False
         self._loading_more = False
@@ -212,7 +213,7 @@ class RunsScreen(AppScreen[None]):
                 # alone (refreshing the bindings recomposes it: a layout per keystroke)
                 self.refresh_bindings()
         self._generation += 1
-        self._total = None
+        self._total = self._everything = None
         self._next_offset = 0
         self._exhausted = False
         self._loading_more = False
@@ -238,9 +239,9 @@ class RunsScreen(AppScreen[None]):
         if get_current_worker().is_cancelled or generation != self._generation:
             return
         with open_store(self.store_path) as store:
-            total = count_runs_view(store, view)
+            total, everything = count_runs_view(store, view)
         if not get_current_worker().is_cancelled:
-            self.post_message(RunsCounted(generation, total))
+            self.post_message(RunsCounted(generation, total, everything))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-more")
     def _load_more(
@@ -291,7 +292,8 @@ class RunsScreen(AppScreen[None]):
     def _page_shown(self, generation: int) -> None:
         if generation == self._generation and generation != self._shown_generation:
             self._shown_generation = generation
-            if self._total is None:  # a full first page: there may be more
+            # a full first page: there may be more; grouped: how many runs the groups hold
+            if self._total is None or self._view.top_level:
                 self._count(self._view, generation)
             self.post_message(RunsPageShown(generation, self.table.row_count, self._total))
 
@@ -304,6 +306,7 @@ class RunsScreen(AppScreen[None]):
         message.stop()
         if message.generation == self._generation:
             self._total = message.total
+            self._everything = message.everything
             self._update_status()
 
     def _maybe_load_more(self) -> None:
@@ -321,6 +324,8 @@ class RunsScreen(AppScreen[None]):
             text = f"{shown:,} runs (counting…)"
         else:
             text = f"{shown:,} of {self._total:,} runs"
+            if self._everything is not None and self._everything != self._total:
+                text += f" ({self._everything:,} with their replays)"  # the dashboard's count
         label = next(c.label for c in COLUMNS if c.order == self._view.sort)
         parts = [text, f"sorted by {label.lower()} {'▼' if q.descending else '▲'}"]
         if self._view.top_level:
