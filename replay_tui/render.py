@@ -24,7 +24,7 @@ def image_short(ref: str | None, digest: str | None) -> str:
     if digest:
         return "@" + short(digest, 12)
     if ref:
-        return ref.rsplit("/", 1)[-1][:24]
+        return cut(ref.rsplit("/", 1)[-1], 24)  # the name:tag; --wide shows it whole
     return "-"
 
 
@@ -34,6 +34,8 @@ def gap_badge(rec: RunRecord) -> str:
     return f"{rec.gaps.critical}c/{rec.gaps.warning}w/{rec.gaps.info}i"
 
 
+CONFIG_SHOWN = 30
+"""Hyperparameters ``show`` lists in its text; the rest are counted (``--json``: all)."""
 RUN_COLUMNS = ("ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATUS", "VERDICT")
 RUN_COLUMNS_ALL = (*RUN_COLUMNS, "GAPS")
 
@@ -148,7 +150,10 @@ def manifest_text(
         )
     if not m.data:
         lines.append("  (none recorded)")
-    lines += _kv("config", [("config_hash", m.config_hash), *sorted(m.config.items())[:30]])
+    config = sorted(m.config.items())
+    lines += _kv("config", [("config_hash", m.config_hash), *config[:CONFIG_SHOWN]])
+    if len(config) > CONFIG_SHOWN:  # never dropped silently
+        lines.append(f"  … {len(config) - CONFIG_SHOWN} more keys (`show --json` has them all)")
     lines += _kv("randomness", list(m.randomness.model_dump().items()))
     lines += _kv("determinism", list(m.determinism.model_dump().items()))
     env = m.environment.model_dump()

@@ -117,6 +117,25 @@ def test_runs_cuts_with_an_ellipsis_and_wide_and_csv_show_values_whole(
     assert rows[1][0] == m["run_id"] and rows[1][1] == long_name
 
 
+def test_an_image_tag_and_many_config_keys_are_never_cut_silently(
+    cli: RunCli, store_path: Path, make_manifest: MakeManifest
+) -> None:
+    tag = "train-image-with-a-long-name:2025.11-cuda12.4-cudnn9"
+    m = make_manifest(index=0, image={"reference": f"registry.example.com/ml/{tag}"})
+    m["config"] = {f"key_{i:02d}": i for i in range(35)}
+    m["config_hash"] = None  # sealed with the new config
+    with RunStore(store_path) as s:
+        s.ingest(manifest_from_data(m))
+    narrow = cli("runs").stdout
+    assert tag not in narrow and tag[:23] + "…" in narrow  # cut, and says so
+    assert f"registry.example.com/ml/{tag}" in cli("runs", "--wide").stdout
+    shown = cli("show", m["run_id"]).stdout
+    assert "key_29" in shown and "key_30" not in shown
+    assert "… 5 more keys (`show --json` has them all)" in shown
+    config = json.loads(cli("show", m["run_id"], "--json").stdout)["manifest"]["config"]
+    assert len(config) == 35
+
+
 def test_store_that_is_not_a_store_or_whose_folder_is_missing(cli: RunCli, tmp_path: Path) -> None:
     junk = tmp_path / "notes.txt"
     junk.write_text("not a database at all, just some notes\n" * 100)
