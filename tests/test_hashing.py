@@ -13,6 +13,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from replay_tui.capture.hashing import (
 )
 
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-Digest = tuple[str, int, tuple[int, int, int, int]]
+Digest = tuple[bytes, tuple[int, int, int, int]]  # raw sha256, stat key (size first)
 DigestFile = Callable[[bytes], Digest]
 
 
@@ -127,7 +128,7 @@ def test_file_changed_while_hashing_is_refused(
     path = _write(tmp_path / "f.bin", b"x" * 10_000)
     real = hashing._digest_fd
 
-    def digest_then_append(fd: int, size: int) -> tuple[str, int]:
+    def digest_then_append(fd: int, size: int) -> tuple[bytes, int]:
         result = real(fd, size)
         with open(path, "ab") as out:
             out.write(b"more")
@@ -270,16 +271,18 @@ def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
     monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)  # whatever threads pytest has
     assert hashing._choose_strategy(300, 0, 2) == "processes"
-    pools: list[int] = []
+    pools: list[tuple[int, int]] = []
     real = hashing._in_processes
 
-    def spy(chunks: list[list[bytes]], workers: int) -> list[list[Digest]]:
-        pools.append(workers)
-        return real(chunks, workers)
+    def spy(
+        paths: Sequence[bytes], bounds: Sequence[int], workers: int
+    ) -> tuple[bytes, array[int]]:
+        pools.append((workers, len(bounds) - 1))
+        return real(paths, bounds, workers)
 
     monkeypatch.setattr(hashing, "_in_processes", spy)
     assert hash_path(root, workers=2) == serial
-    assert pools == [2]
+    assert len(pools) == 1 and pools[0][0] == 2 and pools[0][1] >= 8  # many small chunks
 
 
 def test_thread_paths_match_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -330,13 +333,31 @@ def test_a_dead_worker_fails_the_hash(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_chunks_keep_order_and_balance() -> None:
-    paths = [b"p%d" % i for i in range(100)]
     sizes = [10 << 20 if i == 50 else 1000 for i in range(100)]
-    chunks = hashing._chunks(paths, sizes, 8)
-    assert [p for chunk in chunks for p in chunk] == paths
-    assert any(chunk[-1] == b"p50" for chunk in chunks)  # a big file closes its chunk
-    even = hashing._chunks(paths, [1000] * 100, 8)
-    assert 8 <= len(even) <= 9 and max(map(len, even)) <= 13
+    bounds = hashing._chunks(sizes, 8)
+    assert bounds[0] == 0 and bounds[-1] == 100 and bounds == sorted(set(bounds))
+    assert 51 in bounds  # a big file closes its chunk
+    even = hashing._chunks([1000] * 100, 8)
+    lengths = [hi - lo for lo, hi in pairwise(even)]
+    assert 8 <= len(lengths) <= 9 and max(lengths) <= 13
+    assert hashing._chunks([], 8) == [0]
+
+
+def test_process_pool_one_chunk_per_file_and_child_errors(tmp_path: Path) -> None:
+    """Every chunk is taken exactly once, whatever the children's pace; a child's error is
+    raised in the parent and the other children stop."""
+    files = {f"f{i:03d}.bin": os.urandom(i * 37) for i in range(50)}
+    root = _make_tree(tmp_path / "ds", files)
+    paths = [os.fsencode(root / name) for name in sorted(files)]
+    bounds = list(range(51))  # one file a chunk
+    raw, keys = hashing._in_processes(paths, bounds, 3)
+    assert [raw[32 * i : 32 * i + 32] for i in range(50)] == [
+        hashlib.sha256(files[name]).digest() for name in sorted(files)
+    ]
+    assert list(keys[::4]) == [len(files[name]) for name in sorted(files)]
+    os.mkfifo(root / "pipe")
+    with pytest.raises(ValueError, match="not a regular file"):
+        hashing._in_processes([*paths, os.fsencode(root / "pipe")], [0, 25, 51], 2)
 
 
 # --------------------------------------------------------------------------- stat cache

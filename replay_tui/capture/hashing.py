@@ -11,17 +11,23 @@ import hashlib
 import mmap
 import multiprocessing
 import os
+import pickle
+import signal
 import stat
+import struct
 import sys
 import threading
 import time
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from itertools import pairwise
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from types import TracebackType
-from typing import Literal, TypeAlias
+from typing import Literal, NoReturn, TypeAlias
 
 from storage.digestdb import DigestDB
 
@@ -49,6 +55,8 @@ _STREAM_CHUNK = 1 << 20
 _POOL_MIN_FILES = 2_000  # fewer files to hash than this: no process pool
 _THREADS_MIN_BYTES = 64 << 20  # fewer files but this many bytes: threads (no GIL in hashing)
 _CHUNKS_PER_WORKER = 8
+_FILES_PER_CHUNK = 32  # forked processes: chunks this small, so none finishes long alone
+_MAX_CHUNKS = 1024  # their numbers (4 bytes each) fit in one atomic pipe write
 _PER_FILE_COST = 64 << 10  # open/stat/close overhead, in bytes of hashing time
 _MAX_WORKERS = 8
 
@@ -84,23 +92,23 @@ class TreeDigest:
 # --------------------------------------------------------------------------- files
 
 
-def _digest_fd(fd: int, size: int) -> tuple[str, int]:
-    """SHA-256 hex and byte count of an open file, read from its start."""
+def _digest_fd(fd: int, size: int) -> tuple[bytes, int]:
+    """SHA-256 (raw 32 bytes) and byte count of an open file, read from its start."""
     if 0 < size <= _READ_WHOLE_MAX:
         data = os.read(fd, size + 1)  # +1 notices growth: the stat check then fails
         if len(data) == size:
-            return hashlib.sha256(data).hexdigest(), size
+            return hashlib.sha256(data).digest(), size
         os.lseek(fd, 0, os.SEEK_SET)
     elif size > 0:
         try:
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
-                return hashlib.sha256(mapped).hexdigest(), len(mapped)
+                return hashlib.sha256(mapped).digest(), len(mapped)
         except (OSError, ValueError):
             pass  # not mappable (some pseudo and network files): stream it instead
     return _digest_stream(fd)
 
 
-def _digest_stream(fd: int) -> tuple[str, int]:
+def _digest_stream(fd: int) -> tuple[bytes, int]:
     """Fallback: 1 MiB ``readinto`` + ``update`` until EOF."""
     hasher = hashlib.sha256()
     buf = bytearray(_STREAM_CHUNK)
@@ -110,7 +118,7 @@ def _digest_stream(fd: int) -> tuple[str, int]:
         while n := stream.readinto(buf):
             hasher.update(view[:n])
             total += n
-    return hasher.hexdigest(), total
+    return hasher.digest(), total
 
 
 def sha256_file(path: StrPath) -> str:
@@ -118,7 +126,7 @@ def sha256_file(path: StrPath) -> str:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         size = os.fstat(fd).st_size
-        return _digest_fd(fd, size)[0]
+        return _digest_fd(fd, size)[0].hex()
     finally:
         os.close(fd)
 
@@ -129,33 +137,42 @@ def sha256_regular_file(path: StrPath) -> tuple[str, int]:
     Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat``: a link, a device,
     a FIFO or a socket raises ``OSError``/``ValueError`` instead of being read.
     """
-    digest, size, _ = _digest_file(os.fsencode(path))
-    return digest, size
+    digest, key = _digest_file(os.fsencode(path))
+    return digest.hex(), key[0]
 
 
-def _digest_file(path: bytes) -> tuple[str, int, _StatKey]:
-    """Digest, size and pre-read stat key of one regular file; refuses symlinks and changes.
+_Digest: TypeAlias = tuple[bytes, _StatKey]  # raw SHA-256, stat key before reading
 
-    Five calls for a small file: open, fstat, one read, fstat, close (the second fstat
-    notices a change during the read).
+
+def _digest_file(path: bytes) -> _Digest:
+    """Raw digest and pre-read stat key (its size first) of one regular file.
+
+    Refuses symlinks (``O_NOFOLLOW``), anything but a regular file (checked on the open
+    descriptor before a byte is read) and changes. Five calls for a small file: open,
+    fstat, one read, fstat, close (the second fstat notices a change during the read).
     """
     fd = os.open(path, _OPEN_FLAGS_NONBLOCK)
     try:
         before = os.fstat(fd)
         if not S_ISREG(before.st_mode):
             raise ValueError(f"{os.fsdecode(path)!r} is not a regular file; refusing to hash it")
-        digest, size = _digest_fd(fd, before.st_size)
+        size = before.st_size
+        digest, read = _digest_fd(fd, size)
         after = os.fstat(fd)
     finally:
         os.close(fd)
-    key = _stat_key(before)
-    if size != before.st_size or _stat_key(after) != key:
+    if (
+        read != size
+        or after.st_size != size
+        or after.st_mtime_ns != before.st_mtime_ns
+        or after.st_ctime_ns != before.st_ctime_ns
+    ):
         raise ChangedWhileHashingError(f"{os.fsdecode(path)!r} changed while it was being hashed")
-    return digest, size, key
+    return digest, _stat_key(before)
 
 
-def _digest_batch(paths: Sequence[bytes]) -> list[tuple[str, int, _StatKey]]:
-    """One task of the pools: many files, so the per-task overhead is paid once."""
+def _digest_batch(paths: Sequence[bytes]) -> list[_Digest]:
+    """One task of the thread pool: many files, so the per-task overhead is paid once."""
     return [_digest_file(p) for p in paths]
 
 
@@ -198,40 +215,149 @@ def _choose_strategy(n_files: int, total_bytes: int, workers: int) -> Strategy:
     return "serial"
 
 
-def _chunks(paths: Sequence[bytes], sizes: Sequence[int], count: int) -> list[list[bytes]]:
-    """Split ``paths`` (kept in order) into about ``count`` runs of similar cost."""
-    total = sum(sizes) + _PER_FILE_COST * len(paths)
+def _chunks(sizes: Sequence[int], count: int) -> list[int]:
+    """Bounds of about ``count`` runs of similar cost: run k is ``[b[k], b[k + 1])``."""
+    total = sum(sizes) + _PER_FILE_COST * len(sizes)
     target = max(total // max(count, 1), 1)
-    chunks: list[list[bytes]] = []
-    current: list[bytes] = []
+    bounds = [0]
     cost = 0
-    for path, size in zip(paths, sizes, strict=True):
-        current.append(path)
+    for i, size in enumerate(sizes, 1):
         cost += size + _PER_FILE_COST
         if cost >= target:
-            chunks.append(current)
-            current, cost = [], 0
-    if current:
-        chunks.append(current)
-    return chunks
+            bounds.append(i)
+            cost = 0
+    if bounds[-1] != len(sizes):
+        bounds.append(len(sizes))
+    return bounds
 
 
-def _in_processes(chunks: list[list[bytes]], workers: int) -> list[list[tuple[str, int, _StatKey]]]:
-    """Run chunks in forked processes.
+_Columns: TypeAlias = tuple[bytes, "array[int]"]
+"""Digests of many files: raw SHA-256s (32 bytes a file), stat keys (4 int64 a file)."""
 
-    With ``fork`` the executor starts every worker before its own thread (CPython
-    gh-90622), and a worker that dies (SIGBUS on a file truncated under ``mmap``) raises
-    ``BrokenProcessPool`` where ``multiprocessing.Pool`` would hang.
+
+def _columns(results: Iterable[_Digest]) -> _Columns:
+    digests: list[bytes] = []
+    keys: array[int] = array("q")
+    for digest, key in results:
+        digests.append(digest)
+        keys.extend(key)
+    return b"".join(digests), keys
+
+
+def _in_processes(paths: Sequence[bytes], bounds: Sequence[int], workers: int) -> _Columns:
+    """Digest ``paths`` in ``workers`` forked processes, chunk by chunk (``bounds``).
+
+    Parent and children share one anonymous memory map: a child writes each file's
+    digest and stat key into that file's slot, so no result is pickled or sent. The chunk
+    numbers wait in a pipe that every child reads four bytes at a time (one read takes
+    one number whole), so a child given less CPU takes fewer chunks and no core idles
+    before the end. A child that raises sends the pickled exception through its own pipe
+    and sets the abort byte, so the others stop after their current chunk; one that dies
+    without a word (SIGBUS on a file truncated under ``mmap``) raises
+    ``BrokenProcessPool``. The children start by ``fork``: only with no other thread
+    alive (:func:`_fork_is_safe`), and they leave by ``os._exit``.
     """
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return list(pool.map(_digest_batch, chunks))
+    n = len(paths)
+    n_chunks = len(bounds) - 1
+    if not 0 < n_chunks <= _MAX_CHUNKS:
+        raise ValueError(f"{n_chunks} chunks: between 1 and {_MAX_CHUNKS}")
+    shared = mmap.mmap(-1, 64 * n + 1)  # digests, stat keys, the abort byte
+    children: dict[int, int] = {}  # pid -> read end of its error pipe
+    queue_r, queue_w = os.pipe()
+    try:
+        # At most 4 KiB: one atomic write that fits any pipe, written before a child reads.
+        os.write(queue_w, array("i", range(n_chunks)).tobytes())
+        os.close(queue_w)
+        for _ in range(min(workers, n_chunks)):
+            error_r, error_w = os.pipe()
+            try:
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the child leaves by os._exit
+                    _child(paths, bounds, queue_r, error_w, shared)
+            finally:
+                os.close(error_w)
+            children[pid] = error_r
+        os.close(queue_r)
+        queue_r = -1
+        failures: list[BaseException] = []
+        for pid, error_r in list(children.items()):
+            payload = _read_to_end(error_r)  # EOF: the child has left
+            _, status = os.waitpid(pid, 0)
+            os.close(children.pop(pid))
+            if payload:
+                failures.append(pickle.loads(payload))
+            elif status != 0:
+                failures.append(
+                    BrokenProcessPool(
+                        f"a hashing process died ({_describe_status(status)}) without an error"
+                    )
+                )
+        if failures:
+            raise failures[0]
+        keys: array[int] = array("q")
+        keys.frombytes(shared[32 * n : 64 * n])
+        return shared[: 32 * n], keys
+    finally:
+        for pid, error_r in children.items():  # interrupted: stop what is left of the pool
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(error_r)
+        if queue_r >= 0:
+            os.close(queue_r)
+        shared.close()
+
+
+def _child(
+    paths: Sequence[bytes], bounds: Sequence[int], queue: int, errors: int, shared: mmap.mmap
+) -> NoReturn:  # pragma: no cover - runs in a forked child
+    """Take chunk numbers from ``queue`` and digest them into ``shared`` until none is left."""
+    code = 1
+    try:
+        n = len(paths)
+        keys_at = 32 * n
+        abort = 64 * n
+        pack_key = struct.Struct("4q").pack_into
+        digest_file = _digest_file
+        while not shared[abort]:
+            item = os.read(queue, 4)
+            if not item:
+                break
+            chunk = int.from_bytes(item, sys.byteorder)
+            for i in range(bounds[chunk], bounds[chunk + 1]):
+                digest, key = digest_file(paths[i])
+                shared[32 * i : 32 * i + 32] = digest
+                pack_key(shared, keys_at + 32 * i, *key)
+        code = 0
+    except BaseException as exc:
+        shared[64 * len(paths)] = 1
+        try:
+            payload = pickle.dumps(exc)
+        except Exception:
+            payload = pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(errors, view) :]
+    finally:
+        os._exit(code)
+
+
+def _read_to_end(fd: int) -> bytes:
+    parts = []
+    while part := os.read(fd, 1 << 16):
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def _digest_many(
     paths: Sequence[bytes], sizes: Sequence[int] | None, workers: int | None
-) -> list[tuple[str, int, _StatKey]]:
-    """Digest files in order, choosing serial, threads or a forked process pool.
+) -> _Columns:
+    """Digest files in order, choosing serial, threads or forked processes.
 
     ``sizes`` (None: not known) only plan the work. Unknown, they are looked up where the
     choice depends on them (a few files, several workers) and taken as equal elsewhere.
@@ -241,15 +367,16 @@ def _digest_many(
         sizes = _planning_sizes(paths, n_workers)
     strategy = _choose_strategy(len(paths), sum(sizes), n_workers)
     if strategy == "serial":
-        return [_digest_file(p) for p in paths]
-    chunks = _chunks(paths, sizes, n_workers * _CHUNKS_PER_WORKER)  # a big file: a chunk alone
-    n_workers = min(n_workers, len(chunks))
+        return _columns(_digest_file(p) for p in paths)
     if strategy == "processes":
-        batches = _in_processes(chunks, n_workers)
-    else:
-        with ThreadPoolExecutor(n_workers, thread_name_prefix="sha256") as pool:
-            batches = list(pool.map(_digest_batch, chunks))
-    return [result for batch in batches for result in batch]
+        # Small chunks (~32 files, ~1 ms): the last one leaves a core idle only briefly.
+        count = max(n_workers * _CHUNKS_PER_WORKER, len(paths) // _FILES_PER_CHUNK)
+        bounds = _chunks(sizes, min(count, _MAX_CHUNKS - 1))
+        return _in_processes(paths, bounds, n_workers)
+    bounds = _chunks(sizes, n_workers * _CHUNKS_PER_WORKER)  # a big file: a chunk alone
+    chunks = [paths[lo:hi] for lo, hi in pairwise(bounds)]
+    with ThreadPoolExecutor(min(n_workers, len(chunks)), thread_name_prefix="sha256") as pool:
+        return _columns(result for batch in pool.map(_digest_batch, chunks) for result in batch)
 
 
 def _planning_sizes(paths: Sequence[bytes], workers: int) -> list[int]:
@@ -277,10 +404,14 @@ def _digest_files(
         known = cache._lookup([p for p, _ in items], [key for _, key in items])
     results = [(digest or "", key[0]) for (_, key), digest in zip(items, known, strict=True)]
     todo = [i for i, digest in enumerate(known) if digest is None]
-    fresh = _digest_many([items[i][0] for i in todo], [results[i][1] for i in todo], workers)
-    for i, (digest, size, _) in zip(todo, fresh, strict=True):
-        results[i] = (digest, size)
-    read = [(items[i][0], key, digest) for i, (digest, _, key) in zip(todo, fresh, strict=True)]
+    raw, keys = _digest_many([items[i][0] for i in todo], [results[i][1] for i in todo], workers)
+    hexes = raw.hex()
+    read = []
+    for j, i in enumerate(todo):
+        digest = hexes[64 * j : 64 * j + 64]
+        key = (keys[4 * j], keys[4 * j + 1], keys[4 * j + 2], keys[4 * j + 3])
+        results[i] = (digest, key[0])
+        read.append((items[i][0], key, digest))
     return results, read
 
 
@@ -413,17 +544,22 @@ def _fingerprint(rels: Sequence[bytes], keys: array[int], others: Sequence[_Line
 
 
 def _listing_digest(
-    files: Sequence[bytes], digests: Sequence[tuple[str, int]], others: list[_Line]
+    files: Sequence[bytes], hexes: str, sizes: Sequence[int], others: Sequence[_Line]
 ) -> TreeDigest:
-    """The tree hash of sorted ``files`` with their (sha256, size), and ``others``."""
-    lines = others + [
-        (rel, f"F {digest} {size} {quoted}\n")
-        for rel, quoted, (digest, size) in zip(files, _quote_all(files), digests, strict=True)
+    """The tree hash of sorted ``files`` with their sha256s (``hexes``, 64 characters a
+    file) and sizes, and the listing lines of folders and links (``others``, any order)."""
+    starts = range(0, 64 * len(files), 64)
+    lines = [
+        f"F {hexes[j : j + 64]} {size} {quoted}\n"
+        for j, size, quoted in zip(starts, sizes, _quote_all(files), strict=True)
     ]
-    lines.sort(key=_by_path)
+    placed = sorted(others, key=_by_path)
+    at = [bisect_left(files, rel) for rel, _ in placed]  # files are sorted and unique
+    for i, (_, line) in zip(reversed(at), reversed(placed), strict=True):
+        lines.insert(i, line)  # from the end: earlier places do not move
     hasher = hashlib.sha256(TREE_HEADER)
-    hasher.update("".join([line for _, line in lines]).encode("ascii"))
-    return TreeDigest(hasher.hexdigest(), sum(size for _, size in digests), len(files))
+    hasher.update("".join(lines).encode("ascii"))
+    return TreeDigest(hasher.hexdigest(), sum(sizes), len(files))
 
 
 def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> TreeDigest:
@@ -431,8 +567,8 @@ def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> Tre
     if cache is None:  # no stat keys needed: the walk makes no call per file
         rels, _, others = _walk(root, with_stat=False)
         rels.sort()
-        fresh = _digest_many([top + rel for rel in rels], None, workers)
-        return _listing_digest(rels, [(digest, size) for digest, size, _ in fresh], others)
+        raw, keys = _digest_many([top + rel for rel in rels], None, workers)
+        return _listing_digest(rels, raw.hex(), keys[::4], others)
     rels, keys, others = _walk(root, with_stat=True)
     fingerprint = _fingerprint(rels, keys, others)
     known = cache._lookup_tree(root, fingerprint)
@@ -443,7 +579,8 @@ def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> Tre
     digests, read = _digest_files(
         [(path, key) for path, (_, key) in zip(paths, files, strict=True)], cache, workers
     )
-    result = _listing_digest([rel for rel, _ in files], digests, others)
+    hexes = "".join([digest for digest, _ in digests])
+    result = _listing_digest([rel for rel, _ in files], hexes, [s for _, s in digests], others)
     scanned = {path: key for path, (_, key) in zip(paths, files, strict=True)}
     unchanged = all(scanned[path] == key for path, key, _ in read)
     tree = (root, fingerprint, result, [key for _, key in files]) if unchanged else None
