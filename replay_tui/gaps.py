@@ -311,7 +311,18 @@ def environment_rules(m: RunManifest) -> Iterator[Gap]:
 def output_rules(m: RunManifest) -> Iterator[Gap]:
     o = m.outputs
     for i, a in enumerate(o.artifacts):
-        if a.sha256 is None:
+        if a.stale is not None:
+            # the run did not write it: its claimed output is not its own when it says it
+            # succeeded; a run that failed is expected to have no output at all
+            yield Gap(
+                "ARTIFACT_STALE",
+                "critical" if m.status == "succeeded" else "warning",
+                f"outputs.artifacts[{i}]",
+                f"artifact {a.path} was not written by this run (stale: {a.stale})",
+                "start each run from an empty output folder, or give each run its own,"
+                " so an earlier run's files cannot pass for its output",
+            )
+        elif a.sha256 is None:
             yield Gap(
                 "ARTIFACT_NO_HASH",
                 "critical",

@@ -30,6 +30,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 
 from storage import canonical
@@ -301,12 +302,26 @@ class HardwareInfo(_Model):
 ArtifactKind = Literal["checkpoint", "file", "log", "metrics"]
 
 
+Reason = Annotated[str, StringConstraints(max_length=1024), AfterValidator(_check_label)]
+"""One line of why, in words: no control characters (no newline), at most 1024 long."""
+
+
 class ArtifactInfo(_Model):
     path: RelPath
     sha256: Hex64 | None = None
     size_bytes: Count | None = None
     kind: ArtifactKind = "file"
     tensor_sha256: Hex64 | None = None
+    # added later: why the run did not write this file (it was left in the output folder
+    # before the run); listed without a hash.  Left out of the JSON when unset, so
+    # manifests stored before it keep their manifest_sha256.
+    stale: Reason | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="after")
+    def _stale_has_no_hash(self) -> ArtifactInfo:
+        if self.stale is not None and (self.sha256 is not None or self.tensor_sha256 is not None):
+            raise ValueError("a stale artifact (not written by the run) has no hash")
+        return self
 
 
 class OutputsInfo(_Model):

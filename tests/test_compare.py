@@ -355,6 +355,85 @@ def test_unhashed_artifact_is_incomplete() -> None:
     assert c.missing == ("artifact model.pt has no sha256 in A and B",)
 
 
+LEFT = "left in the output folder before the run, unchanged by it"
+
+
+def stale(path: str, why: str = LEFT) -> dict[str, Any]:
+    """A file the run lists but did not write (an earlier run left it)."""
+    return {"path": path, "sha256": None, "size_bytes": None, "kind": "file", "stale": why}
+
+
+def test_stale_in_a_written_by_b_is_b_alone_in_true_words(tmp_path: Path) -> None:
+    f = tmp_path / "model.pt"
+    f.write_bytes(b"weights")
+    written = artifact(f, "out/model.pt", None, kind="file")
+    a = base(artifacts=[stale("out/model.pt")], metrics={"loss": 1.0})
+    b = replay(a, artifacts=[written])
+    c = compare_runs(m(a), m(b))
+    (x,) = c.artifacts
+    assert (x.status, x.stale_a, x.stale_b, x.sha256_b) == ("only_b", LEFT, None, written["sha256"])
+    assert c.verdict == "INCOMPLETE"
+    assert c.missing == (
+        f"artifact out/model.pt was written by B; A did not write it (stale: {LEFT})",
+    )
+    text = comparison_text(c)
+    assert "in B but not in A" not in text
+    assert f"out/model.pt was written by B; A did not write it (stale: {LEFT})" in text
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("-B  out/model"))
+    assert "stale" in row and written["sha256"][:12] in row
+    # and the other way round
+    wrote = base(artifacts=[written], metrics={"loss": 1.0})
+    c2 = compare_runs(m(wrote), m(replay(wrote, artifacts=[stale("out/model.pt")])))
+    (y,) = c2.artifacts
+    assert (y.status, y.stale_a, y.stale_b) == ("only_a", None, LEFT)
+    assert c2.missing == (
+        f"artifact out/model.pt was written by A; B did not write it (stale: {LEFT})",
+    )
+
+
+def test_stale_in_a_and_not_written_by_b_is_no_difference() -> None:
+    """Neither run wrote the file: not a difference, a note; the metrics decide."""
+    a = base(artifacts=[stale("out/model.pt")], metrics={"loss": 1.0})
+    c = compare_runs(m(a), m(replay(a, artifacts=[])))
+    (x,) = c.artifacts
+    assert (x.status, x.stale_a, x.stale_b) == ("stale", LEFT, None)
+    assert c.missing == ()
+    assert c.verdict == "IDENTICAL"
+    note = f"out/model.pt was not written by A (stale: {LEFT}) nor by B (B does not list it)"
+    assert note in c.reasons
+    assert not any("same sha256" in r for r in c.reasons)  # no artifact was compared
+    # stale on both sides (the replay's folder was not empty either)
+    later = "last changed before the run started"
+    c2 = compare_runs(m(a), m(replay(a, artifacts=[stale("out/model.pt", later)])))
+    (y,) = c2.artifacts
+    assert (y.status, y.stale_a, y.stale_b) == ("stale", LEFT, later)
+    assert f"out/model.pt was not written by A (stale: {LEFT}) nor by B (stale: {later})" in (
+        c2.reasons
+    )
+    text = comparison_text(c2)
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("--  out/model"))
+    assert row.split()[3:5] == ["stale", "stale"] and row.split()[-1] == "stale"
+    # a stale file alone is nothing to compare
+    bare = base(artifacts=[stale("out/model.pt")])
+    c3 = compare_runs(m(bare), m(replay(bare)))
+    assert c3.verdict == "INCOMPLETE"
+    assert "nothing to compare: neither run recorded artifacts or metrics" in c3.missing
+
+
+def test_a_stale_checkpoint_next_to_written_files_keeps_their_verdict(tmp_path: Path) -> None:
+    f = tmp_path / "metrics.json"
+    f.write_text("{}")
+    kept = artifact(f, "out/metrics.json", None, kind="metrics")
+    a = base(artifacts=[kept, stale("out/model.pt")], metrics={"loss": 1.0})
+    c = compare_runs(m(a), m(replay(a, artifacts=[kept])))
+    assert [(x.path, x.status) for x in c.artifacts] == [
+        ("out/metrics.json", "match"),
+        ("out/model.pt", "stale"),
+    ]
+    assert c.verdict == "IDENTICAL" and c.missing == ()
+    assert "all 1 artifact(s) have the same sha256" in c.reasons
+
+
 def test_other_file_differs_is_not_divergence(tmp_path: Path, objects: ObjectStore) -> None:
     fa, fb = tmp_path / "a.log", tmp_path / "b.log"
     fa.write_text("12:00 start\n")
@@ -657,3 +736,20 @@ def test_stored_comparison_read_back_from_an_older_body() -> None:
 def test_stored_comparison_that_is_not_one_is_refused(body: Any, message: str) -> None:
     with pytest.raises(StoredComparisonError, match=message):
         comparison_from_dict(body)
+
+
+def test_stored_artifact_rows_without_stale_fields_read_back() -> None:
+    """Bodies stored before stale artifacts existed have no stale_a/stale_b: they read
+    back as not stale, with their wording unchanged."""
+    body = {
+        "a_run": A_ID,
+        "b_run": B_ID,
+        "verdict": "INCOMPLETE",
+        "missing": ["artifact out/model.pt is in A but not in B"],
+        "artifacts": [{"path": "out/model.pt", "status": "only_a", "kind_a": "file"}],
+    }
+    c = comparison_from_dict(body)
+    (x,) = c.artifacts
+    assert (x.status, x.stale_a, x.stale_b) == ("only_a", None, None)
+    assert x.to_dict()["stale_a"] is None
+    assert "stale" not in comparison_text(c)

@@ -119,6 +119,17 @@ def dirty_with(diff: str) -> Edit:
     return both(setter("code.dirty", True), setter("code.diff_sha256", diff))
 
 
+def stale_artifact(why: str) -> Edit:
+    """The first artifact listed, but not written by the run (it has no hash)."""
+
+    def edit(d: Data) -> None:
+        d["outputs"]["artifacts"][0].update(
+            sha256=None, size_bytes=None, kind="file", tensor_sha256=None, stale=why
+        )
+
+    return edit
+
+
 # code -> (edit that triggers it, near miss that must not)
 SINGLE: dict[str, tuple[Edit, Edit]] = {
     "IMAGE_NONE": (
@@ -199,7 +210,14 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
         setter("environment.cuda_version", None),
         both(cpu_only, setter("environment.cuda_version", None)),
     ),
-    "ARTIFACT_NO_HASH": (setter("outputs.artifacts.0.sha256", None), nothing),
+    "ARTIFACT_NO_HASH": (
+        setter("outputs.artifacts.0.sha256", None),
+        stale_artifact("left in the output folder before the run, unchanged by it"),
+    ),
+    "ARTIFACT_STALE": (
+        stale_artifact("last changed before the run started"),
+        setter("outputs.artifacts.0.sha256", None),  # unhashed, but not known to be stale
+    ),
     "NO_ARTIFACTS": (
         setter("outputs.artifacts", []),
         both(setter("outputs.artifacts", []), setter("status", "failed")),
@@ -362,3 +380,31 @@ def test_every_rule_code_has_a_case() -> None:
     assert len(in_source) > 40
     assert in_source == set(SINGLE) | set(PAIR)
     assert not set(SINGLE) & set(PAIR)
+
+
+@pytest.mark.parametrize(
+    ("status", "exit_code", "severity"),
+    [("succeeded", 0, "critical"), ("failed", 1, "warning"), ("interrupted", -2, "warning")],
+)
+def test_a_stale_artifact_is_critical_only_when_the_run_says_it_succeeded(
+    status: str, exit_code: int, severity: str
+) -> None:
+    """A succeeded run whose output an earlier run left claims what is not its own; a run
+    that failed is expected to have no output.  Either way the gap is the stale one (the
+    file is listed without a hash), never ARTIFACT_NO_HASH with its --artifact advice."""
+    found = evaluate(
+        build(
+            stale_artifact("last changed before the run started"),
+            setter("status", status),
+            setter("exit_code", exit_code),
+        )
+    )
+    [gap] = [g for g in found if g.code == "ARTIFACT_STALE"]
+    assert gap.severity == severity
+    assert gap.field == "outputs.artifacts[0]"
+    path = clean()["outputs"]["artifacts"][0]["path"]
+    assert gap.message == (
+        f"artifact {path} was not written by this run (stale: last changed before the run started)"
+    )
+    assert "empty output folder" in gap.remediation and "--artifact" not in gap.remediation
+    assert "ARTIFACT_NO_HASH" not in codes(found)

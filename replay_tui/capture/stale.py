@@ -5,8 +5,10 @@ A run that crashes at step 5 must not claim the ``out/model.pt`` an earlier run 
 patterns match (inode, size, mtime and ctime, never following a link); afterwards
 :func:`mark_stale` takes out of the artifacts every file that is still exactly as it
 was, and any other whose status last changed before the run started (ctime cannot be
-set back by the program), and reports it as stale: listed without a hash, so it never
-compares equal and shows as a gap, with the reason said beside the other refusals.
+set back by the program), and reports it as stale: listed without a hash and with the
+reason in the entry's ``stale`` field (``storage.manifest.ArtifactInfo``), so it never
+compares equal, shows as an ``ARTIFACT_STALE`` gap and is not taken for the run's
+output by a comparison; the reason is said beside the other refusals too.
 """
 
 from __future__ import annotations
@@ -54,23 +56,29 @@ def snapshot(base: Path, patterns: Sequence[str]) -> Before:
     return Before(files, time.time_ns())
 
 
+LEFT_BEFORE = "left in the output folder before the run, unchanged by it"
+CHANGED_BEFORE = "last changed before the run started"
+
+
 def stale_reason(base: Path, rel: str, before: Before) -> str | None:
-    """Why ``rel`` is not an output of this run, or None when the run wrote it."""
+    """Why ``rel`` is not an output of this run (one of ``LEFT_BEFORE`` and
+    ``CHANGED_BEFORE``), or None when the run wrote it."""
     try:
         st = (base / rel).lstat()
     except OSError:
         return None
     if before.files.get(rel) == _key(st):
-        return f"{rel}: stale: left in the output folder before the run and not written by it"
+        return LEFT_BEFORE
     if st.st_ctime_ns < before.started_ns - CTIME_SLACK_NS:
-        return f"{rel}: stale: last changed before the run started, not written by it"
+        return CHANGED_BEFORE
     return None
 
 
 def mark_stale(
     base: Path, artifacts: list[dict[str, Any]], refused: list[str], before: Before
 ) -> list[str]:
-    """Turn every stale artifact entry into an unhashed one and say why in ``refused``.
+    """Turn every stale artifact entry into an unhashed one marked ``stale`` (the reason)
+    and say why in ``refused``.
 
     Returns the stale paths.  ``artifacts`` is changed in place (the entries of
     ``replay_tui.capture.launcher.artifact_entries``).
@@ -85,7 +93,7 @@ def mark_stale(
         if why is None:
             continue
         stale.append(rel)
-        refused.append(why)
-        entry.update(sha256=None, size_bytes=None, kind="file")
+        refused.append(f"{rel}: stale: {why}, not written by the run")
+        entry.update(sha256=None, size_bytes=None, kind="file", stale=why)
         entry.pop("tensor_sha256", None)
     return stale

@@ -5,6 +5,11 @@ zip folder after the file stem, so equal tensors can hash differently.  Equal te
 digests say "same tensors, different container"; otherwise both files are fetched (from
 the object store by sha256, or from paths the caller gives) and compared per tensor.
 
+A stale artifact (``ArtifactInfo.stale``: a file the run lists but did not write, left
+by an earlier run) is not an output: stale on one side and absent or stale on the other
+is ``stale``, no difference; stale on one side and present on the other is that other
+side's alone (``only_a``/``only_b``), with ``stale_a``/``stale_b`` and ``note`` saying so.
+
 torch is imported only when two checkpoints must actually be opened.
 """
 
@@ -21,7 +26,7 @@ from storage.objects import ObjectStore
 if TYPE_CHECKING:
     from replay_tui.compare.tensors import CheckpointDiff
 
-ArtifactStatus = Literal["match", "differs", "only_a", "only_b", "unhashed"]
+ArtifactStatus = Literal["match", "differs", "only_a", "only_b", "unhashed", "stale"]
 CheckpointState = Literal["same_tensors", "close", "out_of_tolerance", "unavailable"]
 
 SAME_CONTAINER_NOTE = "same tensors, different container"
@@ -35,6 +40,7 @@ class ArtifactDiff:
     ``same_tensors`` (not a divergence), ``close`` (within tolerance),
     ``out_of_tolerance``, or ``unavailable`` (a file could not be found or opened;
     ``error`` says which and why).  ``tensors`` holds the per-tensor comparison when one ran.
+    ``stale_a``/``stale_b``: why that run did not write the file it lists (its ``stale``).
     """
 
     path: str
@@ -51,6 +57,8 @@ class ArtifactDiff:
     tensors: CheckpointDiff | None = None
     note: str | None = None
     error: str | None = None
+    stale_a: str | None = None
+    stale_b: str | None = None
 
     @property
     def is_checkpoint_pair(self) -> bool:
@@ -71,6 +79,8 @@ class ArtifactDiff:
             "checkpoint": self.checkpoint,
             "note": self.note,
             "error": self.error,
+            "stale_a": self.stale_a,
+            "stale_b": self.stale_b,
             "tensors": None if self.tensors is None else self.tensors.to_dict(),
         }
 
@@ -138,6 +148,37 @@ def _compare_checkpoint_pair(
     )
 
 
+def _stale_diff(path: str, a: ArtifactInfo | None, b: ArtifactInfo | None) -> ArtifactDiff:
+    """``path`` where at least one side lists a file it did not write (stale)."""
+    stale_a = None if a is None else a.stale
+    stale_b = None if b is None else b.stale
+    diff = ArtifactDiff(
+        path,
+        "stale",
+        kind_a=None if a is None else a.kind,
+        kind_b=None if b is None else b.kind,
+        sha256_a=None if a is None else a.sha256,
+        sha256_b=None if b is None else b.sha256,
+        size_a=None if a is None else a.size_bytes,
+        size_b=None if b is None else b.size_bytes,
+        tensor_sha256_a=None if a is None else a.tensor_sha256,
+        tensor_sha256_b=None if b is None else b.tensor_sha256,
+        stale_a=stale_a,
+        stale_b=stale_b,
+    )
+    if stale_a is not None and b is not None and stale_b is None:
+        written = "written by B" if b.sha256 is not None else "listed by B without a hash"
+        note = f"{path} was {written}; A did not write it (stale: {stale_a})"
+        return replace(diff, status="only_b", note=note)
+    if stale_b is not None and a is not None and stale_a is None:
+        written = "written by A" if a.sha256 is not None else "listed by A without a hash"
+        note = f"{path} was {written}; B did not write it (stale: {stale_b})"
+        return replace(diff, status="only_a", note=note)
+    why_a = f"stale: {stale_a}" if stale_a is not None else "A does not list it"
+    why_b = f"stale: {stale_b}" if stale_b is not None else "B does not list it"
+    return replace(diff, note=f"{path} was not written by A ({why_a}) nor by B ({why_b})")
+
+
 def compare_artifacts(
     artifacts_a: Sequence[ArtifactInfo],
     artifacts_b: Sequence[ArtifactInfo],
@@ -159,6 +200,9 @@ def compare_artifacts(
     out: list[ArtifactDiff] = []
     for path in sorted(by_a.keys() | by_b.keys()):
         a, b = by_a.get(path), by_b.get(path)
+        if (a is not None and a.stale is not None) or (b is not None and b.stale is not None):
+            out.append(_stale_diff(path, a, b))
+            continue
         if a is None:
             assert b is not None
             out.append(

@@ -27,6 +27,7 @@ ARTIFACT_MARKS: dict[str, str] = {
     "only_a": "A-",
     "only_b": "-B",
     "unhashed": "??",
+    "stale": "--",
 }
 METRIC_MARKS: dict[str, str] = {
     "equal": "==",
@@ -140,8 +141,8 @@ def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
             artifact_mark(x),
             x.path,
             x.kind_a or x.kind_b or "-",
-            short(x.sha256_a),
-            short(x.sha256_b),
+            "stale" if x.stale_a else short(x.sha256_a),
+            "stale" if x.stale_b else short(x.sha256_b),
             "-" if x.size_a is None else str(x.size_a),
             "-" if x.size_b is None else str(x.size_b),
             (x.checkpoint or x.status).replace("_", " "),
@@ -155,6 +156,8 @@ def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
     for x in arts:
         if x.error:
             out.append(f"  {x.path}: {x.error}")
+        if x.stale_a or x.stale_b:
+            out.append(f"  {x.note or x.path + ': stale'}")
         if x.checkpoint is not None:
             out.extend(checkpoint_text(x))
     return out

@@ -11,6 +11,9 @@
   missing (an artifact or metric on one side only, an unhashed artifact, a checkpoint
   that cannot be found or opened, nothing to compare at all).
 
+A stale artifact (listed by a run that did not write it) is no output of that run: stale
+on both sides, or on one side and absent on the other, is a note, not a difference.
+
 Precedence: a run that did not succeed makes the pair INCOMPLETE; otherwise a
 divergence found in what could be compared wins over what is missing (it is a fact
 whatever the rest shows); ``missing`` and ``reasons`` always list both.
@@ -135,7 +138,11 @@ class _Findings:
 
 def _artifact_findings(arts: tuple[ArtifactDiff, ...], f: _Findings) -> None:
     for x in arts:
-        if x.status == "only_a":
+        if x.status == "stale":
+            f.notes.append(x.note or f"artifact {x.path} was written by neither run (stale)")
+        elif x.status in ("only_a", "only_b") and (x.stale_a or x.stale_b):
+            f.missing.append(f"artifact {x.note}")
+        elif x.status == "only_a":
             f.missing.append(f"artifact {x.path} is in A but not in B")
         elif x.status == "only_b":
             f.missing.append(f"artifact {x.path} is in B but not in A")
@@ -277,12 +284,13 @@ def compare_runs(
     _artifact_findings(arts, f)
     _metric_findings(mets, f)
     judged = [m for m in mets if not m.timing]
-    if not arts and not judged:
+    outputs = [x for x in arts if x.status != "stale"]  # a stale file is neither run's output
+    if not outputs and not judged:
         f.missing.append("nothing to compare: neither run recorded artifacts or metrics")
 
     identical = (
         not f.missing
-        and all(x.status == "match" for x in arts)
+        and all(x.status == "match" for x in outputs)
         and all(m.bitwise_equal for m in judged)
     )
     verdict: Verdict
@@ -293,7 +301,7 @@ def compare_runs(
     elif f.missing:
         verdict, reasons = "INCOMPLETE", f.missing + f.notes
     elif identical:
-        verdict, reasons = "IDENTICAL", _identical_reasons(arts, judged) + f.notes
+        verdict, reasons = "IDENTICAL", _identical_reasons(outputs, judged) + f.notes
     else:
         verdict, reasons = "EQUIVALENT", f.notes
     own_a, own_b = evaluate(a), evaluate(b)
@@ -322,7 +330,7 @@ def compare_runs(
     )
 
 
-def _identical_reasons(arts: tuple[ArtifactDiff, ...], judged: list[MetricDiff]) -> list[str]:
+def _identical_reasons(arts: list[ArtifactDiff], judged: list[MetricDiff]) -> list[str]:
     out = []
     if arts:
         out.append(f"all {len(arts)} artifact(s) have the same sha256")

@@ -17,7 +17,7 @@ from typing import Literal
 from replay_tui.evidence.gather import Evidence, ReplayEntry
 from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
-from storage.manifest import RunManifest
+from storage.manifest import ArtifactInfo, RunManifest
 
 State = Literal["same", "differs", "info"]
 
@@ -52,6 +52,13 @@ def _short(v: str | None, n: int = 16) -> str:
     if not v:
         return "—"
     return v[7 : 7 + n] if v.startswith("sha256:") else v[:n]
+
+
+def _art(x: ArtifactInfo | None) -> str | None:
+    """An artifact's sha256, or that the run did not write it."""
+    if x is None:
+        return None
+    return f"stale ({x.stale})" if x.stale is not None else x.sha256
 
 
 def side_by_side(a: RunManifest, b: RunManifest | None) -> list[Row]:
@@ -105,12 +112,14 @@ def side_by_side(a: RunManifest, b: RunManifest | None) -> list[Row]:
     data_b = {d.name: d.sha256 for d in b.data} if b else {}
     for d in a.data:
         add("data", d.name, d.sha256, data_b.get(d.name))
-    arts_b = {x.path: x.sha256 for x in b.outputs.artifacts} if b else {}
-    for x in a.outputs.artifacts:
-        add("artifacts", x.path, x.sha256, arts_b.get(x.path))
-    for x in b.outputs.artifacts if b else []:
-        if x.path not in {y.path for y in a.outputs.artifacts}:
-            add("artifacts", x.path, None, x.sha256)
+    arts_a = {x.path: x for x in a.outputs.artifacts}
+    arts_b = {x.path: x for x in b.outputs.artifacts} if b else {}
+    for path in [*arts_a, *(p for p in arts_b if p not in arts_a)]:
+        xa, xb = arts_a.get(path), arts_b.get(path)
+        # a stale file (listed, not written by the run) is no output: stale or absent on
+        # both sides is not judged
+        unwritten = all(x is None or x.stale is not None for x in (xa, xb))
+        add("artifacts", path, _art(xa), _art(xb), judged=not unwritten)
     met_b = b.outputs.metrics if b else {}
     for name in sorted(set(a.outputs.metrics) | set(met_b)):
         add("metrics", name, a.outputs.metrics.get(name), met_b.get(name))

@@ -34,6 +34,8 @@ CLASS_COLOUR = {"numeric": "error", "unknown": "warning", "other": "primary"}
 MAX_TENSOR_ROWS = 300
 
 if TYPE_CHECKING:
+    from rich.style import Style
+
     from replay_tui.compare.artifacts import ArtifactDiff
     from replay_tui.compare.metrics import MetricDiff
 
@@ -48,6 +50,7 @@ ARTIFACT_RESULT = {
     "only_a": "only in A",
     "only_b": "only in B",
     "unhashed": "not hashed",
+    "stale": "written by neither run (stale)",
 }
 
 
@@ -58,7 +61,18 @@ def artifact_result(x: ArtifactDiff) -> str:
         return f"not compared: {x.error or 'checkpoint unavailable'}"
     if state is not None and state in CHECKPOINT_RESULT:
         return CHECKPOINT_RESULT[state]
+    if x.status in ("only_a", "only_b") and (x.stale_a or x.stale_b):
+        return f"only {'A' if x.status == 'only_a' else 'B'} wrote it; the other's is stale"
     return ARTIFACT_RESULT.get(x.status, x.status or "-")
+
+
+def _sha_cell(
+    sha: str | None, stale: str | None, wide: bool, width: int, style: Style | str, palette: Palette
+) -> Text:
+    """One side's sha256, or "stale" for a file that side did not write."""
+    if stale:
+        return Text("stale", style=palette.fg("warning"))
+    return Text(sha if wide and sha else short(sha, width), style=style)
 
 
 class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
@@ -302,7 +316,9 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         matched = 0
         for x in arts:
             status = x.status
-            ok: bool | None = True if status == "match" else None if status == "unhashed" else False
+            ok: bool | None = (
+                True if status == "match" else None if status in ("unhashed", "stale") else False
+            )
             if x.checkpoint == "same_tensors":
                 ok = True
             matched += status == "match"
@@ -313,8 +329,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 Text(x.path),
                 Text(x.kind_a or x.kind_b or "-", style=palette.muted),
                 Text(artifact_result(x), style=palette.muted if ok else ""),
-                Text(sha_a if wide and sha_a else short(sha_a, sha_w), style=diff_style),
-                Text(sha_b if wide and sha_b else short(sha_b, sha_w), style=diff_style),
+                _sha_cell(sha_a, x.stale_a, wide, sha_w, diff_style, palette),
+                _sha_cell(sha_b, x.stale_b, wide, sha_w, diff_style, palette),
             )
         if not arts:
             table.add_row(

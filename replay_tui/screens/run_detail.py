@@ -225,6 +225,8 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             sha = (
                 Text(a.sha256 if wide else short(a.sha256, 16))
                 if a.sha256
+                else Text(f"stale: {a.stale}", style=palette.severity("warning"))
+                if a.stale
                 else Text("not hashed", style=palette.severity("critical"))
             )
             arts.add_row(
