@@ -348,6 +348,7 @@ class Run:
         self.config: dict[str, Any] = dict(config or {})
         self.metrics: dict[str, float] = {}
         self.history: dict[str, list[list[float]]] = {}
+        self.times: dict[str, list[float]] = {}  # per point: seconds since the start
         self.artifacts: list[str] = []
         self.finished = False
         self._last_flush = 0.0
@@ -364,6 +365,7 @@ class Run:
             return
         self.metrics[name] = value
         self.history.setdefault(name, []).append([int(step), value])
+        self.times.setdefault(name, []).append(round(max(0.0, time.time() - self.started), 3))
         now = time.monotonic()
         if now - self._last_flush > 2.0:
             self._last_flush = now
@@ -381,6 +383,7 @@ class Run:
             "config": self.config,
             "metrics": self.metrics,
             "metric_history": self.history,
+            "metric_times": self.times,
             "artifacts": self.artifacts,
         }
 
@@ -467,6 +470,7 @@ class Run:
                 "artifacts": artifacts,
                 "metrics": self.metrics,
                 "metric_history": self.history,
+                "metric_times": self.times,
             },
         }
 

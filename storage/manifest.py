@@ -330,6 +330,24 @@ class OutputsInfo(_Model):
     metric_history: dict[Label, list[Point]] = Field(default_factory=dict, max_length=1000)
     log_sha256: Hex64 | None = None
     log_tail: LongStr | None = None
+    # added later: the wall time of each point of metric_history[name], in seconds since
+    # the run started (a plot's x axis by time).  Left out of the JSON when empty, so
+    # manifests stored before it keep their manifest_sha256.
+    metric_times: dict[Label, list[Finite]] = Field(
+        default_factory=dict, max_length=1000, exclude_if=lambda v: not v
+    )
+
+    @model_validator(mode="after")
+    def _times_match_history(self) -> OutputsInfo:
+        for name, times in self.metric_times.items():
+            points = self.metric_history.get(name)
+            if points is None:
+                raise ValueError(f"metric_times[{name!r}]: no metric_history of that name")
+            if len(times) != len(points):
+                raise ValueError(
+                    f"metric_times[{name!r}]: {len(times)} times for {len(points)} points"
+                )
+        return self
 
 
 class SchedulerJob(_Model):

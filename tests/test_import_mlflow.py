@@ -152,6 +152,11 @@ def test_import_sqlite_store_field_by_field(tracked: dict[str, Any], tmp_path: P
             (h.step, h.value) for h in sorted(hist, key=lambda h: h.step)
         ]
         assert m.outputs.metrics[key] == run.data.metrics[key]
+        # each point's wall time: MLflow's timestamp, in seconds since the run started
+        assert m.outputs.metric_times[key] == [
+            round(max(0, h.timestamp - start_ms) / 1000.0, 3)
+            for h in sorted(hist, key=lambda h: (h.step, h.timestamp))
+        ]
     assert len(m.outputs.metric_history["loss"]) == 6
     assert len(mf.outputs.metric_history["loss"]) == 2
     # git tags MLflow wrote itself; the remote's credentials are not kept

@@ -121,6 +121,9 @@ def test_import_offline_runs_field_by_field(runs: dict[str, Any], tmp_path: Path
     assert m.argv == ["python3", "train.py", "--lr", "0.05", "--steps", "5"]
     # every history step, and the summary
     assert [p[0] for p in m.outputs.metric_history["loss"]] == [0, 1, 2, 3, 4]
+    times = m.outputs.metric_times["loss"]  # each row's _runtime: seconds since the start
+    assert len(times) == 5 and times == sorted(times) and times[0] >= 0
+    assert times[-1] <= (m.duration_s or 0) + 1
     halves = [round(v, 9) for _, v in m.outputs.metric_history["half"]]
     assert halves == [round(v / 2, 9) for _, v in m.outputs.metric_history["loss"]]
     assert m.outputs.metrics["best_loss"] == 0.125

@@ -460,6 +460,14 @@ HOSTILE: dict[str, tuple[Callable[[dict[str, Any]], bytes], list[str]]] = {
         _patched(a=_set("outputs.metric_history.loss.0", [1, 2.0, 3])),
         ["outputs.metric_history.loss[0]"],
     ),
+    "wall times that do not match the history": (
+        _patched(a=_set("outputs.metric_times", {"loss": [0.5]})),
+        ["outputs", "metric_times['loss']", "times for"],
+    ),
+    "a wall time that is not a number": (
+        _patched(a=_set("outputs.metric_times", {"loss": ["soon"]})),
+        ["outputs.metric_times.loss[0]"],
+    ),
     "non-object top level": (lambda d: _json([d]), ["top level must be a JSON object"]),
     "empty file": (lambda d: b"", ["invalid JSON"]),
     "huge file over 8 MiB": (_huge_padding, [f"limit is {MAX_MANIFEST_BYTES}"]),
@@ -518,6 +526,22 @@ def populated_store(store_path: Path, make_manifest: MakeManifest, tmp_path: Pat
         m = parse_manifest(good.read_bytes())
         store.ingest(m)
     return store_path
+
+
+def test_wall_times_are_optional_and_leave_older_hashes_alone(make_manifest: MakeManifest) -> None:
+    """A manifest without ``metric_times`` seals to the bytes it sealed to before the
+    field existed (it is left out of the JSON when empty); one with it keeps it."""
+    d = make_manifest(index=3)
+    assert "metric_times" not in d["outputs"]
+    m = manifest_from_data(d)
+    assert "metric_times" not in m.body()["outputs"]
+    assert b"metric_times" not in canonical_json(m.body())
+    n = len(d["outputs"]["metric_history"]["loss"])
+    d["outputs"]["metric_times"] = {"loss": [0.5 * i for i in range(n)]}
+    timed = manifest_from_data(d)
+    assert timed.outputs.metric_times["loss"][-1] == 0.5 * (n - 1)
+    assert timed.body()["outputs"]["metric_times"] == d["outputs"]["metric_times"]
+    assert timed.compute_sha256() != m.compute_sha256()
 
 
 def test_there_are_at_least_twenty_hostile_cases() -> None:

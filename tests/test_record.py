@@ -127,6 +127,12 @@ def test_metric_regex_extracts_the_series_the_script_printed(repo: Path, store: 
     sdk = m.outputs.metric_history["loss"]
     assert [s for s, _ in sdk] == [s for s, _ in expected]
     assert all(abs(v - w) < 1e-7 for (_, v), (_, w) in zip(sdk, expected, strict=True))
+    # every point has its wall time, in seconds since the start, in logging order (the
+    # printed line's arrival; the SDK's own clock), within the run's duration
+    for name in ("printed_loss", "loss"):
+        times = m.outputs.metric_times[name]
+        assert len(times) == 8 and times == sorted(times)
+        assert times[0] >= 0 and times[-1] <= (m.duration_s or 0) + 1
 
 
 def test_metrics_file_jsonl(repo: Path, store: Path) -> None:

@@ -526,6 +526,7 @@ def _inside_checks() -> dict[str, Callable[[Any], Any]]:
         "config": config,
         "metrics": typed(dict[mf.Label, mf.Finite]),
         "metric_history": history,
+        "metric_times": typed(dict[mf.Label, list[mf.Finite]]),
         "artifacts": typed(list[mf.Str]),
     }
 
@@ -673,9 +674,13 @@ def build_manifest(
     if gpus is not None and outside.gpus.gpus:  # prefer nvidia-smi detail (uuid)
         gpus = outside.gpus.gpus
     sdk_metrics = MetricSeries()
+    sdk_times = inside.get("metric_times") or {}
     for n, pts in (inside.get("metric_history") or {}).items():
-        for s, v in pts:
-            sdk_metrics.add(str(n), int(s), float(v))
+        times = sdk_times.get(n)
+        if not isinstance(times, list) or len(times) != len(pts):
+            times = [None] * len(pts)  # the SDK's times must match its points one for one
+        for (s, v), t in zip(pts, times, strict=True):
+            sdk_metrics.add(str(n), int(s), float(v), None if t is None else float(t))
     for n, v in (inside.get("metrics") or {}).items():
         sdk_metrics.set_final(str(n), float(v))
     sdk_metrics.merge(metrics)
@@ -736,6 +741,7 @@ def build_manifest(
             "artifacts": artifacts,
             "metrics": sdk_metrics.finals,
             "metric_history": {k: [list(p) for p in v] for k, v in sdk_metrics.history.items()},
+            "metric_times": sdk_metrics.timed(),
             "log_sha256": log_sha256,
             "log_tail": log_tail or None,
         },
@@ -799,10 +805,11 @@ def record(
         if cache is not None:
             cache.close()
     series = MetricSeries()
+    t_start = time.monotonic()  # the command starts next: a printed metric's wall time
 
     def line(text: str) -> None:
         for rx in regexes:
-            rx.feed(text, series)
+            rx.feed(text, series, time.monotonic() - t_start)
         if on_line is not None:
             on_line(text)
 

@@ -18,12 +18,28 @@ class MetricSeries:
 
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     finals: dict[str, float] = field(default_factory=dict)
+    times: dict[str, list[float | None]] = field(default_factory=dict)
+    """Per point of ``history``, its wall time in seconds since the run started (None:
+    unknown)."""
 
-    def add(self, name: str, step: int, value: float) -> None:
+    def add(self, name: str, step: int, value: float, t: float | None = None) -> None:
+        """One point; ``t``: when it was logged, in seconds since the run started."""
         if not math.isfinite(value):
             return
         self.history.setdefault(name, []).append((step, value))
+        self.times.setdefault(name, []).append(
+            None if t is None or not math.isfinite(t) else round(max(0.0, t), 3)
+        )
         self.finals[name] = value
+
+    def timed(self) -> dict[str, list[float]]:
+        """The wall times of the series whose every point has one (``metric_times``)."""
+        out: dict[str, list[float]] = {}
+        for name, ts in self.times.items():
+            known = [t for t in ts if t is not None]
+            if known and len(known) == len(ts) == len(self.history.get(name, ())):
+                out[name] = known
+        return out
 
     def set_final(self, name: str, value: float) -> None:
         if math.isfinite(value):
@@ -34,6 +50,7 @@ class MetricSeries:
         for name, pts in other.history.items():
             if name not in self.history:
                 self.history[name] = list(pts)
+                self.times[name] = list(other.times.get(name) or [None] * len(pts))
         for name, v in other.finals.items():
             self.finals.setdefault(name, v)
 
@@ -57,7 +74,9 @@ class MetricRegex:
             )
         self.fixed_name = fixed_name
 
-    def feed(self, line: str, into: MetricSeries) -> None:
+    def feed(self, line: str, into: MetricSeries, t: float | None = None) -> None:
+        """Take the metrics ``line`` shows (``t``: when it was printed, in seconds since
+        the run started)."""
         for m in self.regex.finditer(line):
             try:
                 step = int(m.group("step"))
@@ -65,7 +84,7 @@ class MetricRegex:
             except (TypeError, ValueError):
                 continue
             name = m.groupdict().get("name") or self.fixed_name or "metric"
-            into.add(name, step, value)
+            into.add(name, step, value, t)
 
 
 def _num(v: Any) -> float | None:

@@ -115,7 +115,9 @@ class MlflowImporter:
         info, data = r.info, r.data
         tags: dict[str, str] = dict(data.tags or {})
         config, raw = typed_params(dict(data.params or {}))
-        history, finals = _metrics(client, run, dict(data.metrics or {}))
+        history, finals, times = _metrics(
+            client, run, dict(data.metrics or {}), getattr(info, "start_time", None)
+        )
         artifacts = self._artifacts(client, run)
         repo_url = tags.get("mlflow.source.git.repoURL") or tags.get("mlflow.gitRepoURL")
         branch = tags.get("mlflow.source.git.branch")
@@ -156,6 +158,7 @@ class MlflowImporter:
                 "artifacts": artifacts,
                 "metrics": finals,
                 "metric_history": history,
+                "metric_times": times,
                 "log_sha256": None,
                 "log_tail": None,
             },
@@ -265,12 +268,15 @@ def _experiments(client: Any, uri: str, names: Sequence[str]) -> list[Any]:
 
 
 def _metrics(
-    client: Any, run: SourceRun, latest: dict[str, float]
-) -> tuple[dict[str, list[list[float]]], dict[str, float]]:
+    client: Any, run: SourceRun, latest: dict[str, float], start_ms: int | None = None
+) -> tuple[dict[str, list[list[float]]], dict[str, float], dict[str, list[float]]]:
+    """Histories, final values, and each point's wall time in seconds since the run
+    started (MLflow stamps every point; ``start_ms`` is the run's start)."""
     import math
 
     history: dict[str, list[list[float]]] = {}
     finals: dict[str, float] = {}
+    times: dict[str, list[float]] = {}
     for key in sorted(latest):
         if not label_ok(key):
             continue
@@ -283,13 +289,15 @@ def _metrics(
             ((int(p.step), float(p.value), int(p.timestamp)) for p in points),
             key=lambda t: (t[0], t[2]),
         )
-        series = [[s, v] for s, v, _ in pts if math.isfinite(v)]
-        if series:
-            history[key] = series
+        kept = [(s, v, t) for s, v, t in pts if math.isfinite(v)]
+        if kept:
+            history[key] = [[s, v] for s, v, _ in kept]
+            if isinstance(start_ms, int) and start_ms > 0:
+                times[key] = [round(max(0, t - start_ms) / 1000.0, 3) for _, _, t in kept]
         value = latest[key]
         if isinstance(value, int | float) and math.isfinite(value):
             finals[key] = float(value)
-    return history, finals
+    return history, finals, times
 
 
 def _image(tags: dict[str, str]) -> dict[str, Any] | None:

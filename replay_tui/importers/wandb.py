@@ -137,6 +137,7 @@ class RunFolder:
         self.envs: list[Any] = []
         self.config: dict[str, Any] = {}
         self.history: dict[str, list[list[float]]] = {}
+        self.times: dict[str, list[float | None]] = {}  # per point: the row's _runtime
         self.summary: dict[str, Any] = {}
         self.exit: Any = None
         self.user_files: list[str] = []
@@ -188,6 +189,14 @@ class RunFolder:
             step = int(h.step.num) if h.HasField("step") else None
         if step is None:
             return
+        runtime = row.get("_runtime")  # seconds since the run started, on every row
+        t = (
+            round(max(0.0, float(runtime)), 3)
+            if isinstance(runtime, int | float)
+            and not isinstance(runtime, bool)
+            and math.isfinite(runtime)
+            else None
+        )
         for key, value in row.items():
             if key.startswith("_") or not label_ok(key):
                 continue
@@ -195,6 +204,15 @@ class RunFolder:
                 continue
             if math.isfinite(value):
                 self.history.setdefault(key, []).append([step, float(value)])
+                self.times.setdefault(key, []).append(t)
+
+    def metric_times(self) -> dict[str, list[float]]:
+        """The wall times of the histories whose every row had a ``_runtime``."""
+        return {
+            k: [t for t in ts if t is not None]
+            for k, ts in self.times.items()
+            if ts and None not in ts and len(ts) == len(self.history.get(k, ()))
+        }
 
     def env(self, name: str) -> Any:
         """The first set value of an environment field (W&B writes two such records)."""
@@ -362,6 +380,7 @@ class WandbImporter:
                 "artifacts": artifacts,
                 "metrics": finals,
                 "metric_history": rf.history,
+                "metric_times": rf.metric_times(),
                 "log_sha256": log_sha,
                 "log_tail": None,
             },
