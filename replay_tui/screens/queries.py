@@ -188,6 +188,8 @@ class RunDetail:
     reproduction: Reproduction | None = None
     """For an original run: what all its replays add up to."""
     replay_histories: dict[str, list[list[tuple[float, float]]]] = field(default_factory=dict)
+    replay_times: dict[str, list[list[float] | None]] = field(default_factory=dict)
+    """Per metric, each replay history's wall times (None: not recorded)."""
     """For an original run: each metric's history in every completed replay (newest
     last, at most ``MAX_OVERLAID``), to overlay on its own: the noise floor made visible."""
 
@@ -209,6 +211,7 @@ def load_run_detail(store: RunStore, ref: str) -> RunDetail:
         blob = store.get_blob(manifest.code.diff_sha256)
         diff = None if blob is None else blob[:MAX_DIFF_BYTES].decode("utf-8", "replace")
     facts = store.replay_outcomes([record.id]).get(record.id)
+    histories, replay_times = _replay_histories(store, facts or [])
     return RunDetail(
         record=record,
         manifest=manifest,
@@ -220,7 +223,8 @@ def load_run_detail(store: RunStore, ref: str) -> RunDetail:
         log_source=log_source,
         diff=diff,
         reproduction=summarize(facts) if facts else None,
-        replay_histories=_replay_histories(store, facts or []),
+        replay_histories=histories,
+        replay_times=replay_times,
     )
 
 
@@ -229,10 +233,13 @@ MAX_OVERLAID = 20
 
 def _replay_histories(
     store: RunStore, facts: list[ReplayFact]
-) -> dict[str, list[list[tuple[float, float]]]]:
+) -> tuple[dict[str, list[list[tuple[float, float]]]], dict[str, list[list[float] | None]]]:
+    """Per metric, the histories of the run's completed replays (at most
+    :data:`MAX_OVERLAID`), and each one's wall times (None where it has none)."""
     from replay_tui.verdicts import counts_as_evidence
 
     out: dict[str, list[list[tuple[float, float]]]] = {}
+    times: dict[str, list[list[float] | None]] = {}
     runs = [
         f.replay_run
         for f in facts
@@ -245,7 +252,8 @@ def _replay_histories(
             continue
         for name, hist in m.outputs.metric_history.items():
             out.setdefault(name, []).append([(float(x), float(y)) for x, y in hist])
-    return out
+            times.setdefault(name, []).append(m.outputs.metric_times.get(name))
+    return out, times
 
 
 LOG_TAIL_LINES = 400

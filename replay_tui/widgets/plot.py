@@ -9,9 +9,10 @@ histories leave tolerance) is drawn as a vertical line in the marker colour.
 
 The y axis has ticks at its top, middle and bottom, the x axis its first and last step
 and its title.  A focused plot takes keys: ``l`` switches the y axis between linear and
-log scale, ``z`` zooms to the steps around the marked step and back.  The x axis is the
-step: metric histories are recorded as ``(step, value)`` pairs, without a wall time.
-Colours come from the theme through component classes.
+log scale, ``z`` zooms to the steps around the marked step and back, ``w`` switches the
+x axis between the step and the wall time (seconds since each run started, where every
+series shown recorded one per point: ``outputs.metric_times``).  Colours come from the
+theme through component classes.
 """
 
 from __future__ import annotations
@@ -73,6 +74,32 @@ def _line(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
         if e2 <= dx:
             err += dx
             y0 += sy
+
+
+def by_wall_time(
+    series: Sequence[Series], times: Sequence[Sequence[float] | None]
+) -> list[Series] | None:
+    """``series`` with each point's x its wall time (``times[i]``: one per point of
+    ``series[i]``); None unless every series has one time per point."""
+    if not series or len(times) != len(series):
+        return None
+    out: list[Series] = []
+    for s, ts in zip(series, times, strict=True):
+        if ts is None or len(ts) != len(s.points):
+            return None
+        out.append(Series(s.label, [(t, y) for t, (_, y) in zip(ts, s.points, strict=True)]))
+    return out
+
+
+def time_at(step_series: Series, time_series: Series, step: float | None) -> float | None:
+    """The wall time of the first point at or after ``step`` (a marked step on a wall
+    time axis), or None."""
+    if step is None or not math.isfinite(step):
+        return None
+    for (x, _), (t, _) in zip(step_series.points, time_series.points, strict=False):
+        if x >= step:
+            return float(t)
+    return None
 
 
 def can_log(series: Sequence[Series]) -> bool:
@@ -299,6 +326,7 @@ class LinePlot(Widget, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("l", "toggle_log", "Log y"),
         Binding("z", "toggle_zoom", "Zoom to divergence"),
+        Binding("w", "toggle_time", "x: step/time"),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "lineplot--a",
@@ -325,6 +353,7 @@ class LinePlot(Widget, can_focus=True):
         series: Sequence[Series] = (),
         *,
         marker: float | None = None,
+        times: Sequence[Sequence[float] | None] | None = None,
         axes: bool = True,
         name: str | None = None,
         id: str | None = None,
@@ -334,21 +363,44 @@ class LinePlot(Widget, can_focus=True):
         self._series = list(series)
         self._marker = marker
         self._axes = axes
+        self._timed = by_wall_time(self._series, times) if times is not None else None
         self.log_y = False
         self.zoomed = False
+        self.wall_time = False
+        """The x axis shows the wall time (when every series has one) instead of steps."""
 
-    def set_data(self, series: Sequence[Series], marker: float | None = None) -> None:
-        """Show other histories; the log scale stays on when it can, a zoom ends."""
+    def set_data(
+        self,
+        series: Sequence[Series],
+        marker: float | None = None,
+        times: Sequence[Sequence[float] | None] | None = None,
+    ) -> None:
+        """Show other histories (``times``: each series' wall time per point, for the
+        ``w`` key); the log scale and the wall time axis stay on when they can, a zoom
+        ends."""
         self._series = list(series)
         self._marker = marker
+        self._timed = by_wall_time(self._series, times) if times is not None else None
         self.zoomed = False
         self.refresh()
         self.refresh_bindings()
 
     @property
+    def showing_time(self) -> bool:
+        """Whether the x axis is the wall time now (asked for, and recorded)."""
+        return self.wall_time and self._timed is not None
+
+    def _shown(self) -> tuple[list[Series], float | None]:
+        """The series as drawn (by step or by wall time) and the marker on that axis."""
+        if self.showing_time and self._timed is not None:
+            at = time_at(self._series[0], self._timed[0], self._marker) if self._series else None
+            return self._timed, at
+        return self._series, self._marker
+
+    @property
     def x_range(self) -> tuple[float, float] | None:
-        """The steps shown while zoomed (None: all of them)."""
-        return zoom_window(self._series, self._marker) if self.zoomed else None
+        """The steps (or seconds) shown while zoomed (None: all of them)."""
+        return zoom_window(*self._shown()) if self.zoomed else None
 
     @property
     def showing_log(self) -> bool:
@@ -373,8 +425,19 @@ class LinePlot(Widget, can_focus=True):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_zoom":  # only where there is a divergence to zoom to
-            return zoom_window(self._series, self._marker) is not None
+            return zoom_window(*self._shown()) is not None
+        if action == "toggle_time":  # only where every series has its wall times
+            return self._timed is not None
         return True
+
+    def action_toggle_time(self) -> None:
+        if self._timed is None:
+            self.notify("these histories have no wall time per point", severity="warning")
+            return
+        self.wall_time = not self.wall_time
+        self.zoomed = self.zoomed and zoom_window(*self._shown()) is not None
+        self.refresh()
+        self.refresh_bindings()
 
     def action_toggle_log(self) -> None:
         if not self.log_y and not can_log(self._series):
@@ -384,14 +447,15 @@ class LinePlot(Widget, can_focus=True):
         self.refresh()
 
     def action_toggle_zoom(self) -> None:
-        if zoom_window(self._series, self._marker) is None:
+        if zoom_window(*self._shown()) is None:
             return
         self.zoomed = not self.zoomed
         self.refresh()
 
     def render(self) -> Text:
+        series, marker = self._shown()
         return render_plot(
-            self._series,
+            series,
             self.size.width,
             self.size.height,
             styles=(
@@ -401,8 +465,9 @@ class LinePlot(Widget, can_focus=True):
             both=self.get_component_rich_style("lineplot--both"),
             marker_style=self.get_component_rich_style("lineplot--marker"),
             axis=self.get_component_rich_style("lineplot--axis"),
-            marker=self._marker,
+            marker=marker,
             axes=self._axes,
+            x_title="wall time (s)" if self.showing_time else "step",
             log_y=self.showing_log,
             x_range=self.x_range,
         )
