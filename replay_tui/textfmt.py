@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len, set_cell_size
+
 from replay_tui.safety import escape_control
 
 if TYPE_CHECKING:
@@ -17,10 +19,13 @@ if TYPE_CHECKING:
 
 
 def cut(value: str, n: int | None) -> str:
-    """``value`` in at most ``n`` characters; a cut value ends in an ellipsis (None: whole)."""
-    if n is None or len(value) <= n:
+    """``value`` in at most ``n`` terminal cells; a cut value ends in an ellipsis, never
+    cut silently (None: whole).  Every face cuts with this (or ``fit`` on a Rich Text)."""
+    if n is None or cell_len(value) <= n:
         return value
-    return value[: max(0, n - 1)] + "…"
+    if n <= 0:
+        return ""
+    return set_cell_size(value, n - 1) + "…"
 
 
 def short(value: str | None, n: int = 12) -> str:

@@ -369,14 +369,15 @@ async def _start_drill(pilot: Pilot[Any], app: ReplayApp, count: int) -> DrillSc
     await settle(pilot)
     screen = app.screen
     assert isinstance(screen, DrillScreen)
-    assert list(screen.query_one("#backend", Select)._options) == [
-        (label, name) for label, name in backend_choices()
-    ]  # the registry's backends
+    assert [
+        (str(label), name) for label, name in screen.query_one("#backend", Select)._options
+    ] == [(label, name) for label, name in backend_choices()]  # the registry's backends
     screen.query_one("#count", Input).value = str(count)
     screen.query_one("#pick", Select).value = "oldest"
     _, pick, _, options = screen.chosen()
     assert (pick, options.backend) == ("oldest", "local")
-    await pilot.press("enter")  # the Start button has the focus
+    assert app.focused is screen.query_one("#count", Input)  # the first field
+    await pilot.press("enter")  # enter in a field starts the drill, as Start does
     assert screen.phase != "options"  # started (it may already have finished: no race)
     return screen
 

@@ -15,15 +15,16 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from replay_tui.compare.verdict import TOLERANCE_RULE
 from replay_tui.messages import ComparisonLoaded
 from replay_tui.safety import escape_control
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
+from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.plot import LinePlot, Series
-from replay_tui.widgets.style import Palette, number, plain, short
+from replay_tui.widgets.style import Palette, fit, number, plain, short
 from replay_tui.widgets.verdict_banner import VerdictBanner
 
 FULL = 100_000  # a value shown whole under the fields table (bounded all the same)
@@ -32,6 +33,7 @@ CLASS_MARK = {"same": " ", "numeric": "≠", "unknown": "?", "other": "~", "expe
 FIELD_ORDER = {"numeric": 0, "unknown": 1, "other": 2, "same": 3, "expected": 4}
 CLASS_COLOUR = {"numeric": "error", "unknown": "warning", "other": "primary"}
 MAX_TENSOR_ROWS = 300
+NARROW = 100
 
 if TYPE_CHECKING:
     from rich.style import Style
@@ -105,6 +107,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         self._full_values: dict[str, tuple[str, str]] = {}
         """Per row of the fields table: both values whole, for the line under it."""
         self.labels: tuple[str, str] = ("A", "B")
+        self._counts: dict[str, tuple[int, int]] = {}
+        """What each tab's label counts (its ``_fill_*`` sets it)."""
 
     def current_run(self) -> str | None:
         return self.b_run or self.a_run
@@ -120,7 +124,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         with TabbedContent(id="tabs"):
             with TabPane("Fields", id="tab-fields"), Vertical(id="fields-box"):
                 yield DataTable(id="fields", cursor_type="row", zebra_stripes=True)
-                yield Static("", id="field-full")
+                with VerticalScroll(id="field-full-box"):  # a long value scrolls, never cut
+                    yield Static("", id="field-full")
             with TabPane("Artifacts", id="tab-artifacts"), VerticalScroll(id="artifacts-box"):
                 yield DataTable(id="artifacts", cursor_type="row", zebra_stripes=True)
                 yield Vertical(id="tensors")
@@ -132,7 +137,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 yield Static("", id="gaps")
             with TabPane("Reasons", id="tab-reasons"), VerticalScroll():
                 yield Static("", id="all-reasons")
-        yield Footer()
+        yield LeanFooter()
 
     def on_mount(self) -> None:
         self._load()
@@ -194,9 +199,14 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         table = self.query_one("#fields", DataTable)
         table.clear(columns=True)
         wide = self.app.size.width >= 160
-        value_width = 60 if wide else 26
+        # the longest field (and its gap mark), up to a third of the screen or 38
+        longest = max((len(r.path) + 2 for r in rows), default=len(PACKAGES_ROW))
+        field_width = min(longest, 38 if wide else max(24, self.app.size.width // 3))
+        # The screen less the scrollbar and each column's padding, shared by the values
+        # (a 64-digit hash whole at 200 columns); a value wider ends in an ellipsis.
+        value_width = max(12, min(80, (self.app.size.width - 11 - field_width) // 2))
         table.add_column("", width=1, key="mark")
-        table.add_column("field", width=38 if wide else 24, key="field")
+        table.add_column("field", width=field_width, key="field")
         table.add_column(self.labels[0], width=value_width, key="a")
         table.add_column(self.labels[1], width=value_width, key="b")
         self._full_values = {}
@@ -217,14 +227,16 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 path == f or path.startswith(f + ".") or f.startswith(path) for f in gap_fields if f
             )
             mark = Text(CLASS_MARK.get(cls, " "), style=style)
-            field = Text(("● " if gap else "") + path, style=style)
+            field = fit(Text(("● " if gap else "") + path, style=style), field_width)
             a = "missing" if not row.present_a else plain(row.a, 200)
             b = "missing" if not row.present_b else plain(row.b, 200)
+            cell_a = fit(Text(a, style=style), value_width)
+            cell_b = fit(Text(b, style=style), value_width)
             if path in self._full_values:  # a path listed twice: its first row shows whole
-                table.add_row(mark, field, Text(a, style=style), Text(b, style=style))
+                table.add_row(mark, field, cell_a, cell_b)
                 shown += 1
                 continue
-            table.add_row(mark, field, Text(a, style=style), Text(b, style=style), key=path)
+            table.add_row(mark, field, cell_a, cell_b, key=path)
             self._full_values[path] = (
                 "missing" if not row.present_a else plain(row.a, FULL),
                 "missing" if not row.present_b else plain(row.b, FULL),
@@ -245,9 +257,9 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             style = palette.fg("error", bold=True)
             table.add_row(
                 Text("≠", style=style),
-                Text(PACKAGES_ROW, style=style),
-                Text(a_text, style=style),
-                Text(b_text + "; " + "; ".join(detail), style=style),
+                fit(Text(PACKAGES_ROW, style=style), field_width),
+                fit(Text(a_text, style=style), value_width),
+                fit(Text(b_text + "; " + "; ".join(detail), style=style), value_width),
                 key=PACKAGES_ROW,
             )
             every = [f"changed: {n} {va}→{vb}" for n, va, vb in packages.changed]
@@ -257,8 +269,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             shown += 1
         if not shown:
             table.add_row("", Text("no differing fields", style=palette.muted), "", "")
-        full = self.query_one("#field-full", Static)
-        full.styles.height = 2 if self.app.size.height < 30 else 4
+        box = self.query_one("#field-full-box", VerticalScroll)
+        box.styles.max_height = 3 if self.app.size.height < 30 else 6
         self._show_full_value(table.cursor_row)
         # The label counts what "only differences" shows (differences that can matter, and
         # the package diff); the expected ones (ids, times) are counted apart.
@@ -266,10 +278,31 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         differing = sum(k not in ("same", "expected") for k in classes)
         differing += 1 if packages is not None and not packages.same else 0
         expected = classes.count("expected")
+        self._counts["fields"] = (differing, expected)
+        self._label_tabs()
+
+    def _label_tabs(self) -> None:
+        """Each tab's label with its counts; narrower than ``NARROW`` columns, the fields
+        tab leaves out the expected differences so that every label shows whole."""
         tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠" + (
-            f" · {expected} expected)" if expected else ")"
-        )
+        if "fields" in self._counts:
+            differing, expected = self._counts["fields"]
+            narrow = self.app.size.width < NARROW
+            tabs.get_tab("tab-fields").label = f"Fields ({differing} ≠" + (
+                f" · {expected} expected)" if expected and not narrow else ")"
+            )
+        if "artifacts" in self._counts:
+            matched, total = self._counts["artifacts"]
+            tabs.get_tab("tab-artifacts").label = f"Artifacts ({matched}/{total} ✓)"
+        if "metrics" in self._counts:
+            within, judged = self._counts["metrics"]
+            tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} ✓)"
+        if "gaps" in self._counts:
+            tabs.get_tab("tab-gaps").label = f"Gaps ({self._counts['gaps'][0]})"
+
+    def on_resize(self) -> None:
+        if self.view is not None:  # the value columns and the labels fit the new width
+            self._fill_fields(Palette.of(self.app))
 
     def _show_full_value(self, row: int) -> None:
         """Under the table, the row's field and both values whole (the cells cut them)."""
@@ -287,6 +320,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             t.append(f"  {label}: ", style=palette.muted)
             t.append(escape_control(value))
         full.update(t)
+        self.query_one("#field-full-box", VerticalScroll).scroll_home(animate=False)
 
     @on(DataTable.RowHighlighted, "#fields")
     def _field_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -336,8 +370,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             table.add_row(
                 "", Text("no artifacts on either side", style=palette.muted), "", "", "", ""
             )
-        tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-artifacts").label = f"Artifacts ({matched}/{len(arts)} ✓)"
+        self._counts["artifacts"] = (matched, len(arts))
+        self._label_tabs()
         box = self.query_one("#tensors", Vertical)
         await box.remove_children()
         widgets: list[Static | DataTable[Text]] = []
@@ -433,8 +467,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 "", Text("no metrics on either side", style=palette.muted), "", "", "", "", "", ""
             )
         judged = sum(m.judged for m in metrics)
-        tabs = self.query_one(TabbedContent)
-        tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} ✓)"
+        self._counts["metrics"] = (within, judged)
+        self._label_tabs()
         first = next(
             (m for m in metrics if m.first_step_out_of_tol is not None),
             self._longest_history(metrics),
@@ -533,7 +567,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             t.append(f"{g.remediation}\n\n")
         t.rstrip()
         self.query_one("#gaps", Static).update(t)
-        self.query_one(TabbedContent).get_tab("tab-gaps").label = f"Gaps ({len(gaps)})"
+        self._counts["gaps"] = (len(gaps), 0)
+        self._label_tabs()
 
     def _fill_reasons(self, palette: Palette) -> None:
         assert self.view is not None

@@ -12,10 +12,12 @@ choices come from the backend registry.
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, cast
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -26,7 +28,6 @@ from textual.widgets import (
     Button,
     Checkbox,
     DataTable,
-    Footer,
     Header,
     Input,
     Label,
@@ -40,7 +41,8 @@ from textual.worker import get_current_worker
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
-from replay_tui.widgets.style import Palette, duration, short
+from replay_tui.widgets.footer import LeanFooter
+from replay_tui.widgets.style import Palette, choices, duration, short
 
 if TYPE_CHECKING:
     from replay_tui.drill import DrillReport
@@ -59,11 +61,73 @@ MAX_COUNT = 1000
 RUN_STARTED = re.compile(r"run (\d+) of (\d+): ")
 
 
+class DrillLog(Log):
+    """The drill's events: a line wider than the log goes on under itself (indented),
+    never cut at the edge (folded again to a new width); the log keeps to its end as
+    lines come (and as it shrinks) unless the user scrolled up, and again once they
+    scroll back down to the end."""
+
+    DEFAULT_CSS = "DrillLog { overflow-x: auto; }"  # folded: no horizontal scrollbar
+
+    def __init__(self, *, id: str | None = None, max_lines: int = MAX_LOG_LINES) -> None:
+        super().__init__(max_lines=max_lines, highlight=False, id=id)
+        self.following = True
+        """At the end: new lines scroll into view."""
+        self._raw: deque[tuple[str, str]] = deque(maxlen=max_lines)
+        self._folded_at = 0
+
+    @property
+    def fold_width(self) -> int:
+        """The width lines are folded to: the log's, less a vertical scrollbar's."""
+        return self.content_size.width - self.styles.scrollbar_size_vertical
+
+    def add(self, line: str, *, indent: str = "") -> None:
+        """Write ``line``, folded to the width (its continuations start ``indent``...)."""
+        self._raw.append((line, indent))
+        if self._folded_at > 0:  # laid out: else the first resize writes it
+            self.write_lines(fold(line, self._folded_at, indent + "  "), scroll_end=self.following)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self.max_scroll_y:  # a scroll the user made up, or back to the end
+            self.following = round(new_value) >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        width = self.fold_width
+        if width > 0 and width != self._folded_at:
+            following, self._folded_at = self.following, width
+            self.clear()
+            self.write_lines(
+                [p for line, indent in self._raw for p in fold(line, width, indent + "  ")],
+                scroll_end=False,
+            )
+            self.following = following
+        if self.following:  # the results above it grew: still show the last lines
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+
+
+def fold(line: str, width: int, indent: str) -> list[str]:
+    """``line`` in pieces of at most ``width`` cells, the ones after the first indented."""
+    width = max(width, len(indent) + 8)
+    out: list[str] = []
+    rest, lead = line, ""
+    while True:
+        room, n = width - cell_len(lead), 0
+        while n < len(rest) and room - cell_len(rest[n]) >= 0:
+            room -= cell_len(rest[n])
+            n += 1
+        out.append(lead + rest[:n])
+        rest, lead = rest[n:], indent
+        if not rest:
+            return out
+
+
 class DrillScreen(WorkScreen):
     CSS_PATH = "drill.tcss"
     WORK_GROUP = "drill"
     CANCELLING = "cancelling… (stopping the current replay)"
-    AUTO_FOCUS = "#start"
+    AUTO_FOCUS = "#count"
+    """The first field a drill is set by; enter in a field starts it (as Start does)."""
     BINDINGS: ClassVar[list[BindingType]] = [
         *WORK_ESCAPE,
         Binding("x", "cancel", "Cancel drill"),
@@ -107,7 +171,7 @@ class DrillScreen(WorkScreen):
             with Horizontal(classes="field"):
                 yield Label("backend", classes="label")
                 yield Select(
-                    backend_choices(),
+                    choices(backend_choices()),
                     id="backend",
                     value=self.options.backend,
                     allow_blank=False,
@@ -145,8 +209,8 @@ class DrillScreen(WorkScreen):
             yield ProgressBar(id="bar", show_eta=False)
             yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
             yield Static("", id="outcome")
-            yield Log(id="log", max_lines=MAX_LOG_LINES, highlight=False)
-        yield Footer()
+            yield DrillLog(id="log")
+        yield LeanFooter()
 
     def on_mount(self) -> None:
         self.query_one("#progress").display = False
@@ -178,6 +242,11 @@ class DrillScreen(WorkScreen):
 
     @on(Button.Pressed, "#start")
     def _start_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_start()
+
+    @on(Input.Submitted, "#form Input")
+    def _field_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.action_start()
 
@@ -233,10 +302,10 @@ class DrillScreen(WorkScreen):
 
         message.stop()
         ev = message.event
-        log = self.query_one("#log", Log)
+        log = self.query_one("#log", DrillLog)
         text = escape_control(ev.message)
         if ev.state == "log":
-            log.write_line(f"  | {text}")
+            log.add(f"  | {text}", indent="  | ")
             return
         started = RUN_STARTED.match(text) if ev.stage == "drill" else None
         if started:  # "run 2 of 3: RUN_ID": the one before it is done
@@ -245,7 +314,7 @@ class DrillScreen(WorkScreen):
             self.query_one("#now", Static).update(Text(text))
             bar = self.query_one("#bar", ProgressBar)
             bar.update(total=self.count, progress=self.started_runs - 1)
-        log.write_line(f"[{ev.stage}] {ev.state} {text}".rstrip())
+        log.add(f"[{ev.stage}] {ev.state} {text}".rstrip())
 
     def on_drill_screen_finished(self, message: Finished) -> None:
         message.stop()

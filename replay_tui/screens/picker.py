@@ -15,9 +15,21 @@ from textual.worker import get_current_worker
 from replay_tui.messages import PickerRuns
 from replay_tui.screens.base import AppModal
 from replay_tui.screens.queries import find_runs, open_store
+from replay_tui.widgets.fullrow import FullRow
 from replay_tui.widgets.runs_table import RunsTable
+from replay_tui.widgets.style import short
 
 PICKER_ROWS = 200
+DIALOG_MIN = 78
+"""The dialog's least width (the terminal's at most): its table then holds ID, NAME,
+VERDICT, GAPS and STATUS whole at 80 columns."""
+
+
+def table_width(screen_width: int) -> int:
+    """The width to fit the table's columns to: the dialog's (90% of the screen, at least
+    ``DIALOG_MIN``) less its border and padding, as the runs screen's is the screen's."""
+    dialog = min(screen_width, max(DIALOG_MIN, screen_width * 9 // 10))
+    return dialog - 4
 
 
 class PickRunScreen(AppModal[str | None]):
@@ -45,23 +57,26 @@ class PickRunScreen(AppModal[str | None]):
         with Vertical(id="dialog"):
             title = "Compare with which run?"
             if self.exclude:
-                title += f"  (A: {self.exclude[:13]})"
+                title += f"  (A: {short(self.exclude, 13)})"
             yield Static(title, id="title")
             yield Input(
                 placeholder="run id prefix, or search name, command, commit, image, tags",
                 id="pick-search",
                 compact=True,
             )
-            yield RunsTable(id="pick-runs")
+            table = RunsTable(id="pick-runs")
+            yield table
+            yield FullRow(table, whole=table.whole_values, id="pick-full")
             yield Static("enter: compare · escape: cancel", id="pick-help")
 
     def on_mount(self) -> None:
-        self.table.set_sort_columns("started_at", True, width=self.app.size.width - 12)
+        self.table.set_sort_columns("started_at", True, width=table_width(self.app.size.width))
         self._search("")
         self.query_one("#pick-search", Input).focus()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.table.refit(event.size.width - 12)
+        self.table.refit(table_width(event.size.width))
+        self.query_one("#pick-full", FullRow).follow()  # what the columns now cut or hide
 
     def _search(self, text: str) -> None:
         self._generation += 1
@@ -81,6 +96,11 @@ class PickRunScreen(AppModal[str | None]):
             records = [r for r in message.records if r.id != self.exclude]
             self.table.show_page(records, replace=True)
             self._shown = message.generation
+            self.query_one("#pick-full", FullRow).follow()  # the new rows' cut values
+
+    def on_runs_table_row_highlighted(self, event: RunsTable.RowHighlighted) -> None:
+        event.stop()
+        self.query_one("#pick-full", FullRow).follow()
 
     @on(Input.Changed, "#pick-search")
     def _changed(self, event: Input.Changed) -> None:

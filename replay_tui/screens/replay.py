@@ -17,7 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Footer, Header, Input, Label, Log, Select, Static
+from textual.widgets import Button, Checkbox, Header, Input, Label, Log, Select, Static
 from textual.worker import get_current_worker
 
 from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
@@ -26,8 +26,9 @@ from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.screens.queries import ReplaySummary, open_store, replay
+from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.stages import StageBoard
-from replay_tui.widgets.style import Palette, short
+from replay_tui.widgets.style import Palette, choices, short
 
 GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
 MAX_LOG_LINES = 10_000
@@ -73,7 +74,7 @@ class ReplayScreen(WorkScreen):
             with Horizontal(classes="field"):
                 yield Label("backend", classes="label")
                 yield Select(
-                    backend_choices(),
+                    choices(backend_choices()),
                     id="backend",
                     value=self.options.backend,
                     allow_blank=False,
@@ -126,7 +127,7 @@ class ReplayScreen(WorkScreen):
                 yield Static("", id="stages")
                 yield Static("", id="outcome")
             yield Log(id="log", max_lines=MAX_LOG_LINES, highlight=False)
-        yield Footer()
+        yield LeanFooter()
 
     def on_mount(self) -> None:
         self.query_one("#progress").display = False

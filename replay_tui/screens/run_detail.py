@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from replay_tui.messages import (
     OpenComparison,
@@ -23,6 +23,7 @@ from replay_tui.messages import (
 )
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
+from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.plot import (
     DASHED_GLYPH,
     SOLID_GLYPH,
@@ -41,6 +42,7 @@ from replay_tui.widgets.style import Palette, duration, number, short, when
 from storage.records import ReplayFact
 
 WIDE = 120
+NARROW = 100
 
 
 class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
@@ -86,7 +88,7 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
                     yield Static("", id="log-body")
             with TabPane("Diff", id="tab-diff"), VerticalScroll(id="diff-box"):
                 yield Static("", id="diff-body")
-        yield Footer()
+        yield LeanFooter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "original":  # footer bindings only where they apply
@@ -125,20 +127,26 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             self._fill_diff(d, palette)
         self._fill_replays(d, palette)
         self.refresh_bindings()
+        self._label_tabs(d)
+
+    def _label_tabs(self, d: RunDetail) -> None:
+        """The tabs' labels with their counts, shorter below ``NARROW`` columns so that
+        every label shows whole (the tab bar would crop the last)."""
+        narrow = self.app.size.width < NARROW
         tabs = self.query_one(TabbedContent)
-        counts = {s: sum(g.severity == s for g in d.gaps) for s in ("critical", "warning")}
+        critical = sum(g.severity == "critical" for g in d.gaps)
         tabs.get_tab("tab-gaps").label = (
-            f"Gaps ({len(d.gaps)} · {counts['critical']} critical)"
-            if counts["critical"]
+            f"Gaps ({len(d.gaps)} · {critical}{'c' if narrow else ' critical'})"
+            if critical
             else f"Gaps ({len(d.gaps)})"
         )
-        tabs.get_tab(
-            "tab-outputs"
-        ).label = (
-            f"Outputs ({len(d.manifest.outputs.artifacts)} / {len(d.manifest.outputs.metrics)})"
+        arts, metrics = len(d.manifest.outputs.artifacts), len(d.manifest.outputs.metrics)
+        tabs.get_tab("tab-outputs").label = (
+            f"Outputs ({arts}/{metrics})" if narrow else f"Outputs ({arts} / {metrics})"
         )
         tabs.get_tab("tab-replays").label = f"Replays ({len(d.replays)})"
-        tabs.get_tab("tab-diff").label = "Diff" if d.diff is not None else "Diff (none)"
+        none = "Diff (-)" if narrow else "Diff (none)"
+        tabs.get_tab("tab-diff").label = "Diff" if d.diff is not None else none
 
     # -- rendering -------------------------------------------------------------------
 
@@ -213,6 +221,8 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         await box.mount(Horizontal(Vertical(*columns[0]), Vertical(*columns[1]), classes="columns"))
 
     async def on_resize(self) -> None:
+        if self.detail is not None:
+            self._label_tabs(self.detail)
         if self.detail is not None and (self.app.size.width >= WIDE) != self._wide_layout:
             await self._fill_sections(self.detail, Palette.of(self.app))
 

@@ -3,9 +3,12 @@
 The check is ``replay_tui.evidence.verify.verify_bundle`` (what ``replay-tui verify``
 calls), run in a thread worker: it re-hashes every file.  The key defaults as the CLI's
 does: none given, the keys of the trusted-keys file (``$REPLAY_TUI_TRUSTED_KEYS``, else
-``trusted-keys.pem`` in the user config folder).  The result is shown in the CLI's own
-words (``report_lines``).  A failure to check at all (no such folder, an unreadable key)
-goes to the app's error modal and is said in the result line too.
+``trusted-keys.pem`` in the user config folder).  The result is the CLI's
+(``report_lines``), its advice said in this dialog's terms: where the CLI says which flag
+to pass (``--key``, ``--allow-embedded-key``, ``--allow-unsigned``), the dialog names its
+own field or checkbox (``in_dialog_terms``).  A failure to check at all (no such
+folder, an unreadable key) goes to the app's error modal and is said in the result line
+too.
 """
 
 from __future__ import annotations
@@ -28,6 +31,27 @@ from replay_tui.widgets.style import Palette
 
 if TYPE_CHECKING:
     from replay_tui.evidence.verify import BundleCheck, ReportLine
+
+
+KEY_FIELD = "public key (.pub)"
+EMBEDDED_BOX = "use the bundle's own key"
+UNSIGNED_BOX = "accept an unsigned bundle"
+CLI_ADVICE = (
+    ("pass --key with the signer's public key", f'give the signer\'s public key in "{KEY_FIELD}"'),
+    (
+        "(--allow-embedded-key to check with it anyway)",
+        f'(tick "{EMBEDDED_BOX}" to check with it anyway)',
+    ),
+    ("(--allow-unsigned to accept that)", f'(tick "{UNSIGNED_BOX}" to accept that)'),
+)
+"""The CLI's advice (its flags) and what this dialog says instead."""
+
+
+def in_dialog_terms(text: str) -> str:
+    """A result line with the CLI's flags said as the dialog's field and checkboxes."""
+    for cli, dialog in CLI_ADVICE:
+        text = text.replace(cli, dialog)
+    return text
 
 
 def newest_bundle(store_path: Path) -> Path | None:
@@ -75,27 +99,27 @@ class VerifyBundleScreen(AppModal[None]):
                 yield Label("bundle folder", classes="label")
                 yield Input(
                     str(self.initial or ""),
-                    placeholder="the folder `export` wrote",
+                    placeholder="the folder an export wrote",
                     id="bundle",
                     compact=True,
                 )
             with Horizontal(classes="field"):
-                yield Label("public key (.pub)", classes="label")
+                yield Label(KEY_FIELD, classes="label")
                 yield Input(
                     placeholder=f"none: the keys in {trusted_keys_path()}",
                     id="key",
                     compact=True,
                 )
             yield Static(
-                Text(f"no key: the trusted-keys file (${TRUSTED_KEYS_ENV}), as `verify` does"),
+                Text(f"no key: the keys in the trusted-keys file (${TRUSTED_KEYS_ENV})"),
                 id="key-help",
             )
             yield Checkbox(
-                "use the bundle's own key (shows it intact, not who made it)",
+                f"{EMBEDDED_BOX} (shows it intact, not who made it)",
                 id="allow-embedded",
                 compact=True,
             )
-            yield Checkbox("accept an unsigned bundle", id="allow-unsigned", compact=True)
+            yield Checkbox(UNSIGNED_BOX, id="allow-unsigned", compact=True)
             with Horizontal(id="buttons"):
                 yield Button("Verify", id="verify", variant="primary", compact=True)
                 yield Button("Close", id="close", compact=True)
@@ -166,7 +190,7 @@ class VerifyBundleScreen(AppModal[None]):
                 style = palette.fg("success" if message.check.ok else "error", bold=True)
             elif line.alarm:
                 style = palette.fg("error")
-            t.append(line.text + "\n", style=style)
+            t.append(in_dialog_terms(line.text) + "\n", style=style)
         t.rstrip()
         self._result(t)
 

@@ -5,14 +5,23 @@ screen shown, each focus change, each ``refresh_bindings``), several times while
 starts: about a third of the runs browser's first frame.  This one coalesces the updates
 of a frame into one and skips it when the keys, their descriptions and their enabled
 state are what it already shows.
+
+It also fits its width: where the keys would not all show (Textual's footer crops the
+last ones silently), it turns compact (a cell less a key) and, if that is still too
+wide, leaves out the palette key on the right (ctrl+p still opens the palette).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
+from textual import events
 from textual.screen import Screen
 from textual.widgets import Footer
+
+PALETTE_KEY = 12
+"""The cells the palette key on the right takes (``▏^p palette``, padded)."""
 
 
 class LeanFooter(Footer):
@@ -37,10 +46,35 @@ class LeanFooter(Footer):
             self._pending = True
             self.call_after_refresh(self._recompose_if_changed)
 
+    def _fit(self) -> None:
+        """Compact, and without the palette key, as the width needs (see the module)."""
+        width = self.size.width or self.app.size.width
+        seen: set[str] = set()
+        need = 0
+        keys = 0
+        for _, b, _enabled, _tooltip in self.screen.active_bindings.values():
+            if not b.show or b.action in seen or b.key == self.app.COMMAND_PALETTE_BINDING:
+                continue
+            seen.add(b.action)
+            keys += 1
+            need += cell_len(self.app.get_key_display(b)) + cell_len(b.description) + 3
+        compact = need + PALETTE_KEY > width
+        if compact:
+            need -= keys
+        self.set_reactive(Footer.compact, compact)
+        self.set_class(compact, "-compact")
+        self.set_reactive(Footer.show_command_palette, need + PALETTE_KEY <= width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.is_attached and not self._pending:
+            self._pending = True
+            self.call_after_refresh(self._recompose_if_changed)
+
     async def _recompose_if_changed(self) -> None:
         self._pending = False
         if not self.is_attached:
             return
+        self._fit()
         shown = self._keys_shown()
         if shown != self._shown:
             self._shown = shown

@@ -7,6 +7,11 @@ or hidden cell of that row with its value in full; it is blank when the row show
 whole.  The grid's owner may give the whole values (``whole``: a row key to
 ``{column key: text}``) where its cells were shortened on purpose (a run id to 13
 characters).
+
+The line wraps (up to ``MAX_LINES``) so that a narrow terminal shows every hidden
+column's value too: at 80 columns the id, name, start, kind, commit and image of the run
+under the cursor.  What needs more lines than that is shown a page at a time, the pages
+in turn (a click shows the next): no value is cut.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual.geometry import Size
 from textual.widget import Widget
 
 from replay_tui.safety import escape_control
@@ -44,9 +50,12 @@ def cut_cells(
 class FullRow(Widget):
     """The whole values of the grid row under the cursor, where the grid cuts them."""
 
+    MAX_LINES = 3
+    CYCLE_S = 5.0
     DEFAULT_CSS = """
     FullRow {
-        height: 1;
+        height: auto;
+        max-height: 3;
         width: 1fr;
         padding: 0 1;
         color: $text-muted;
@@ -67,10 +76,13 @@ class FullRow(Widget):
         self.grid = grid
         self.whole = whole
         self.parts: list[tuple[str, str]] = []
+        self.page = 0
+        self._page_count = 0
 
     def on_mount(self) -> None:
         self.watch(self.grid, "cursor_row", self.follow, init=False)
         self.follow()
+        self.set_interval(self.CYCLE_S, self.next_page)
 
     def follow(self, row: int | None = None) -> None:
         """Show the cut cells of ``row`` (default: the grid's cursor row); the grid's
@@ -84,16 +96,74 @@ class FullRow(Widget):
             cells = [grid.cell(row, c.key) for c in grid.columns]
             parts = cut_cells(grid.columns, cells, self.whole(key) if self.whole else None)
         if parts != self.parts:
+            before = self.get_content_height(Size(0, 0), Size(0, 0), 0)
             self.parts = parts
+            self.page = 0
+            after = self.get_content_height(Size(0, 0), Size(0, 0), 0)
+            self.refresh(layout=before != after)  # a layout only for another height
+
+    def _pack(self, parts: Sequence[tuple[str, str]], width: int) -> list[Text]:
+        """The parts two spaces apart in lines of ``width``: a part that does not fit the
+        rest of a line starts the next one when it fits a line (a label stays with its
+        value); a longer one is folded."""
+        label = self.get_component_rich_style("fullrow--label")
+        t = Text(end="")
+        used = 0
+        for i, (name, raw) in enumerate(parts):
+            value = escape_control(raw)
+            size = cell_len(name) + 1 + cell_len(value)
+            if i:
+                rest = width - used - 2
+                if size > rest and (size <= width or cell_len(name) + 12 > rest):
+                    t.append("\n")
+                    used = 0
+                else:
+                    t.append("  ")
+                    used += 2
+            t.append(f"{name} ", style=label)
+            t.append(value)
+            used = (used + size) % width if used + size > width else used + size
+        lines: list[Text] = []
+        for line in t.split("\n"):
+            n = len(line.plain)
+            lines.extend(line.divide(range(width, n, width)) if n > width else [line])
+        return lines
+
+    def _pages(self, width: int = 0) -> list[list[Text]]:
+        """The lines of the parts, ``MAX_LINES`` a page; pages after the first are shown
+        in turn (every ``CYCLE_S`` seconds, or on a click), each marked ``k/n``."""
+        if not self.parts:
+            return []
+        width = max(8, width or self.content_size.width or self.app.size.width - 2)
+        lines = self._pack(self.parts, width)
+        if len(lines) <= self.MAX_LINES:
+            return [lines]
+        lines = self._pack(self.parts, width - 6)
+        pages = [lines[i : i + self.MAX_LINES] for i in range(0, len(lines), self.MAX_LINES)]
+        muted = self.get_component_rich_style("fullrow--label")
+        for k, page in enumerate(pages, 1):
+            page[-1] = page[-1].copy()
+            page[-1].append(f"  {k}/{len(pages)}", style=muted)
+        return pages
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        pages = self._pages(width)
+        return max(1, max((len(p) for p in pages), default=1))
+
+    def next_page(self) -> None:
+        """Show the next page of a row whose whole values need more than one."""
+        if self._page_count > 1:
+            self.page = (self.page + 1) % self._page_count
             self.refresh()
 
+    def on_click(self) -> None:
+        self.next_page()
+
     def render(self) -> Text:
-        label = self.get_component_rich_style("fullrow--label")
-        t = Text(no_wrap=True, overflow="ellipsis", end="")
-        for i, (name, value) in enumerate(self.parts):
-            if i:
-                t.append("  ")
-            t.append(f"{name} ", style=label)
-            t.append(escape_control(value))
-        t.truncate(max(1, self.content_size.width), overflow="ellipsis")  # a long image too
-        return t
+        pages = self._pages()
+        self._page_count = len(pages)
+        if not pages:
+            return Text("")
+        page = pages[min(self.page, len(pages) - 1)]
+        height = max(len(p) for p in pages)
+        return Text("\n", end="").join([*page, *[Text()] * (height - len(page))])

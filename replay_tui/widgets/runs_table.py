@@ -50,6 +50,8 @@ COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("image", "IMAGE", 13, None),
 )
 NAME_MIN = 12
+NAME_MAX = 60
+IMAGE_MAX = 60
 DROP_ORDER = ("image", "commit", "kind", "duration", "started")
 """Columns a narrow terminal hides, first to last."""
 SORTABLE: tuple[SortKey, ...] = tuple(c.order for c in COLUMNS if c.order is not None)
@@ -72,11 +74,13 @@ def reproduction_cell(palette: Palette, rep: Reproduction) -> Text:
 
 
 def image_short(ref: str | None, digest: str | None) -> str:
+    """``train:2025.11@16d1a9b9d4ca``: the reference's last part and the digest's first 12
+    hex digits (the registry path and the rest of the digest are on the whole-value
+    line).  Never cut here: a column narrower than it cuts it with an ellipsis."""
+    tail = ref.rsplit("/", 1)[-1] if ref else ""
     if digest:
-        return "@" + short(digest, 12)
-    if ref:
-        return ref.rsplit("/", 1)[-1][:13]
-    return "-"
+        return f"{tail}@{short(digest, 12)}"
+    return tail or "-"
 
 
 class RunsTable(Grid):
@@ -113,6 +117,9 @@ class RunsTable(Grid):
         self._palette: Palette | None = None
         self._sort: tuple[SortKey, bool] = ("started_at", True)
         self._width = 0
+        self._need = (0, 0)
+        """The cells the longest NAME and IMAGE of the rows shown since the last new page
+        need (what the spare width is shared by)."""
 
     def reproduction(self, run_id: str) -> Reproduction | None:
         """What the replays of a shown original run add up to (None: never replayed)."""
@@ -121,14 +128,24 @@ class RunsTable(Grid):
     def set_sort_columns(self, order: SortKey, descending: bool, *, width: int = 0) -> None:
         """(Re)build the columns for a ``width``-cell wide terminal, marking the sort column.
 
-        Every column fits when the terminal is wide enough, and the name takes what is
-        left (26 to 60).  A narrower one drops the least needed columns first (IMAGE,
-        COMMIT, KIND, DUR, STARTED) so ID, NAME, VERDICT, GAPS and STATUS stay in view at
-        80 columns, the name narrowed to no less than 12.  Call it again on resize.
+        Every column fits when the terminal is wide enough.  A narrower one drops the
+        least needed columns first (IMAGE, COMMIT, KIND, DUR, STARTED) so ID, NAME,
+        VERDICT, GAPS and STATUS stay in view at 80 columns, the name narrowed to no less
+        than 12.  The width the fixed columns leave is shared by NAME and IMAGE as the
+        rows held need it: the name gets what its longest value needs (26 to 60), the
+        image the rest (up to 60), then the name what the image does not need; the cells
+        still wider end in an ellipsis.  Call it again on resize (``refit``); new rows
+        re-share the width (``show_page``).
         """
         self._sort = (order, descending)
         self._width = width
+        self._fit_columns(force=True)
+
+    def _fit_columns(self, *, force: bool = False) -> None:
+        order, descending = self._sort
+        width = self._width
         shown = {c.key for c in COLUMNS}
+        sizes = {c.key: c.width for c in COLUMNS}
         if width:
             budget = width - 4
 
@@ -142,29 +159,50 @@ class RunsTable(Grid):
                 if need(shown) <= budget:
                     break
                 shown.discard(key)
-        fixed = sum(c.width + 2 for c in COLUMNS if c.key != "name" and c.key in shown) + 4
+            fixed = sum(
+                c.width + 2 for c in COLUMNS if c.key in shown and c.key not in ("name", "image")
+            )
+            name_min = COLUMNS[1].width if "started" in shown else NAME_MIN
+            image_min = sizes["image"] if "image" in shown else 0
+            spare = budget - fixed - (image_min + 2 if image_min else 0)
+            name_need, image_need = self._need
+            name = max(name_min, min(NAME_MAX, name_need, spare))
+            spare -= name
+            if image_min:
+                grow = max(0, min(spare, min(IMAGE_MAX, image_need) - image_min))
+                sizes["image"] = image_min + grow
+                spare -= grow
+            if spare > 0 and name < NAME_MAX:  # what the image leaves: the name
+                name = min(NAME_MAX, name + spare)
+            sizes["name"] = max(NAME_MIN, name)
         columns = []
         for col in COLUMNS:
             label = col.label
             if col.order == order:
                 label += " ▼" if descending else " ▲"
-            size = col.width if col.key in shown else 0
-            if col.key == "name" and width:
-                size = max(NAME_MIN, min(60, width - fixed))
-                if "started" in shown:
-                    size = max(col.width, size)
-            columns.append(GridColumn(col.key, label, size))
-        self.set_columns(columns)
+            columns.append(GridColumn(col.key, label, sizes[col.key] if col.key in shown else 0))
+        if force or columns != self._columns:
+            self.set_columns(columns)
 
     def refit(self, width: int) -> None:
         """Re-fit the columns to a new terminal width (the sort is kept)."""
         if width != self._width:
-            self.set_sort_columns(*self._sort, width=width)
+            self._width = width
+            self._fit_columns(force=True)
             self._lines.clear()
 
     def record(self, run_id: str) -> RunRecord | None:
         """The record of a run the table holds."""
         return self._records.get(run_id)
+
+    def whole_values(self, run_id: str) -> dict[str, str]:
+        """The values a row shortens, whole (the id, name, commit and image): what a
+        ``FullRow`` under the table shows where a cell is not the whole value."""
+        r = self._records.get(run_id)
+        if r is None:
+            return {}
+        image = (r.image_ref or "") + (f"@{r.image_digest}" if r.image_digest else "")
+        return {"id": r.id, "name": r.name or "-", "commit": r.commit or "-", "image": image or "-"}
 
     @property
     def top_level_count(self) -> int:
@@ -218,6 +256,7 @@ class RunsTable(Grid):
         self._replay_runs[run_id] = max(self._replay_runs.get(run_id, 0), len(kids))
         self.update_row(run_id, self._cells(palette, self._records[run_id], OPEN))
         self.insert_rows(self.get_row_index(run_id) + 1, rows)
+        self._fit_columns()
 
     def close_group(self, run_id: str) -> None:
         """Take the replays shown under ``run_id`` away (the cursor on one goes to it)."""
@@ -295,6 +334,7 @@ class RunsTable(Grid):
             self._children.clear()
             self._group_of.clear()
             self._grouped = grouped
+            self._need = (0, 0)
         self._reproduction.update(reproduction or {})
         self._replay_runs.update(replay_runs or {})
         opened = children or {}
@@ -320,6 +360,7 @@ class RunsTable(Grid):
                     self._records[c.id] = c
                     self._group_of[c.id] = r.id
                     rows.append((c.id, self._cells(palette, c, CHILD)))
+        self._fit_columns()  # the new rows' names and images share the spare width
         if replace:
             self.replace_rows(rows)
         else:
@@ -337,6 +378,7 @@ class RunsTable(Grid):
         rep = self._reproduction.get(r.id)
         made = self._made.get(r.id)
         if made is not None and made[0] == r and made[1] == rep and made[2] == prefix:
+            self._needed(made[3])
             return made[3]
         if rep is not None:
             verdict = reproduction_cell(palette, rep)
@@ -361,7 +403,12 @@ class RunsTable(Grid):
             Text(image_short(r.image_ref, r.image_digest)),
         )
         self._made[r.id] = (r, rep, prefix, cells)
+        self._needed(cells)
         return cells
+
+    def _needed(self, cells: Sequence[Text]) -> None:
+        name, image = self._need
+        self._need = (max(name, cells[1].cell_len), max(image, cells[9].cell_len))
 
     @property
     def selected_run(self) -> str | None:

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.app import App
 from textual.color import Color
 
+from replay_tui.textfmt import cut as cut
 from replay_tui.textfmt import duration as duration
 from replay_tui.textfmt import short as short
 
@@ -171,5 +172,19 @@ def plain(value: Any, limit: int = 120) -> str:
             return "{}"
         text = ", ".join(f"{k}={plain(v, limit)}" for k, v in value.items())
         return text if len(text) <= limit else f"{len(value)} entries"
-    text = str(value).replace("\n", " ⏎ ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(str(value).replace("\n", " ⏎ "), limit)
+
+
+def fit(text: Text | str, width: int) -> Text:
+    """``text`` in at most ``width`` cells, its styles kept; a cut one ends in ``…``
+    (``cut`` for a Rich Text: a table column of fixed width never cuts silently)."""
+    out = Text(text) if isinstance(text, str) else text.copy()
+    if out.cell_len > width:
+        out.truncate(max(1, width), overflow="ellipsis")
+    return out
+
+
+def choices(options: list[tuple[str, str]]) -> list[tuple[Text, str]]:
+    """Select options whose prompt, shown in a Select narrower than it, ends in ``…``
+    (the open list shows each whole)."""
+    return [(Text(label, no_wrap=True, overflow="ellipsis", end=""), v) for label, v in options]
