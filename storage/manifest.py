@@ -24,9 +24,9 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import (
     AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     StringConstraints,
     ValidationError,
     WithJsonSchema,
@@ -139,12 +139,6 @@ def _check_label(v: str) -> str:
     return v
 
 
-def _check_finite(v: float) -> float:
-    if not math.isfinite(v):
-        raise ValueError("must be a finite number (no NaN or infinity)")
-    return v
-
-
 Str = Annotated[str, StringConstraints(max_length=MAX_STR)]
 Label = Annotated[str, StringConstraints(max_length=256), AfterValidator(_check_label)]
 LongStr = Annotated[str, StringConstraints(max_length=MAX_LONG_STR)]
@@ -188,21 +182,16 @@ EnvName = Annotated[
     str, AfterValidator(_check_env_name), _schema("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "env name")
 ]
 ImageRef = Annotated[str, StringConstraints(max_length=512), AfterValidator(_check_image_ref)]
-Finite = Annotated[float, AfterValidator(_check_finite)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+"""A finite float, checked natively by pydantic-core (no NaN or infinity)."""
 SafeInt = Annotated[int, Field(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]
 Seed = Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
 Count = Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
 
 
-def _list_to_pair(v: Any) -> Any:
-    if isinstance(v, list) and len(v) == 2:
-        return (v[0], v[1])
-    if isinstance(v, list):
-        raise ValueError("a history point is [step, value]")
-    return v
-
-
-Point = Annotated[tuple[SafeInt, Finite], BeforeValidator(_list_to_pair)]
+Point = Annotated[tuple[SafeInt, Finite], Strict(False)]
+"""A history point ``[step, value]``: a JSON array (or tuple) of two; the pair is lax so a
+list becomes a tuple natively, its step and value stay strict."""
 
 JSONValue: TypeAlias = Any  # checked by _check_config: JSON scalars, lists, string-keyed maps
 
@@ -454,7 +443,7 @@ class RunManifest(_Model):
     exit_code: SafeInt | None = None
     started_at: Timestamp
     ended_at: Timestamp | None = None
-    duration_s: Annotated[float, Field(ge=0), AfterValidator(_check_finite)] | None = None
+    duration_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     tags: dict[Label, Label] = Field(default_factory=dict, max_length=256)
     # command
     argv: list[Str] = Field(default_factory=list, max_length=4096)
@@ -547,11 +536,13 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ManifestError(f"duplicate key {k!r} in a JSON object")
-        out[k] = v
+    out = dict(pairs)  # built in C; a key given twice makes it shorter than the pairs
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise ManifestError(f"duplicate key {k!r} in a JSON object")
+            seen.add(k)
     return out
 
 
@@ -570,36 +561,74 @@ def _check_unicode(s: str, where: str) -> None:
 
 
 def _check_config(value: Any, where: str, depth: int = 0) -> None:
+    """A config value is JSON: null, bools, strings (at most ``MAX_LONG_STR``, no lone
+    surrogate), integers within +-2**53, finite floats, lists and string-keyed maps
+    nested at most 32 deep; a ManifestError names the first value that is not."""
+    _check_json(value, (where,), depth)
+
+
+def _where(path: tuple[Any, ...]) -> str:
+    """``config.a[0].b`` from a path (only made for an error)."""
+    out = str(path[0])
+    for p in path[1:]:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def _check_json(value: Any, path: tuple[Any, ...], depth: int) -> None:
     if depth > 32:
-        raise ManifestError("nested deeper than 32 levels", where)
-    if value is None or isinstance(value, bool | str):
-        if isinstance(value, str):
-            if len(value) > MAX_LONG_STR:
-                raise ManifestError(f"string longer than {MAX_LONG_STR} characters", where)
-            _check_unicode(value, where)
+        raise ManifestError("nested deeper than 32 levels", _where(path))
+    t = type(value)
+    if t is str:
+        if len(value) > MAX_LONG_STR:
+            raise ManifestError(f"string longer than {MAX_LONG_STR} characters", _where(path))
+        if not value.isascii():
+            _check_unicode(value, _where(path))
         return
-    if isinstance(value, int):
-        if abs(value) > MAX_SAFE_INT:
-            raise ManifestError("integer outside the exactly representable range +-2**53", where)
+    if value is None or t is bool:
         return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ManifestError("must be a finite number (no NaN or infinity)", where)
-        return
-    if isinstance(value, list):
+    if t is int:
+        if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            return
+        raise ManifestError("integer outside the exactly representable range +-2**53", _where(path))
+    if t is float:
+        if math.isfinite(value):
+            return
+        raise ManifestError("must be a finite number (no NaN or infinity)", _where(path))
+    if t is list:
         for i, item in enumerate(value):
-            _check_config(item, f"{where}[{i}]", depth + 1)
+            if type(item) is not str or len(item) > MAX_LONG_STR or not item.isascii():
+                _check_json(item, (*path, i), depth + 1)  # a plain short ASCII string: ok
         return
-    if isinstance(value, dict):
+    if t is dict:
         for k, item in value.items():
-            if not isinstance(k, str):
-                raise ManifestError("keys must be strings", where)
+            if type(k) is not str:
+                raise ManifestError("keys must be strings", _where(path))
             if len(k) > MAX_STR:
-                raise ManifestError(f"key longer than {MAX_STR} characters", where)
-            _check_unicode(k, where)
-            _check_config(item, f"{where}.{k}", depth + 1)
+                raise ManifestError(f"key longer than {MAX_STR} characters", _where(path))
+            if not k.isascii():
+                _check_unicode(k, _where(path))
+            ti = type(item)
+            if ti is str and len(item) <= MAX_LONG_STR and item.isascii():
+                continue
+            if (ti is int and -MAX_SAFE_INT <= item <= MAX_SAFE_INT) or ti is bool:
+                continue
+            _check_json(item, (*path, k), depth + 1)
         return
-    raise ManifestError(f"unsupported value of type {type(value).__name__}", where)
+    # subclasses of the JSON types (an IntEnum, a str subclass) as before, by isinstance
+    if isinstance(value, bool | str | int | float | list | dict):
+        _check_json(_plain(value), path, depth)
+        return
+    raise ManifestError(f"unsupported value of type {type(value).__name__}", _where(path))
+
+
+def _plain(value: Any) -> Any:
+    """A subclass of a JSON type as that type (what the old isinstance checks allowed)."""
+    base: Any
+    for base in (bool, str, int, float, list, dict):
+        if isinstance(value, base):
+            return base(value)
+    return value
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:
@@ -636,7 +665,7 @@ def manifest_from_data(data: Any, *, source: str = "") -> RunManifest:
         except ManifestError as e:
             raise ManifestError(e.message, e.location, source) from None
     try:
-        m = RunManifest.model_validate(data, strict=True)
+        m = RunManifest.model_validate(data)  # strict by the models' config
     except ValidationError as e:
         err = e.errors()[0]
         loc = _loc(tuple(err["loc"]))
