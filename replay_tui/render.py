@@ -166,6 +166,9 @@ def manifest_text(
     lines += _kv("hardware", list(hw.items()))
     lines.append("── outputs")
     for a in m.outputs.artifacts:
+        if a.stale is not None:  # listed, but not an output of this run
+            lines.append(f"  {a.kind:<10} {a.path}  stale: {a.stale}")
+            continue
         lines.append(f"  {a.kind:<10} {a.path}  sha256 {short(a.sha256, 16)}  {a.size_bytes} B")
     for k, v in sorted(m.outputs.metrics.items()):
         n = len(m.outputs.metric_history.get(k, []))

@@ -120,6 +120,8 @@ def test_the_crashed_run_its_gaps_and_its_comparisons_say_it_did_not_write_the_f
     assert "empty output folder" in gap.remediation
     assert "--artifact" not in gap.remediation
     assert not _gaps(gaps, "ARTIFACT_NO_HASH")
+    shown = replay_tui(store, "show", crash_id)  # the CLI's view of its outputs
+    assert f"out/model.pt  stale: {LEFT_BEFORE}" in shown.stdout, shown.stdout[-3000:]
 
     # with the run that really wrote it: B's file, not one A lost
     c = compare_runs(crash, good)
