@@ -328,7 +328,9 @@ def output_rules(m: RunManifest) -> Iterator[Gap]:
                 "critical",
                 f"outputs.artifacts[{i}].sha256",
                 f"artifact {a.path} has no hash: a replay cannot be checked against it",
-                "record artifacts with --artifact GLOB so they are hashed after the run",
+                "write outputs as regular files in the working folder and record them with"
+                " --artifact GLOB (a link or special file is refused unhashed: the recorder"
+                " says why)",
             )
     if m.status == "succeeded" and not o.artifacts:
         yield Gap(
