@@ -4,6 +4,7 @@ each run started, where every series shown recorded a time per point."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from textual.app import App, ComposeResult
 
@@ -87,5 +88,53 @@ def test_without_times_w_is_not_offered() -> None:
             plot.set_data([A, B], times=[TIMES_A, TIMES_B])
             await pilot.pause()
             assert app.screen.active_bindings["w"].enabled
+
+    asyncio.run(main())
+
+
+def test_a_real_run_and_its_replay_plot_by_wall_time(tmp_path: Path) -> None:
+    """The example training recorded by the real launcher (its SDK logs every step with
+    the time), replayed locally: both carry a time per point, so the comparison's plot
+    and the run's overlay offer ``w``, and the axis reads seconds."""
+    from replay_tui.app import ReplayApp
+    from replay_tui.messages import OpenComparison, OpenRun
+    from replay_tui.replay.plan import ReplayOptions
+    from replay_tui.replay.series import replay_many
+    from storage.store import RunStore
+    from tests.app_support import record_real_run, settle
+
+    store, run_id = record_real_run(tmp_path)
+    with RunStore(store) as s:
+        report = replay_many(s, run_id, ReplayOptions(backend="local"))
+        assert report.exit_code == 0, report.text()
+        replay_id = s.replays_of(run_id)[-1].replay_run
+        m = s.manifest(run_id)
+    assert replay_id is not None
+    name = max(m.outputs.metric_history, key=lambda k: len(m.outputs.metric_history[k]))
+    times = m.outputs.metric_times[name]
+    assert len(times) == len(m.outputs.metric_history[name]) and times == sorted(times)
+
+    async def main() -> None:
+        app = ReplayApp(store)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            app.post_message(OpenComparison(a_run=run_id, b_run=replay_id))
+            await settle(pilot)
+            await pilot.press("3")  # the Metrics tab
+            await settle(pilot)
+            plot = app.screen.query_one("#plot", LinePlot)
+            plot.focus()
+            await settle(pilot)
+            assert "w" in app.screen.active_bindings
+            await pilot.press("w")
+            await settle(pilot)
+            assert plot.showing_time and "wall time (s)" in _axis(plot)
+            await pilot.press("escape")
+            await settle(pilot)
+            app.post_message(OpenRun(run_id))  # the run with its replay overlaid
+            await settle(pilot)
+            sparks = list(app.screen.query(".spark").results(LinePlot))
+            overlaid = [s for s in sparks if len(s._series) == 2]  # the run + its replay
+            assert overlaid and all(s._timed is not None for s in overlaid)
 
     asyncio.run(main())

@@ -511,6 +511,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         plot.set_data(
             [Series(self.labels[0], ha), Series(self.labels[1], hb)],
             marker=None if marker is None else float(marker),
+            times=[a.outputs.metric_times.get(name), b.outputs.metric_times.get(name)],
         )
         palette = Palette.of(self.app)
         t = Text()

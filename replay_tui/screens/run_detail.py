@@ -274,9 +274,10 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
                 Series(name, own),
                 *(Series(f"replay {i + 1}", r) for i, r in enumerate(replays)),
             ]
+            times = [outputs.metric_times.get(name), *d.replay_times.get(name, [])]
             row = Horizontal(
                 Static(label, classes="metric-label"),
-                LinePlot(series, classes="spark"),
+                LinePlot(series, times=times, classes="spark"),
                 classes="metric",
             )
             rows.append(row)
