@@ -84,6 +84,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("l", "y axis: log scale / linear"),
             ("z", "zoom to the step where the series diverge / back"),
+            ("w", "x axis: wall time / step (where every run recorded its times)"),
         ),
     ),
 )
