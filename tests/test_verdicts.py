@@ -237,14 +237,17 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
 ) -> None:
     import asyncio
 
+    from textual.widgets import DataTable
+
     from replay_tui.app import ReplayApp
+    from replay_tui.messages import OpenRun
     from replay_tui.screens.dashboard import DashboardScreen
     from replay_tui.screens.runs import RunsScreen
     from tests.app_support import settle
 
     unseeded = {"seed": None, "python": None, "numpy": None, "torch": None, "cuda": None}
     # every run has a critical gap (SEED_UNKNOWN): the original and its 4 replay runs
-    _, reps = _store_with_attempts(store_path, make_manifest, randomness=unseeded)
+    run_id, reps = _store_with_attempts(store_path, make_manifest, randomness=unseeded)
 
     async def main() -> None:
         app = ReplayApp(store_path)
@@ -270,5 +273,13 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
             assert "1 original, 4 replays" in caption
             shown = {r.id: r.last_verdict for r in s.critical_runs}
             assert shown[reps[3]] == "CANCELLED" and shown[reps[0]] == "IDENTICAL"
+            await pilot.press("escape")
+            app.post_message(OpenRun(run_id))
+            await settle(pilot)
+            table = app.screen.query_one("#replays", DataTable)
+            numbers = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+            words = [str(table.get_row_at(i)[4]).strip() for i in range(table.row_count)]
+            assert numbers == ["1", "2", "3", "4", "5"]  # per run, as `show` numbers them
+            assert words == ["IDENTICAL"] * 3 + ["CANCELLED", "INTERRUPTED"]
 
     asyncio.run(main())

@@ -291,9 +291,9 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         table.add_columns(
             "#", "when", "backend", "status", "verdict", "replay run", "took", "reason"
         )
-        for r in d.replays:
+        for i, r in enumerate(d.replays, 1):  # numbered per run, oldest first (as `show`)
             table.add_row(
-                Text(str(r.id)),
+                Text(str(i)),
                 Text(when(r.created_at)),
                 Text(r.backend or "-"),
                 palette.status(r.status),
@@ -362,14 +362,17 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         event.stop()
         if self.detail is None:
             return
-        fact = next((r for r in self.detail.replays if str(r.id) == event.row_key.value), None)
-        if fact is None:
+        found = [
+            (i, r) for i, r in enumerate(self.detail.replays, 1) if str(r.id) == event.row_key.value
+        ]
+        if not found:
             return
+        number, fact = found[0]
         if fact.comparison_id is not None:
             self.post_message(OpenComparison(comparison_id=fact.comparison_id))
         else:
             self.notify(
-                f"replay #{fact.id} has no comparison: {fact.reason or 'it failed'}",
+                f"replay {number} has no comparison: {fact.reason or 'it failed'}",
                 severity="warning",
             )
 
