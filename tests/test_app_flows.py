@@ -672,6 +672,7 @@ async def test_cancel_a_running_replay(gated: tuple[Path, str, Path]) -> None:
     with RunStore(store) as s:
         facts = s.replays_of(run_id)
         assert [f.status for f in facts] == ["completed", "cancelled"]
+        assert (facts[1].reason or "").startswith("cancelled")  # not "interrupted"
         assert s.get_run(run_id).last_verdict == "IDENTICAL"
         assert compute_stats(s).reproducible == rate_before
         summary = summarize(s.replay_outcomes([run_id])[run_id])
