@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
 from replay_tui.textfmt import cut, duration, gap_lines, short, table
-from replay_tui.verdicts import Reproduction, outcome_word
+from replay_tui.verdicts import Reproduction, drill_item_word, outcome_word
 from storage.manifest import RunManifest
 from storage.records import ReplayFact, RunRecord
 
@@ -198,7 +198,7 @@ def drill_table(rep: DrillReport) -> str:
             short(i.run_id, 13),
             cut(i.name or "-", 24),
             i.status.replace("_", " "),
-            i.verdict or "-",
+            drill_item_word(i.status, i.verdict, i.reason),
             short(i.replay_run, 13),
             duration(i.duration_s),
             cut(i.reason or "", 60),

@@ -124,6 +124,17 @@ def outcome_word(status: str | None, verdict: str | None) -> str:
     return label
 
 
+def drill_item_word(status: str | None, verdict: str | None, reason: str | None) -> str:
+    """A drill run's word where a verdict stands, in the words replays use: its verdict,
+    else CANCELLED when the drill was stopped, INFRA-ERROR when the machine could not run
+    it (a drill item's status is reproduced / not_reproduced / error), else ``-``."""
+    if verdict:
+        return verdict
+    if status == "error":
+        return CANCELLED.upper() if (reason or "").startswith("cancelled") else "INFRA-ERROR"
+    return "-"
+
+
 class Attempt(Protocol):
     """What :func:`aborted_replays` reads of a replay fact."""
 

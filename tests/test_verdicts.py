@@ -283,3 +283,24 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
             assert words == ["IDENTICAL"] * 3 + ["CANCELLED", "INTERRUPTED"]
 
     asyncio.run(main())
+
+
+def test_a_drill_run_that_did_not_finish_is_named_like_a_replay() -> None:
+    from replay_tui.screens.queries import drill_summary
+    from replay_tui.verdicts import drill_item_word
+
+    assert drill_item_word("reproduced", "IDENTICAL", None) == "IDENTICAL"
+    assert drill_item_word("error", None, "cancelled") == "CANCELLED"
+    assert drill_item_word("error", None, "docker: no such image") == "INFRA-ERROR"
+    assert drill_item_word("not_reproduced", None, "no commit") == "-"
+    body = {
+        "runs": [
+            {"status": "reproduced", "verdict": "IDENTICAL"},
+            {"status": "error", "verdict": None, "reason": "cancelled"},
+            {"status": "error", "reason": "docker daemon unreachable"},
+            {"status": 7, "verdict": ["x"]},  # a malformed entry reads as nothing known
+        ]
+    }
+    line, words = drill_summary(body)
+    assert words == ["IDENTICAL", "CANCELLED", "INFRA-ERROR", "-"]
+    assert line == "1/4 reproduced"

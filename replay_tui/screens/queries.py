@@ -21,6 +21,7 @@ from replay_tui.verdicts import (
     VERDICTS,
     Reproduction,
     aborted_replays,
+    drill_item_word,
     summarize,
 )
 from storage import readmodel
@@ -473,6 +474,10 @@ def load_dashboard(
     )
 
 
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def drill_summary(body: dict[str, Any]) -> tuple[str, list[str]]:
     """A stored drill (``DrillReport.to_dict``) as one line and its runs' verdicts; a
     malformed body reads as no runs rather than failing the dashboard."""
@@ -480,6 +485,9 @@ def drill_summary(body: dict[str, Any]) -> tuple[str, list[str]]:
     items = [x for x in runs if isinstance(x, dict)] if isinstance(runs, list) else []
     if not items:
         return "no runs", []
-    verdicts = [str(x.get("verdict") or "ERROR") for x in items]
+    verdicts = [
+        drill_item_word(_str(x.get("status")), _str(x.get("verdict")), _str(x.get("reason")))
+        for x in items
+    ]
     ok = sum(v in REPRODUCED for v in verdicts)
     return f"{ok}/{len(verdicts)} reproduced", verdicts
