@@ -18,7 +18,7 @@ from replay_tui.messages import OpenComparison, OpenRun, PickAndCompare
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.screens.comparison import ComparisonScreen
-from replay_tui.screens.drill import DrillLog, DrillScreen, fold
+from replay_tui.screens.drill import DrillScreen, FoldingLog, fold
 from replay_tui.screens.picker import PickRunScreen
 from replay_tui.screens.run_detail import RunDetailScreen
 from replay_tui.screens.verify import VerifyBundleScreen, in_dialog_terms
@@ -264,7 +264,7 @@ async def test_drill_form_starts_in_its_first_field_and_its_log_keeps_to_its_end
         assert isinstance(screen, DrillScreen)
         assert app.focused is screen.query_one("#count", Input)
         screen.show_progress(3, ReplayOptions(backend="local"))
-        log = screen.query_one("#log", DrillLog)
+        log = screen.query_one("#log", FoldingLog)
 
         def lines(start: int, n: int) -> None:
             for k in range(start, start + n):
@@ -350,3 +350,51 @@ async def test_verify_dialog_says_what_to_do_in_its_own_terms(
         shown = str(screen.query_one("#result", Static).render())
         assert "--key" not in shown and "--allow-embedded-key" not in shown
         assert "public key (.pub)" in shown and "use the bundle's own key" in shown
+
+
+def test_the_stage_board_wraps_a_long_message_instead_of_cutting_it() -> None:
+    from rich.console import Console
+
+    from replay_tui.widgets.stages import StageBoard
+    from replay_tui.widgets.style import Palette
+
+    board = StageBoard()
+    message = "commit 2effd62d9f68fe0e9467873a8f59d29d7eb3bcae checked out in /tmp/wt-0123456789"
+    board.apply("checkout", "done", message)
+    console = Console(width=40, record=True, file=None, legacy_windows=False)
+    with console.capture() as capture:
+        console.print(board.render(Palette({})))
+    text = capture.get()
+    assert "…" not in text
+    assert message.replace(" ", "") in "".join(
+        line[15:].strip() for line in text.splitlines()
+    ).replace(" ", "")
+
+
+@sync
+async def test_run_detail_shows_a_hash_and_the_command_whole_at_80_columns(
+    fixed: FixedStore,
+) -> None:
+    with RunStore(fixed.path) as s:
+        manifest = s.manifest(fixed.original_id)
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenRun(fixed.original_id))
+        await wait_until(pilot, lambda: isinstance(app.screen, RunDetailScreen))
+        await settle(pilot)
+        from rich.console import Console
+
+        sections = {str(w.border_title): w for w in app.screen.query(".section")}
+
+        def shown(name: str) -> str:
+            widget = sections[name]
+            console = Console(width=widget.content_size.width, legacy_windows=False)
+            with console.capture() as capture:
+                console.print(widget.content)
+            return "".join(capture.get().split())
+
+        config, code = shown("config"), shown("code")
+        assert "…" not in config + code
+        assert manifest.config_hash in config
+        assert "".join(manifest.argv) in code

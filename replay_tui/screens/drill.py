@@ -61,13 +61,13 @@ MAX_COUNT = 1000
 RUN_STARTED = re.compile(r"run (\d+) of (\d+): ")
 
 
-class DrillLog(Log):
-    """The drill's events: a line wider than the log goes on under itself (indented),
+class FoldingLog(Log):
+    """A log (the drill's events, a replay's output): a line wider than the log goes on under itself (indented),
     never cut at the edge (folded again to a new width); the log keeps to its end as
     lines come (and as it shrinks) unless the user scrolled up, and again once they
     scroll back down to the end."""
 
-    DEFAULT_CSS = "DrillLog { overflow-x: auto; }"  # folded: no horizontal scrollbar
+    DEFAULT_CSS = "FoldingLog { overflow-x: auto; }"  # folded: no horizontal scrollbar
 
     def __init__(self, *, id: str | None = None, max_lines: int = MAX_LOG_LINES) -> None:
         super().__init__(max_lines=max_lines, highlight=False, id=id)
@@ -209,7 +209,7 @@ class DrillScreen(WorkScreen):
             yield ProgressBar(id="bar", show_eta=False)
             yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
             yield Static("", id="outcome")
-            yield DrillLog(id="log")
+            yield FoldingLog(id="log")
         yield LeanFooter()
 
     def on_mount(self) -> None:
@@ -302,7 +302,7 @@ class DrillScreen(WorkScreen):
 
         message.stop()
         ev = message.event
-        log = self.query_one("#log", DrillLog)
+        log = self.query_one("#log", FoldingLog)
         text = escape_control(ev.message)
         if ev.state == "log":
             log.add(f"  | {text}", indent="  | ")

@@ -25,6 +25,7 @@ from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
+from replay_tui.screens.drill import FoldingLog
 from replay_tui.screens.queries import ReplaySummary, open_store, replay
 from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.stages import StageBoard
@@ -126,7 +127,7 @@ class ReplayScreen(WorkScreen):
                 yield Static("", id="replica")
                 yield Static("", id="stages")
                 yield Static("", id="outcome")
-            yield Log(id="log", max_lines=MAX_LOG_LINES, highlight=False)
+            yield FoldingLog(id="log", max_lines=MAX_LOG_LINES)
         yield LeanFooter()
 
     def on_mount(self) -> None:
@@ -202,21 +203,21 @@ class ReplayScreen(WorkScreen):
     def on_replay_progress(self, message: ReplayProgress) -> None:
         message.stop()
         ev = message.event
-        log = self.query_one("#log", Log)
+        log = self.query_one("#log", FoldingLog)
         if ev.state == "log":
-            log.write_line(ev.message)
+            log.add(ev.message)
             return
         if ev.stage == "replica":  # a new replica begins: the board starts over
             self.board.reset()
             self._replica = ev.message
             self.query_one("#replica", Static).update(ev.message)
-            log.write_line(f"── {ev.message}")
+            log.add(f"── {ev.message}")
         elif ev.stage == "replay" and ev.state == "failed":
             self.board.fail(ev.message)
         else:
             self.board.apply(ev.stage, ev.state, ev.message)
         if ev.state in ("note", "failed") and ev.message:
-            log.write_line(f"[{ev.stage}] {ev.message}")
+            log.add(f"[{ev.stage}] {ev.message}")
         self._render_board()
 
     def _render_board(self) -> None:

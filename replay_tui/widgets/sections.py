@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from replay_tui.gaps import SEVERITY_ORDER, Gap
-from replay_tui.widgets.style import Palette, duration, number, plain, short
+from replay_tui.widgets.style import Palette, duration, number, plain
 from storage.manifest import RunManifest
 
 SECTIONS = (
@@ -24,6 +24,8 @@ SECTIONS = (
     "outputs",
 )
 MAX_CONFIG_ROWS = 60
+STRING_LIMIT = 4096
+"""A string value is shown whole (its column folds it), up to this bound."""
 
 Row = tuple[str, str, Any]  # (label, field path, value)
 
@@ -167,9 +169,11 @@ def section_table(
             and len(value) == 64
             and all(c in "0123456789abcdef" for c in value)
         ):
-            shown = Text(value if wide else short(value, 24) + "…")
+            shown = Text(value)  # whole: the column folds it
         elif isinstance(value, float | int) and not isinstance(value, bool):
             shown = Text(number(value))
+        elif isinstance(value, str):
+            shown = Text(plain(value, STRING_LIMIT))  # folded by the column: whole
         else:
             shown = Text(plain(value, limit))
         if gap is not None:

@@ -72,7 +72,7 @@ class StageBoard:
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(width=1, no_wrap=True)
         table.add_column(width=12, no_wrap=True)
-        table.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        table.add_column(ratio=1, overflow="fold")  # a long message wraps, never cut
         for stage in STAGES:
             state = self.states[stage]
             style = styles.get(state, palette.muted)
