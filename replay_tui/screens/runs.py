@@ -327,9 +327,7 @@ class RunsScreen(AppScreen[None]):
             if self._everything is not None and self._everything != self._total:
                 text += f" ({self._everything:,} with their replays)"  # the dashboard's count
         label = next(c.label for c in COLUMNS if c.order == self._view.sort)
-        parts = [text, f"sorted by {label.lower()} {'▼' if q.descending else '▲'}"]
-        if self._view.top_level:
-            parts.append("replays under their originals")
+        parts = [text]  # what narrows the list first: a narrow screen cuts from the end
         if q.search:
             parts.append(f"search “{q.search}”")
         if q.kind:
@@ -338,6 +336,9 @@ class RunsScreen(AppScreen[None]):
             parts.append("not replayed" if q.verdict == "none" else q.verdict)
         if q.has_critical:
             parts.append("critical gaps only")
+        parts.append(f"sorted by {label.lower()} {'▼' if q.descending else '▲'}")
+        if self._view.top_level:
+            parts.append("replays under their originals")
         self.query_one("#status", StatusLine).text = " · ".join(parts)
 
     # -- events ----------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""A one-line status that repaints without asking for a new layout (as Static.update does)."""
+"""A one-line status that repaints without asking for a new layout (as Static.update does);
+a status wider than the line ends in an ellipsis, never cut silently."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
@@ -11,6 +13,8 @@ class StatusLine(Widget):
     StatusLine {
         height: 1;
         width: 1fr;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
     }
     """
 
@@ -20,5 +24,5 @@ class StatusLine(Widget):
         super().__init__(id=id)
         self.set_reactive(StatusLine.text, text)
 
-    def render(self) -> str:
-        return self.text
+    def render(self) -> Text:
+        return Text(self.text, no_wrap=True, overflow="ellipsis", end="")
