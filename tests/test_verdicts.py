@@ -270,7 +270,7 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
             s = dash.stats
             assert s.critical_total == 5 and s.critical_originals == 1
             caption = str(dash.query_one("#card-critical .caption").render())
-            assert "1 original, 4 replays" in caption
+            assert "(1 original, 4 replays)" in caption
             shown = {r.id: r.last_verdict for r in s.critical_runs}
             assert shown[reps[3]] == "CANCELLED" and shown[reps[0]] == "IDENTICAL"
             await pilot.press("escape")

@@ -105,7 +105,7 @@ class DashboardScreen(AppScreen[None]):
         self.query_one("#card-repro", Card).show(
             _pct(repro),
             f"% of {_n(s.reproducible.whole, 'replayed run')} reproduce"
-            + (f" · {_n(s.aborted.part, 'aborted replay')} not counted" if s.aborted.part else "")
+            + (f" · {s.aborted.part:,} aborted, not counted" if s.aborted.part else "")
             if s.reproducible.whole
             else "no run replayed yet",
             tone=_tone(repro),
@@ -121,14 +121,14 @@ class DashboardScreen(AppScreen[None]):
         self.query_one("#card-runs", Card).show(
             str(s.total_runs),
             f"{_n(s.originals, 'original')} · {_n(s.replay_runs, 'replay')}"
-            + (f" · {_n(s.aborted.part, 'replay')} aborted" if s.aborted.part else ""),
+            + (f" · {s.aborted.part:,} aborted" if s.aborted.part else ""),
         )
         originals = s.critical_originals
         self.query_one("#card-critical", Card).show(
             str(s.critical_total),
             "runs with a critical gap"
             + (
-                f": {_n(originals, 'original')}, {_n(s.critical_total - originals, 'replay')}"
+                f" ({_n(originals, 'original')}, {_n(s.critical_total - originals, 'replay')})"
                 if originals is not None and originals != s.critical_total
                 else ""
             ),
