@@ -158,6 +158,10 @@ async def test_the_picker_fits_its_columns_and_shows_cut_values_whole(
         full = picker.query_one("#pick-full", FullRow)
         await wait_until(pilot, lambda: ("ID", fixed.replay_id) in full.parts)
         assert dict(full.parts)["NAME"] == "resnet50-imagenet-audit-2025q2"
+        table.focus()
+        await pilot.press("down")  # the line follows the cursor
+        second = table.row_key(1)
+        await wait_until(pilot, lambda: ("ID", second) in full.parts)
 
 
 # -- comparison and run detail -----------------------------------------------------------

@@ -98,10 +98,6 @@ class PickRunScreen(AppModal[str | None]):
             self._shown = message.generation
             self.query_one("#pick-full", FullRow).follow()  # the new rows' cut values
 
-    def on_runs_table_row_highlighted(self, event: RunsTable.RowHighlighted) -> None:
-        event.stop()
-        self.query_one("#pick-full", FullRow).follow()
-
     @on(Input.Changed, "#pick-search")
     def _changed(self, event: Input.Changed) -> None:
         event.stop()
