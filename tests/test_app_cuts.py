@@ -402,3 +402,36 @@ async def test_run_detail_shows_a_hash_and_the_command_whole_at_80_columns(
         assert "…" not in config + code
         assert manifest.config_hash in config
         assert "".join(manifest.argv) in code
+
+
+@sync
+async def test_drill_results_show_the_highlighted_runs_values_whole(fixed: FixedStore) -> None:
+    """At 80 columns the results cut the name and leave the reason out of view: the
+    line under them has the highlighted run's values whole."""
+    from textual.widgets import DataTable
+
+    from tests.test_app_tools import _fixed_drill
+
+    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.action_drill()
+        await wait_until(pilot, lambda: isinstance(app.screen, DrillScreen))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DrillScreen)
+        screen.show_progress(3, ReplayOptions(backend="local"))
+        report = _fixed_drill()
+        screen.post_message(DrillScreen.Finished(report))
+        await wait_until(pilot, lambda: screen.report is not None)
+        await settle(pilot)
+        full = screen.query_one("#result-full", Static)
+        first = report.items[0]
+        assert f"run {first.run_id}" in str(full.render())
+        table = screen.query_one("#results", DataTable)
+        table.move_cursor(row=1)
+        second = report.items[1]
+        await wait_until(pilot, lambda: f"run {second.run_id}" in str(full.render()))
+        shown = " ".join(str(full.render()).split())
+        assert f"reason {second.reason}" in shown
+        assert f"replay run {second.replay_run}" in shown

@@ -40,6 +40,7 @@ from textual.worker import get_current_worker
 
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
+from replay_tui.safety import escape_control
 from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.style import Palette, choices, duration, short
@@ -62,10 +63,10 @@ RUN_STARTED = re.compile(r"run (\d+) of (\d+): ")
 
 
 class FoldingLog(Log):
-    """A log (the drill's events, a replay's output): a line wider than the log goes on under itself (indented),
-    never cut at the edge (folded again to a new width); the log keeps to its end as
-    lines come (and as it shrinks) unless the user scrolled up, and again once they
-    scroll back down to the end."""
+    """A log (the drill's events, a replay's output): a line wider than the log goes on
+    under itself (indented), never cut at the edge (folded again to a new width); the
+    log keeps to its end as lines come (and as it shrinks) unless the user scrolled up,
+    and again once they scroll back down to the end."""
 
     DEFAULT_CSS = "FoldingLog { overflow-x: auto; }"  # folded: no horizontal scrollbar
 
@@ -208,6 +209,7 @@ class DrillScreen(WorkScreen):
             yield Static("", id="now")
             yield ProgressBar(id="bar", show_eta=False)
             yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="result-full")
             yield Static("", id="outcome")
             yield FoldingLog(id="log")
         yield LeanFooter()
@@ -298,8 +300,7 @@ class DrillScreen(WorkScreen):
     # -- progress --------------------------------------------------------------------
 
     def on_drill_screen_progress(self, message: Progress) -> None:
-        from replay_tui.safety import escape_control  # the run's output: untrusted
-
+        # escape_control: the run's output is untrusted
         message.stop()
         ev = message.event
         log = self.query_one("#log", FoldingLog)
@@ -339,6 +340,7 @@ class DrillScreen(WorkScreen):
                 Text(short(i.replay_run, 13)),
                 key=i.run_id,
             )
+        self._show_result_row(table.cursor_row)
         reproduced = sum(i.status == "reproduced" for i in rep.items)
         word = "CANCELLED" if cancelled else "PASSED" if rep.passed else "FAILED"
         colour = "warning" if cancelled else "success" if rep.passed else "error"
@@ -354,6 +356,34 @@ class DrillScreen(WorkScreen):
             t.append(f"\nledger head {rep.ledger_head}", style=palette.muted)
         t.append("\nescape: back", style=palette.muted)
         self._outcome(t)
+
+    @on(DataTable.RowHighlighted, "#results")
+    def _result_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_result_row(event.cursor_row)
+
+    def _show_result_row(self, row: int) -> None:
+        """Under the results, the highlighted run's values whole (a narrow table cuts
+        the name and leaves the reason and the replay run out of view)."""
+        full = self.query_one("#result-full", Static)
+        items = self.report.items if self.report is not None else []
+        if not 0 <= row < len(items):
+            full.update("")
+            return
+        item = items[row]
+        palette = Palette.of(self.app)
+        t = Text()
+        for label, value in (
+            ("run", item.run_id),
+            ("name", item.name),
+            ("reason", item.reason),
+            ("replay run", item.replay_run),
+        ):
+            if value:
+                t.append(f"{label} ", style=palette.fg("accent"))
+                t.append(f"{escape_control(value)}  ")
+        t.rstrip()
+        full.update(t)
 
     def show_failure(self, reason: str) -> None:
         self.query_one("#now", Static).update("")
