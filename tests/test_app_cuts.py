@@ -435,3 +435,19 @@ async def test_drill_results_show_the_highlighted_runs_values_whole(fixed: Fixed
         shown = " ".join(str(full.render()).split())
         assert f"reason {second.reason}" in shown
         assert f"replay run {second.replay_run}" in shown
+
+
+@sync
+async def test_run_detail_replays_show_the_highlighted_replay_run_whole(
+    fixed: FixedStore,
+) -> None:
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenRun(fixed.original_id))
+        await wait_until(pilot, lambda: isinstance(app.screen, RunDetailScreen))
+        await settle(pilot)
+        app.screen.query_one(TabbedContent).active = "tab-replays"
+        await settle(pilot)
+        full = app.screen.query_one("#replay-full", Static)
+        await wait_until(pilot, lambda: f"replay run {fixed.replay_id}" in str(full.render()))

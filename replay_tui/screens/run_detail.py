@@ -21,6 +21,7 @@ from replay_tui.messages import (
     PickAndCompare,
     RunDetailLoaded,
 )
+from replay_tui.safety import escape_control
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
 from replay_tui.widgets.footer import LeanFooter
@@ -81,6 +82,7 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
                 yield Vertical(id="metrics")
             with TabPane("Replays", id="tab-replays"), Vertical():
                 yield DataTable(id="replays", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="replay-full")
                 yield Static("", id="replays-help")
             with TabPane("Log", id="tab-log"), Vertical():
                 yield Static("", id="log-source")
@@ -309,6 +311,30 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             if d.record.kind == "replay":
                 help_text = "this run is a replay · o: compare with its original"
         self.query_one("#replays-help", Static).update(help_text)
+        self._show_replay_row(table.cursor_row)
+
+    @on(DataTable.RowHighlighted, "#replays")
+    def _replay_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_replay_row(event.cursor_row)
+
+    def _show_replay_row(self, row: int) -> None:
+        """Under the replays, the highlighted one's replay run and reason whole (a narrow
+        table leaves them out of view, the run id shortened)."""
+        full = self.query_one("#replay-full", Static)
+        replays = self.detail.replays if self.detail is not None else []
+        if not 0 <= row < len(replays):
+            full.update("")
+            return
+        fact = replays[row]
+        palette = Palette.of(self.app)
+        t = Text()
+        for label, value in (("replay run", fact.replay_run), ("reason", fact.reason)):
+            if value:
+                t.append(f"{label} ", style=palette.fg("accent"))
+                t.append(f"{escape_control(value)}  ")
+        t.rstrip()
+        full.update(t)
 
     def _fill_log(self, d: RunDetail, palette: Palette) -> None:
         source = self.query_one("#log-source", Static)
