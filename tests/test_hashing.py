@@ -271,18 +271,26 @@ def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
     monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)  # whatever threads pytest has
     assert hashing._choose_strategy(300, 0, 2) == "processes"
-    pools: list[tuple[int, int]] = []
-    real = hashing._in_processes
+    pools: list[tuple[int, bool]] = []
+    real = hashing._run_children
 
     def spy(
-        paths: Sequence[bytes], bounds: Sequence[int], workers: int
-    ) -> tuple[bytes, array[int]]:
-        pools.append((workers, len(bounds) - 1))
-        return real(paths, bounds, workers)
+        workers: int,
+        take: Callable[[], tuple[int, list[bytes]] | None],
+        more: Callable[[], bool] | None,
+        on_digests: Callable[[int, bytes, memoryview], None],
+    ) -> None:
+        pools.append((workers, more is not None))
+        real(workers, take, more, on_digests)
 
-    monkeypatch.setattr(hashing, "_in_processes", spy)
-    assert hash_path(root, workers=2) == serial
-    assert len(pools) == 1 and pools[0][0] == 2 and pools[0][1] >= 8  # many small chunks
+    monkeypatch.setattr(hashing, "_run_children", spy)
+    assert hash_path(root, workers=2) == serial  # the walk goes on while children hash
+    with StatCache(tmp_path / "cache.db") as cache:
+        assert hash_path(root, workers=2, cache=cache) == serial  # a list of paths
+    assert pools == [(2, True), (2, False)]
+    (root / "d3" / "out").symlink_to(tmp_path)  # the walk fails while children work
+    with pytest.raises(ValueError, match="points outside"):
+        hash_path(root, workers=2)
 
 
 def test_thread_paths_match_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

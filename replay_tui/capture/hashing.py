@@ -12,6 +12,7 @@ import mmap
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import stat
 import struct
@@ -20,14 +21,15 @@ import threading
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from itertools import pairwise
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from types import TracebackType
-from typing import Literal, NoReturn, TypeAlias
+from typing import Literal, TypeAlias
 
 from storage.digestdb import DigestDB
 
@@ -55,8 +57,8 @@ _STREAM_CHUNK = 1 << 20
 _POOL_MIN_FILES = 2_000  # fewer files to hash than this: no process pool
 _THREADS_MIN_BYTES = 64 << 20  # fewer files but this many bytes: threads (no GIL in hashing)
 _CHUNKS_PER_WORKER = 8
-_FILES_PER_CHUNK = 32  # forked processes: chunks this small, so none finishes long alone
-_MAX_CHUNKS = 1024  # their numbers (4 bytes each) fit in one atomic pipe write
+_FILES_PER_CHUNK = 32  # forked processes: chunks this small (~1 ms), so none ends long alone
+_CHUNK_FILES_MAX = 256  # the tree walk's chunks: this big while many are left (~10 ms)
 _PER_FILE_COST = 64 << 10  # open/stat/close overhead, in bytes of hashing time
 _MAX_WORKERS = 8
 
@@ -244,108 +246,189 @@ def _columns(results: Iterable[_Digest]) -> _Columns:
     return b"".join(digests), keys
 
 
+_Chunk: TypeAlias = tuple[int, list[bytes]]  # index of its first file, paths
+_OnDigests: TypeAlias = Callable[[int, bytes, memoryview], None]
+"""Called with a chunk's first index, its raw digests (32 bytes a file) and its stat keys
+(an int64 view, 4 a file)."""
+_HEADER = struct.Struct("<II")  # a message: status (0 results, 1 pickled error), length
+
+
 def _in_processes(paths: Sequence[bytes], bounds: Sequence[int], workers: int) -> _Columns:
-    """Digest ``paths`` in ``workers`` forked processes, chunk by chunk (``bounds``).
-
-    Parent and children share one anonymous memory map: a child writes each file's
-    digest and stat key into that file's slot, so no result is pickled or sent. The chunk
-    numbers wait in a pipe that every child reads four bytes at a time (one read takes
-    one number whole), so a child given less CPU takes fewer chunks and no core idles
-    before the end. A child that raises sends the pickled exception through its own pipe
-    and sets the abort byte, so the others stop after their current chunk; one that dies
-    without a word (SIGBUS on a file truncated under ``mmap``) raises
-    ``BrokenProcessPool``. The children start by ``fork``: only with no other thread
-    alive (:func:`_fork_is_safe`), and they leave by ``os._exit``.
-    """
+    """Digest ``paths`` in forked processes, chunk by chunk (``bounds``); see
+    :func:`_run_children`."""
     n = len(paths)
-    n_chunks = len(bounds) - 1
-    if not 0 < n_chunks <= _MAX_CHUNKS:
-        raise ValueError(f"{n_chunks} chunks: between 1 and {_MAX_CHUNKS}")
-    shared = mmap.mmap(-1, 64 * n + 1)  # digests, stat keys, the abort byte
-    children: dict[int, int] = {}  # pid -> read end of its error pipe
-    queue_r, queue_w = os.pipe()
+    digests = bytearray(32 * n)
+    keys = array("q", bytes(32 * n))
+
+    def store(start: int, raw: bytes, chunk_keys: memoryview) -> None:
+        k = len(raw) // 32
+        digests[32 * start : 32 * (start + k)] = raw
+        keys[4 * start : 4 * (start + k)] = array("q", chunk_keys)
+
+    backlog = deque((lo, list(paths[lo:hi])) for lo, hi in pairwise(bounds))
+    _run_children(workers, lambda: backlog.popleft() if backlog else None, None, store)
+    return bytes(digests), keys
+
+
+def _run_children(
+    workers: int,
+    take: Callable[[], _Chunk | None],
+    more: Callable[[], bool] | None,
+    on_digests: _OnDigests,
+) -> None:
+    """Digest every chunk that ``take`` hands out (None: none ready) in forked processes.
+
+    ``more`` (None: ``take`` has every chunk already) is called while the children work,
+    to find more files (the walk, one folder a call); it returns False once it has found
+    the last. Each child gets at most ``_DEPTH`` chunks ahead of its work, so one
+    given less CPU takes fewer and no core idles before the end; the paths go down a pipe
+    per child and the digests and stat keys come back in one message a chunk (no
+    pickling). A child that raises sends the pickled exception and the hash stops; one
+    that dies without a word (SIGBUS on a file truncated under ``mmap``) raises
+    ``BrokenProcessPool``. The children start by ``fork``, only with no other thread
+    alive (:func:`_fork_is_safe`), and leave by ``os._exit``.
+    """
+    children: list[_ChildPipes] = []
     try:
-        # At most 4 KiB: one atomic write that fits any pipe, written before a child reads.
-        os.write(queue_w, array("i", range(n_chunks)).tobytes())
-        os.close(queue_w)
-        for _ in range(min(workers, n_chunks)):
-            error_r, error_w = os.pipe()
-            try:
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - the child leaves by os._exit
-                    _child(paths, bounds, queue_r, error_w, shared)
-            finally:
-                os.close(error_w)
-            children[pid] = error_r
-        os.close(queue_r)
-        queue_r = -1
-        failures: list[BaseException] = []
-        for pid, error_r in list(children.items()):
-            payload = _read_to_end(error_r)  # EOF: the child has left
-            _, status = os.waitpid(pid, 0)
-            os.close(children.pop(pid))
-            if payload:
-                failures.append(pickle.loads(payload))
-            elif status != 0:
-                failures.append(
-                    BrokenProcessPool(
-                        f"a hashing process died ({_describe_status(status)}) without an error"
-                    )
-                )
-        if failures:
-            raise failures[0]
-        keys: array[int] = array("q")
-        keys.frombytes(shared[32 * n : 64 * n])
-        return shared[: 32 * n], keys
+        for _ in range(workers):
+            children.append(_fork_child(children))
+        walking = more is not None
+        while True:
+            for child in children:  # keep every child _DEPTH chunks ahead
+                while len(child.starts) < _DEPTH and (task := take()) is not None:
+                    child.send(*task)
+            busy = [child for child in children if child.starts]
+            if not busy and not walking:
+                return
+            timeout = 0.0 if walking else None
+            ready, _, _ = select.select(busy, [], [], timeout) if busy else ([], [], [])
+            for child in ready:
+                start, raw, keys = child.receive()
+                on_digests(start, raw, keys)
+            if walking and more is not None:
+                walking = more()
     finally:
-        for pid, error_r in children.items():  # interrupted: stop what is left of the pool
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(error_r)
-        if queue_r >= 0:
-            os.close(queue_r)
-        shared.close()
+        _stop_children(children)
 
 
-def _child(
-    paths: Sequence[bytes], bounds: Sequence[int], queue: int, errors: int, shared: mmap.mmap
-) -> NoReturn:  # pragma: no cover - runs in a forked child
-    """Take chunk numbers from ``queue`` and digest them into ``shared`` until none is left."""
-    code = 1
+_DEPTH = 2  # chunks sent ahead to a child
+
+
+class _ChildPipes:
+    """The parent's ends of one hashing child: its pid, task pipe and result pipe."""
+
+    def __init__(self, pid: int, tasks: int, results: int) -> None:
+        self.pid = pid
+        self.tasks = tasks
+        self.results = results
+        self.starts: deque[int] = deque()  # first index of each chunk sent, not answered
+
+    def fileno(self) -> int:
+        return self.results
+
+    def send(self, start: int, chunk: list[bytes]) -> None:
+        body = b"\0".join(chunk)  # no path holds a NUL
+        view = memoryview(_HEADER.pack(len(chunk), len(body)) + body)
+        try:
+            while view:
+                view = view[os.write(self.tasks, view) :]
+        except BrokenPipeError:
+            raise BrokenProcessPool("a hashing process died without an error") from None
+        self.starts.append(start)
+
+    def receive(self) -> tuple[int, bytes, memoryview]:
+        header = _read_exact(self.results, _HEADER.size)
+        if len(header) < _HEADER.size:
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = 0
+            raise BrokenProcessPool(
+                f"a hashing process died ({_describe_status(status)}) without an error"
+            )
+        status, length = _HEADER.unpack(header)
+        body = _read_exact(self.results, length)
+        if status:
+            raise pickle.loads(body)
+        n = length // 64
+        return self.starts.popleft(), body[: 32 * n], memoryview(body)[32 * n :].cast("q")
+
+
+def _fork_child(siblings: Sequence[_ChildPipes]) -> _ChildPipes:
+    task_r, task_w = os.pipe()
+    result_r, result_w = os.pipe()
     try:
-        n = len(paths)
-        keys_at = 32 * n
-        abort = 64 * n
-        pack_key = struct.Struct("4q").pack_into
-        digest_file = _digest_file
-        while not shared[abort]:
-            item = os.read(queue, 4)
-            if not item:
-                break
-            chunk = int.from_bytes(item, sys.byteorder)
-            for i in range(bounds[chunk], bounds[chunk + 1]):
-                digest, key = digest_file(paths[i])
-                shared[32 * i : 32 * i + 32] = digest
-                pack_key(shared, keys_at + 32 * i, *key)
-        code = 0
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child leaves by os._exit
+            code = 1
+            try:
+                for fd in (task_w, result_r, *(f for s in siblings for f in (s.tasks, s.results))):
+                    os.close(fd)  # a sibling's task pipe must see EOF when the parent closes it
+                _child_loop(task_r, result_w)
+                code = 0
+            finally:
+                os._exit(code)
+    except BaseException:
+        os.close(task_w)
+        os.close(result_r)
+        raise
+    finally:
+        os.close(task_r)
+        os.close(result_w)
+    return _ChildPipes(pid, task_w, result_r)
+
+
+def _child_loop(tasks: int, results: int) -> None:  # pragma: no cover - in a forked child
+    """Digest the chunks sent down ``tasks`` until EOF; answer each on ``results``."""
+    digest_file = _digest_file
+    try:
+        while header := _read_exact(tasks, _HEADER.size):
+            count, length = _HEADER.unpack(header)
+            paths = _read_exact(tasks, length).split(b"\0") if count else []
+            digests = []
+            keys: array[int] = array("q")
+            for path in paths:
+                digest, key = digest_file(path)
+                digests.append(digest)
+                keys.extend(key)
+            body = b"".join(digests) + keys.tobytes()
+            _write_all(results, _HEADER.pack(0, len(body)) + body)
     except BaseException as exc:
-        shared[64 * len(paths)] = 1
         try:
             payload = pickle.dumps(exc)
         except Exception:
             payload = pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(errors, view) :]
-    finally:
-        os._exit(code)
+        _write_all(results, _HEADER.pack(1, len(payload)) + payload)
+        raise
 
 
-def _read_to_end(fd: int) -> bytes:
-    parts = []
-    while part := os.read(fd, 1 << 16):
+def _stop_children(children: Sequence[_ChildPipes]) -> None:
+    """Close the task pipes (a child at EOF leaves), kill children still busy, reap all."""
+    for child in children:
+        os.close(child.tasks)
+        if child.starts and child.pid:
+            os.kill(child.pid, signal.SIGKILL)  # stopped early: no need to finish its chunks
+    for child in children:
+        if child.pid:
+            os.waitpid(child.pid, 0)
+        os.close(child.results)
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    """``n`` bytes from ``fd``, fewer only at EOF."""
+    data = os.read(fd, n)
+    if len(data) == n or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < n and (part := os.read(fd, n - got)):
         parts.append(part)
+        got += len(part)
     return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _describe_status(status: int) -> str:
@@ -371,7 +454,7 @@ def _digest_many(
     if strategy == "processes":
         # Small chunks (~32 files, ~1 ms): the last one leaves a core idle only briefly.
         count = max(n_workers * _CHUNKS_PER_WORKER, len(paths) // _FILES_PER_CHUNK)
-        bounds = _chunks(sizes, min(count, _MAX_CHUNKS - 1))
+        bounds = _chunks(sizes, count)
         return _in_processes(paths, bounds, n_workers)
     bounds = _chunks(sizes, n_workers * _CHUNKS_PER_WORKER)  # a big file: a chunk alone
     chunks = [paths[lo:hi] for lo, hi in pairwise(bounds)]
@@ -466,6 +549,15 @@ def _walk(root: bytes, with_stat: bool) -> tuple[list[bytes], array[int], list[_
     rels: list[bytes] = []
     keys: array[int] = array("q")
     others: list[_Line] = []
+    for _ in _walk_folders(root, with_stat, rels, keys, others):
+        pass
+    return rels, keys, others
+
+
+def _walk_folders(
+    root: bytes, with_stat: bool, rels: list[bytes], keys: array[int], others: list[_Line]
+) -> Iterator[bool]:
+    """:func:`_walk`, one folder a step: adds to the lists and yields after each folder."""
     add_rel = rels.append
     add_key = keys.append
     stack = [(root, b"")]
@@ -503,7 +595,7 @@ def _walk(root: bytes, with_stat: bool) -> tuple[list[bytes], array[int], list[_
                         f"{os.fsdecode(entry.path)!r} is not a file, folder or symlink (a "
                         "device, FIFO or socket); refusing to hash the folder"
                     )
-    return rels, keys, others
+        yield True
 
 
 def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
@@ -565,7 +657,18 @@ def _listing_digest(
 def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> TreeDigest:
     top = root if root.endswith(b"/") else root + b"/"
     if cache is None:  # no stat keys needed: the walk makes no call per file
-        rels, _, others = _walk(root, with_stat=False)
+        rels: list[bytes] = []
+        others: list[_Line] = []
+        steps = _walk_folders(root, False, rels, array("q"), others)
+        n_workers = _worker_count(workers)
+        if n_workers > 1 and _fork_is_safe():
+            while len(rels) < _POOL_MIN_FILES:
+                if not next(steps, False):
+                    break
+            else:  # many files: hash them in forked children while the walk goes on
+                return _hash_tree_in_children(top, rels, others, steps, n_workers)
+        for _ in steps:
+            pass
         rels.sort()
         raw, keys = _digest_many([top + rel for rel in rels], None, workers)
         return _listing_digest(rels, raw.hex(), keys[::4], others)
@@ -586,6 +689,63 @@ def _hash_tree(root: bytes, cache: StatCache | None, workers: int | None) -> Tre
     tree = (root, fingerprint, result, [key for _, key in files]) if unchanged else None
     cache._store(read, tree)
     return result
+
+
+def _hash_tree_in_children(
+    top: bytes, rels: list[bytes], others: list[_Line], steps: Iterator[bool], workers: int
+) -> TreeDigest:
+    """The tree hash with no cache, the walk (``steps``, begun) and the hashing overlapped.
+
+    The parent walks one folder at a time between answers from the children, cutting
+    the files found into chunks in walk order; each answer becomes its listing lines at
+    once, and the sort by path is worked out when the walk ends, so after the last
+    answer only the join and one SHA-256 of the listing are left.
+    """
+    lines: list[str] = []  # per file, in walk order
+    order: list[int] = []
+    sent = 0
+    total = 0
+    walking = True
+
+    def take() -> _Chunk | None:
+        """The next chunk: big while many files are left, smaller towards the end (each
+        a quarter of a fair share), so the children finish together."""
+        nonlocal sent
+        left = len(rels) - sent
+        if walking:
+            size = _CHUNK_FILES_MAX if left >= _CHUNK_FILES_MAX else 0
+        else:
+            size = min(left, max(_FILES_PER_CHUNK // 2, left // (4 * workers)), _CHUNK_FILES_MAX)
+        if size <= 0:
+            return None
+        start, sent = sent, sent + size
+        lines.extend([""] * size)
+        return start, [top + rel for rel in rels[start:sent]]
+
+    def more() -> bool:
+        nonlocal walking
+        walking = next(steps, False)
+        if not walking:
+            entries = rels + [rel for rel, _ in others]
+            order.extend(sorted(range(len(entries)), key=entries.__getitem__))
+        return walking
+
+    def add_lines(start: int, raw: bytes, keys: memoryview) -> None:
+        nonlocal total
+        hexes = raw.hex()
+        sizes = keys[::4].tolist()
+        quoted = _quote_all(rels[start : start + len(sizes)])
+        lines[start : start + len(sizes)] = [
+            f"F {hexes[64 * j : 64 * j + 64]} {size} {name}\n"
+            for j, (size, name) in enumerate(zip(sizes, quoted, strict=True))
+        ]
+        total += sum(sizes)
+
+    _run_children(workers, take, more, add_lines)
+    texts = lines + [line for _, line in others]
+    hasher = hashlib.sha256(TREE_HEADER)
+    hasher.update("".join([texts[i] for i in order]).encode("ascii"))
+    return TreeDigest(hasher.hexdigest(), total, len(rels))
 
 
 def hash_path(
