@@ -451,3 +451,30 @@ async def test_run_detail_replays_show_the_highlighted_replay_run_whole(
         await settle(pilot)
         full = app.screen.query_one("#replay-full", Static)
         await wait_until(pilot, lambda: f"replay run {fixed.replay_id}" in str(full.render()))
+
+
+@sync
+async def test_comparison_artifacts_show_the_highlighted_hashes_whole(
+    fixed: FixedStore,
+) -> None:
+    from textual.widgets import DataTable
+
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
+        await wait_until(pilot, lambda: isinstance(app.screen, ComparisonScreen))
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ComparisonScreen) and screen.view is not None
+        screen.query_one(TabbedContent).active = "tab-artifacts"
+        await settle(pilot)
+        arts = screen.view.comparison.artifacts
+        full = screen.query_one("#artifact-full", Static)
+        table = screen.query_one("#artifacts", DataTable)
+        table.move_cursor(row=2)
+        x = arts[2]
+        await wait_until(pilot, lambda: str(full.render()).startswith(x.path))
+        shown = str(full.render())
+        assert f"original: {x.sha256_a}" in shown and f"replay: {x.sha256_b}" in shown
+        assert len(str(x.sha256_a)) == 64

@@ -128,6 +128,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                     yield Static("", id="field-full")
             with TabPane("Artifacts", id="tab-artifacts"), VerticalScroll(id="artifacts-box"):
                 yield DataTable(id="artifacts", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="artifact-full")
                 yield Vertical(id="tensors")
             with TabPane("Metrics", id="tab-metrics"), Vertical(id="metrics-box"):
                 yield DataTable(id="metrics", cursor_type="row", zebra_stripes=True)
@@ -372,6 +373,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             )
         self._counts["artifacts"] = (matched, len(arts))
         self._label_tabs()
+        self._show_artifact_row(table.cursor_row)
         box = self.query_one("#tensors", Vertical)
         await box.remove_children()
         widgets: list[Static | DataTable[Text]] = []
@@ -526,6 +528,32 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
                 style=palette.muted,
             )
         title.update(t)
+
+    @on(DataTable.RowHighlighted, "#artifacts")
+    def _artifact_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_artifact_row(event.cursor_row)
+
+    def _show_artifact_row(self, row: int) -> None:
+        """Under the artifacts, the highlighted one's path, result and both sha256 whole
+        (a narrow table shortens the hashes and leaves them out of view)."""
+        full = self.query_one("#artifact-full", Static)
+        arts = self.view.comparison.artifacts if self.view is not None else ()
+        if not 0 <= row < len(arts):
+            full.update("")
+            return
+        x = arts[row]
+        palette = Palette.of(self.app)
+        t = Text()
+        t.append(escape_control(x.path), style="bold")
+        t.append(f"  {artifact_result(x)}", style=palette.muted)
+        for label, sha, stale in (
+            (self.labels[0], x.sha256_a, x.stale_a),
+            (self.labels[1], x.sha256_b, x.stale_b),
+        ):
+            t.append(f"\n{label}: ", style=palette.muted)
+            t.append(f"stale ({escape_control(stale)})" if stale else (sha or "-"))
+        full.update(t)
 
     @on(DataTable.RowHighlighted, "#metrics")
     def _metric_highlighted(self, event: DataTable.RowHighlighted) -> None:
