@@ -91,10 +91,21 @@ class DrillReport:
         return bool(self.items) and all(i.status == "reproduced" for i in self.items)
 
     @property
+    def outcome(self) -> str:
+        """PASSED, FAILED, or how it was stopped (CANCELLED, INTERRUPTED: not counted)."""
+        if self.cancelled:
+            return "INTERRUPTED" if any(_interrupted(i) for i in self.items) else "CANCELLED"
+        return "PASSED" if self.passed else "FAILED"
+
+    @property
     def exit_code(self) -> int:
+        """1 a run did not reproduce, 130 the drill was cancelled or interrupted (Ctrl-C),
+        3 a run could not be replayed, 0 every run reproduced."""
         if any(i.status == "not_reproduced" for i in self.items):
             return 1
-        if any(i.status == "error" for i in self.items) or self.cancelled:
+        if self.cancelled:
+            return 130
+        if any(i.status == "error" for i in self.items):
             return 3
         return 0
 
@@ -219,7 +230,11 @@ def run_drill(
             report.cancelled = True
             break
         emit(ReplayEvent("drill", "note", f"run {n} of {len(chosen)}: {run_id}"))
-        report.items.append(_drill_one(store, run_id, names[run_id], opts, emit, should_cancel))
+        item = _drill_one(store, run_id, names[run_id], opts, emit, should_cancel)
+        report.items.append(item)
+        if _interrupted(item):  # Ctrl-C or a signal stopped the run: stop the drill too
+            report.cancelled = True
+            break
     if should_cancel() and any(_stopped(i) for i in report.items):
         report.cancelled = True  # the cancel landed during a run (the last one, say)
     report.ended_at = ledger.utc_now()
@@ -232,8 +247,13 @@ def run_drill(
 
 
 def _stopped(item: DrillItem) -> bool:
-    """Was this run stopped by a cancel (not failed on its own)?"""
-    return item.status == "error" and (item.reason or "").startswith("cancelled")
+    """Was this run stopped by a cancel or an interrupt (not failed on its own)?"""
+    return item.status == "error" and (item.reason or "").startswith(("cancelled", "interrupted"))
+
+
+def _interrupted(item: DrillItem) -> bool:
+    """Did a signal (Ctrl-C) stop this run?"""
+    return item.status == "error" and (item.reason or "").startswith("interrupted")
 
 
 def _drill_in_thread(
@@ -260,6 +280,18 @@ def _drill_one(
     before = max((f.id for f in store.replays_of(run_id)), default=0)
     try:
         rep = replay_many(store, run_id, opts, on_event=emit, should_cancel=should_cancel)
+    except KeyboardInterrupt:  # Ctrl-C while the backend waited: the attempt is recorded
+        recorded = [f.id for f in store.replays_of(run_id) if f.id > before]
+        return DrillItem(
+            run_id,
+            name,
+            "error",
+            None,
+            None,
+            recorded[-1] if recorded else None,
+            "interrupted (Ctrl-C)",
+            time.monotonic() - t0,
+        )
     except ReplayTuiError as e:
         status: ItemStatus = "error" if isinstance(e, InfraError) else "not_reproduced"
         # the attempt the replay recorded before it failed (the store is the record)
@@ -287,8 +319,10 @@ def _drill_one(
     if out.status != "completed":  # cancelled, timed out, host fault: not a failed reproduction
         why = f"{out.status}: {reason}" if reason else out.status
         rep_id = out.replay.run_id if out.replay else None
+        # no verdict: what its partial outputs compared is not a judgement (the replay
+        # fact keeps it); the drill names how it ended (verdicts.drill_item_word)
         return DrillItem(
-            run_id, name, "error", verdict, rep_id, out.replay_fact_id, why, time.monotonic() - t0
+            run_id, name, "error", None, rep_id, out.replay_fact_id, why, time.monotonic() - t0
         )
     if verdict not in REPRODUCED and reason is None and out.comparison:
         reasons = out.comparison.get("reasons")

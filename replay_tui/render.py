@@ -210,7 +210,8 @@ def drill_table(rep: DrillReport) -> str:
         table(["RUN", "NAME", "RESULT", "VERDICT", "REPLAY", "TIME", "REASON"], rows),
         f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
         f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
-        f" candidate run(s)) => {'PASSED' if rep.passed else 'FAILED'}",
+        f" candidate run(s)) => {rep.outcome}"
+        + (" (stopped before it finished: not counted)" if rep.cancelled else ""),
     ]
     if rep.ledger_head:
         lines.append(f"ledger head {rep.ledger_head} (keep it: verify-store --anchor)")

@@ -126,12 +126,16 @@ def outcome_word(status: str | None, verdict: str | None) -> str:
 
 def drill_item_word(status: str | None, verdict: str | None, reason: str | None) -> str:
     """A drill run's word where a verdict stands, in the words replays use: its verdict,
-    else CANCELLED when the drill was stopped, INFRA-ERROR when the machine could not run
-    it (a drill item's status is reproduced / not_reproduced / error), else ``-``."""
+    else CANCELLED / INTERRUPTED / TIMED OUT (how its replay ended, which the item's
+    reason starts with), INFRA-ERROR when the machine could not run it (a drill item's
+    status is reproduced / not_reproduced / error), else ``-``."""
     if verdict:
         return verdict
     if status == "error":
-        return CANCELLED.upper() if (reason or "").startswith("cancelled") else "INFRA-ERROR"
+        for word in (CANCELLED, INTERRUPTED, TIMED_OUT):
+            if (reason or "").startswith(word):
+                return word.replace("_", " ").upper()
+        return "INFRA-ERROR"
     return "-"
 
 
