@@ -29,19 +29,24 @@ def tui_store(argv: Sequence[str]) -> Path | None:
 
     args = list(argv)
     if not args:
-        return default_store_path()
+        return _openable(default_store_path())
     if len(args) == 2 and args[0] == "--store":
         value = args[1]
     elif len(args) == 1 and args[0].startswith("--store="):
         value = args[0].removeprefix("--store=")
     else:
         return None
-    path = Path(value) if value else None
-    if path is None or value.startswith("-") or path.is_dir():
+    if not value or value.startswith("-"):
         return None  # the CLI says what is wrong with it
-    if not path.exists() and path != default_store_path():
-        return None  # the CLI refuses a mistyped --store rather than making a store there
-    return path
+    return _openable(Path(value))
+
+
+def _openable(path: Path) -> Path | None:
+    """``path``, or None when the TUI cannot open it (a folder, a mistyped store that
+    would be made empty, a file that is not a database): the CLI refuses it then."""
+    from replay_tui.storepath import tui_store_problem
+
+    return None if tui_store_problem(path) else path
 
 
 def main() -> None:

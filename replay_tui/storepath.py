@@ -15,6 +15,52 @@ def default_store_path() -> Path:
     env = os.environ.get("REPLAY_TUI_STORE")
     if env:
         return Path(env)
+    return builtin_store_path()
+
+
+def builtin_store_path() -> Path:
+    """``store.db`` in the user data directory: the one store that may be missing when
+    read (it reads as empty); a store named by ``--store`` or ``$REPLAY_TUI_STORE``
+    must exist unless the command makes one."""
     import platformdirs
 
     return Path(platformdirs.user_data_dir("replay-tui")) / "store.db"
+
+
+def may_be_missing(path: Path) -> bool:
+    """Whether reading the store at ``path`` may find no file (only the built-in one)."""
+    return not os.environ.get("REPLAY_TUI_STORE") and path == builtin_store_path()
+
+
+def named_as(path: Path) -> str:
+    """How the user named ``path``: ``--store X`` or ``$REPLAY_TUI_STORE=X``."""
+    env = os.environ.get("REPLAY_TUI_STORE")
+    return f"$REPLAY_TUI_STORE={path}" if env and Path(env) == path else f"--store {path}"
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def tui_store_problem(path: Path) -> tuple[str, str] | None:
+    """Why the TUI cannot open the store at ``path`` (a message and a hint), or None: a
+    folder, a named store that does not exist (it would be made empty), a file that is
+    not an SQLite database.  Checked before the TUI starts, as a command checks it."""
+    named = named_as(path)
+    if path.is_dir():
+        return f"{named}: is a folder; give the store file (store.db)", ""
+    if not path.exists():
+        if may_be_missing(path):
+            return None
+        return (
+            f"{named}: no store there (no such file)",
+            f"pass the path of an existing store, or make one there with"
+            f" `replay-tui --store {path} demo` or `record`",
+        )
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as e:
+        return f"{named}: cannot be read ({e.strerror})", ""
+    if head and head != SQLITE_HEADER:
+        return f"{named}: not a replay-tui store (not an SQLite database)", ""
+    return None

@@ -14,7 +14,8 @@ from replay_tui.program import tui_store
 
 def test_no_command_is_the_tui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REPLAY_TUI_STORE", str(tmp_path / "env.db"))
-    assert tui_store([]) == tmp_path / "env.db"  # the default store may be missing
+    (tmp_path / "env.db").touch()  # an empty file: a store not yet written
+    assert tui_store([]) == tmp_path / "env.db"
     assert tui_store(["--store", str(tmp_path / "env.db")]) == tmp_path / "env.db"
     (tmp_path / "s.db").touch()
     assert tui_store(["--store", str(tmp_path / "s.db")]) == tmp_path / "s.db"
@@ -34,6 +35,43 @@ def test_a_mistyped_store_is_refused_not_made(
     assert f"--store {typo}: no store there" in done.stderr
     assert "demo" in done.stderr  # says how to make one there on purpose
     assert not typo.exists()
+
+
+def test_a_mistyped_store_in_the_environment_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the built-in store (the user data folder) may be missing: one named by
+    $REPLAY_TUI_STORE is as deliberate as --store, for the TUI and for a read command."""
+    typo = tmp_path / "stroe.db"
+    monkeypatch.setenv("REPLAY_TUI_STORE", str(typo))
+    assert tui_store([]) is None
+    exe = Path(sys.executable).parent / "replay-tui"
+    for argv in ([], ["runs"], ["stats"]):
+        done = subprocess.run([str(exe), *argv], capture_output=True, text=True)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert f"$REPLAY_TUI_STORE={typo}: no store there" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not typo.exists()
+    import json
+
+    from tests.factories import realistic_manifest
+
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(realistic_manifest(0)))
+    made = subprocess.run([str(exe), "ingest", str(manifest)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr  # a command that makes a store still may
+    assert typo.exists()
+
+
+def test_the_tui_refuses_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.db"
+    junk.write_text("hello\n")
+    assert tui_store(["--store", str(junk)]) is None
+    exe = Path(sys.executable).parent / "replay-tui"
+    done = subprocess.run([str(exe), "--store", str(junk)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert f"--store {junk}: not a replay-tui store" in done.stderr
+    assert junk.read_text() == "hello\n"  # left as it was
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import click
 
 from replay_tui.errors import ReplayTuiError
 from replay_tui.storepath import default_store_path as default_store_path
+from replay_tui.storepath import may_be_missing, named_as
 from storage.manifest import ManifestError
 from storage.store import RunStore, StoreError
 
@@ -55,23 +56,24 @@ def open_store_checked(path: Path) -> RunStore:
 
     ctx = click.get_current_context(silent=True)
     command = ctx.info_name if ctx is not None else None
+    named = named_as(path)
     if not path.parent.exists() and command not in CREATES_STORE:
         raise BadInput(
-            f"--store {path}: no store there (the folder {path.parent} does not exist)",
+            f"{named}: no store there (the folder {path.parent} does not exist)",
             "record or ingest a run to make a store, or pass the path of an existing one",
         )
     if path.is_dir():
-        raise BadInput(f"--store {path}: is a folder; give the store file (store.db)")
-    if not path.exists() and command not in CREATES_STORE and path != default_store_path():
+        raise BadInput(f"{named}: is a folder; give the store file (store.db)")
+    if not path.exists() and command not in CREATES_STORE and not may_be_missing(path):
         # a mistyped --store would otherwise read as an empty store (and make one)
         raise BadInput(
-            f"--store {path}: no store there (no such file)",
+            f"{named}: no store there (no such file)",
             "record or ingest a run to make a store, or pass the path of an existing one",
         )
     try:
         return RunStore(path)
     except sqlite3.DatabaseError as e:
-        raise BadInput(f"--store {path}: not a replay-tui store ({e})") from None
+        raise BadInput(f"{named}: not a replay-tui store ({e})") from None
 
 
 def fail(message: str, code: int, hint: str | None = None, as_json: bool = False) -> NoReturn:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from replay_tui.cli.common import Ctx, default_store_path, fail, open_tui
+from replay_tui.storepath import tui_store_problem
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,12 +25,7 @@ def main(ctx: click.Context, store_path: Path | None) -> None:
     ctx.obj = Ctx(store_path or default_store_path())
     if ctx.invoked_subcommand is None:
         given = ctx.obj.store_path
-        if store_path is not None and not given.exists() and given != default_store_path():
-            # a mistyped --store would otherwise open an empty TUI and make a store there
-            fail(
-                f"--store {given}: no store there (no such file)",
-                2,
-                f"pass the path of an existing store, or make one there with"
-                f" `replay-tui --store {given} demo` or `record`",
-            )
+        problem = tui_store_problem(given)
+        if problem is not None:  # a mistyped store would open empty (and be made)
+            fail(problem[0], 2, problem[1] or None)
         open_tui(given)
