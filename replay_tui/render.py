@@ -21,11 +21,19 @@ __all__ = ["cut", "duration", "short", "table"]  # re-exported from replay_tui.t
 
 
 def image_short(ref: str | None, digest: str | None) -> str:
+    """``train:2025.11@cba951d3``: the name:tag (cut with an ellipsis) and the digest's
+    start; ``--wide`` shows :func:`image_whole`."""
+    tag = cut(ref.rsplit("/", 1)[-1].split("@", 1)[0], 24) if ref else ""
     if digest:
-        return "@" + short(digest, 12)
-    if ref:
-        return cut(ref.rsplit("/", 1)[-1], 24)  # the name:tag; --wide shows it whole
-    return "-"
+        return f"{tag}@{short(digest, 8)}" if tag else "@" + short(digest, 12)
+    return tag or "-"
+
+
+def image_whole(ref: str | None, digest: str | None) -> str:
+    """The reference and the digest it was pinned to, each whole."""
+    if ref and digest and digest not in ref:
+        return f"{ref}@{digest}" if "@" not in ref else f"{ref} ({digest})"
+    return ref or digest or "-"
 
 
 def gap_badge(rec: RunRecord) -> str:
@@ -70,7 +78,7 @@ def run_rows(
             r.started_at[:19].replace("T", " "),
             duration(r.duration_s),
             (r.commit or "-") if wide else short(r.commit, 8),
-            (r.image_digest or r.image_ref or "-")
+            image_whole(r.image_ref, r.image_digest)
             if wide
             else image_short(r.image_ref, r.image_digest),
             r.status,

@@ -129,6 +129,15 @@ def test_an_image_tag_and_many_config_keys_are_never_cut_silently(
     narrow = cli("runs").stdout
     assert tag not in narrow and tag[:23] + "…" in narrow  # cut, and says so
     assert f"registry.example.com/ml/{tag}" in cli("runs", "--wide").stdout
+    pinned = make_manifest(index=1)  # a reference pinned to a digest: both are shown
+    with RunStore(store_path) as s:
+        s.ingest(manifest_from_data(pinned))
+    ref, digest = pinned["image"]["reference"], pinned["image"]["digest"]
+    name_tag = ref.rsplit("/", 1)[-1]
+    assert f"{name_tag}@{digest.removeprefix('sha256:')[:8]}" in cli("runs").stdout
+    assert f"{ref}@{digest}" in cli("runs", "--wide").stdout
+    rows = list(csv.reader(io.StringIO(cli("runs", "--csv").stdout)))
+    assert f"{ref}@{digest}" in [row[6] for row in rows[1:]]
     shown = cli("show", m["run_id"]).stdout
     assert "key_29" in shown and "key_30" not in shown
     assert "… 5 more keys (`show --json` has them all)" in shown
