@@ -333,5 +333,13 @@ def write_prometheus(s: Stats, path: Path) -> None:
     registry = CollectorRegistry()
     for name, doc, value in prometheus_samples(s):
         Gauge(PREFIX + name, doc, registry=registry).set(value)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_to_textfile(str(path), registry)
+    if not path.parent.is_dir():  # a typo'd folder is not made (as export does not)
+        from replay_tui.errors import BadInput
+
+        raise BadInput(f"--prometheus {path}: the folder {path.parent} does not exist")
+    try:
+        write_to_textfile(str(path), registry)
+    except OSError as e:
+        from replay_tui.errors import BadInput
+
+        raise BadInput(f"--prometheus {path}: cannot write it ({e.strerror or e})") from None

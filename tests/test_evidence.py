@@ -337,6 +337,9 @@ def test_export_refuses_a_used_folder_and_a_replay(
     assert r.returncode == 2 and "is a replay" in r.stderr
     assert not (tmp_path / "x").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left
+    r = cli("export", run_id, "--out", "/proc/bundle")  # a folder nobody can write in
+    assert r.returncode == 2, r.stderr
+    assert "cannot write a bundle in /proc" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_verify_of_a_missing_folder_is_bad_input(cli: RunCli, tmp_path: Path) -> None:

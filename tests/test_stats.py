@@ -227,6 +227,10 @@ def _parse(path: Path) -> dict[str, float]:
 def test_prometheus_file_parses_and_carries_the_figures(cli: RunCli, hand_store: Path) -> None:
     prom = hand_store.parent / "textfile" / "replay_tui.prom"
     r = cli("stats", "--prometheus", prom, store=hand_store)
+    assert r.returncode == 2 and "does not exist" in r.stderr  # a typo'd folder: not made
+    assert not prom.parent.exists()
+    prom.parent.mkdir()  # the node exporter's textfile folder
+    r = cli("stats", "--prometheus", prom, store=hand_store)
     assert r.returncode == 0, r.stderr
     got = _parse(prom)
     want = {
@@ -259,6 +263,7 @@ def test_prometheus_file_parses_and_carries_the_figures(cli: RunCli, hand_store:
 
 def test_prometheus_write_is_atomic_replace(hand_store: Path, tmp_path: Path) -> None:
     prom = tmp_path / "textfile" / "replay_tui.prom"
+    prom.parent.mkdir()
     with RunStore(hand_store) as s:
         stats = compute_stats(s)
     write_prometheus(stats, prom)

@@ -199,7 +199,13 @@ def export_bundle(
     out = Path(os.path.abspath(out))
     _check_out(out)
     exported_at = now()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as e:  # a read-only or special folder (/proc): say so, no traceback
+        raise BadInput(
+            f"cannot write a bundle in {out.parent}: {e.strerror or e}",
+            "give a new folder in a place you can write",
+        ) from None
     try:
         m = ev.original
         _write(tmp, MANIFEST_NAME, _json(m.model_dump(mode="json")))
