@@ -123,6 +123,16 @@ def code_rules(m: RunManifest) -> Iterator[Gap]:
             "trained from uncommitted changes; the stored diff is applied on replay",
             "commit before training so the code has a name others can fetch",
         )
+    run_untracked = _untracked_in_command(m)
+    if run_untracked:
+        yield Gap(
+            "COMMAND_FILE_UNTRACKED",
+            "critical",
+            "code.untracked",
+            f"the command runs {', '.join(run_untracked[:3])}, which is not in the commit:"
+            " a replay from the recorded commit cannot run it",
+            "commit it (or record from a commit that has it) and record again",
+        )
     if c.untracked:
         shown = ", ".join(c.untracked[:3]) + (" ..." if len(c.untracked) > 3 else "")
         yield Gap(
@@ -302,6 +312,25 @@ def environment_rules(m: RunManifest) -> Iterator[Gap]:
                 "GPUs were used but the CUDA version is not recorded",
                 "use the SDK in the training code: it records torch's CUDA and cuDNN versions",
             )
+
+
+def _untracked_in_command(m: RunManifest) -> list[str]:
+    """Untracked files the command names (``python train.py``: ``train.py``), as paths
+    from the repository root (``code.untracked``'s form)."""
+    import posixpath
+
+    untracked = set(m.code.untracked)
+    if not untracked:
+        return []
+    base = m.workdir if m.workdir and m.workdir != "." else ""
+    found: list[str] = []
+    for token in m.argv:
+        if token.startswith("-") or "\x00" in token:
+            continue
+        path = posixpath.normpath(posixpath.join(base, token.split("=", 1)[-1]))
+        if path in untracked and path not in found:
+            found.append(path)
+    return found
 
 
 # -- outputs --------------------------------------------------------------------------
@@ -651,6 +680,7 @@ CAUSES: dict[str, str] = {
     "IMAGE_NONE": "no container image: the environment is not pinned",
     "IMAGE_TAG_ONLY": "image by tag only: it may have moved",
     "RUN_NOT_SUCCEEDED": "the original run did not succeed",
+    "COMMAND_FILE_UNTRACKED": "the command's file is not in the recorded commit",
 }
 
 

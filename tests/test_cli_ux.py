@@ -177,3 +177,36 @@ def test_long_values_that_differ_late_are_shown_where_they_differ() -> None:
     assert a != b and a.startswith("…") and "0.1" in a and "0.2" in b
     same = value_pair("x" * 100, "x" * 100)
     assert same[0] == same[1] and same[0].endswith("…")  # a cut value ends in an ellipsis
+
+
+def test_a_command_whose_script_is_not_committed_is_a_critical_gap(tmp_path: Path) -> None:
+    """`record -- python rep.py` with rep.py untracked: a replay from the recorded commit
+    cannot run it, so the gap is critical (not only the untracked-files warning)."""
+    import subprocess
+    import sys
+
+    from tests.app_support import cli_env
+    from tests.training import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README").write_text("x\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-q", "-m", "init")
+    (repo / "rep.py").write_text("print('step 0 loss 1.0')\n")  # never added
+    store = tmp_path / "store.db"
+    exe = [str(Path(sys.executable).parent / "replay-tui"), "--store", str(store)]
+    rec = subprocess.run(
+        [*exe, "record", "--json", "--", "python", "rep.py"],
+        cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    run_id = json.loads(rec.stdout)["run_id"]
+    gaps = subprocess.run(
+        [*exe, "gaps", run_id, "--json"], env=cli_env(), capture_output=True, text=True, check=True
+    )
+    found = {g["code"]: g for g in json.loads(gaps.stdout)}
+    gap = found["COMMAND_FILE_UNTRACKED"]
+    assert gap["severity"] == "critical" and "rep.py" in gap["message"]
+    assert "CODE_UNTRACKED_FILES" in found

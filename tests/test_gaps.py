@@ -146,6 +146,10 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
     "CODE_DIRTY_NO_DIFF": (setter("code.dirty", True), dirty_with(OTHER_SHA)),
     "CODE_DIRTY_DIFF_STORED": (dirty_with(OTHER_SHA), setter("code.dirty", True)),
     "CODE_UNTRACKED_FILES": (setter("code.untracked", ["notes.py"]), setter("code.untracked", [])),
+    "COMMAND_FILE_UNTRACKED": (  # the --config file the command reads is not in the commit
+        setter("code.untracked", ["configs/bert-base_coco.yaml"]),
+        setter("code.untracked", ["notes.py"]),
+    ),
     "CODE_NO_REMOTE": (
         setter("code.repo_url", None),
         both(setter("code.repo_url", None), setter("code.commit", None)),  # commit gap instead
