@@ -203,7 +203,7 @@ def test_the_key_map_lists_every_plot_key() -> None:
 
     (plot_keys,) = [keys for section, keys in KEYMAP if section.startswith("plot")]
     bound = {b.key for b in LinePlot.BINDINGS if isinstance(b, Binding)}
-    assert {key for key, _ in plot_keys} == bound == {"l", "z"}
+    assert {key for key, _ in plot_keys} == bound == {"l", "w", "z"}
 
 
 # -- verify a bundle ---------------------------------------------------------------------
