@@ -261,7 +261,7 @@ class ReplayApp(App[None]):
         signed = f"signed with key {res.key_id}" if res.signed else "not signed"
         self.call_from_thread(
             self.notify,
-            f"exported {res.files} files to {res.path} · verdict {res.verdict or 'not replayed'}"
+            f"exported {res.files} files to {res.path} · verdict {res.verdict_text or res.verdict}"
             f" · {signed}",
             timeout=15,
         )

@@ -108,7 +108,13 @@ def test_export_replay_option_checks_what_it_names(
     run_id, reps = _store_with_attempts(store_path, make_manifest)
     r = cli("export", run_id, "--out", tmp_path / "b", "--replay", reps[3])
     assert r.returncode == 0, r.stderr  # a cancelled replay can be exported on purpose
-    assert "verdict: INCOMPLETE" in r.stdout
+    assert "verdict: CANCELLED (did not complete: not a verdict)" in r.stdout
+    report = (tmp_path / "b" / "report.md").read_text()
+    assert "**Verdict: CANCELLED**" in report and "compared INCOMPLETE" in report
+    rows = [line for line in report.splitlines() if line.startswith("| ")]
+    assert any("| CANCELLED |" in row for row in rows)  # the replays table, same words
+    assert any("| INTERRUPTED |" in row for row in rows)
+    assert not any("| INCOMPLETE |" in row for row in rows)
     bad = cli("export", run_id, "--out", tmp_path / "c", "--replay", run_id)
     assert bad.returncode == 2
     assert f"is not a replay of {run_id}" in bad.stderr
@@ -304,3 +310,30 @@ def test_a_drill_run_that_did_not_finish_is_named_like_a_replay() -> None:
     line, words = drill_summary(body)
     assert words == ["IDENTICAL", "CANCELLED", "INFRA-ERROR", "-"]
     assert line == "1/4 reproduced"
+
+
+def test_a_run_whose_replays_all_stopped_has_no_verdict_and_says_why(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli, tmp_path: Path
+) -> None:
+    orig = make_manifest(index=0)
+    with RunStore(store_path) as store:
+        store.ingest(manifest_from_data(orig))
+        for status in ("interrupted", "timed_out"):
+            store.add_replay(
+                orig["run_id"],
+                replay_run=None,
+                backend="docker",
+                status=status,
+                verdict=None,
+                reason=f"{status} before the replay finished",
+                duration_s=1.0,
+                comparison_id=None,
+                body={"reason": status},
+                sets_verdict=False,
+            )
+    r = cli("export", orig["run_id"], "--out", tmp_path / "b")
+    assert r.returncode == 0, r.stderr
+    assert "verdict: none: 2 replay(s), none completed with a verdict" in r.stdout
+    assert "not replayed" not in r.stdout  # it was replayed, twice
+    v = cli("verify", tmp_path / "b", "--allow-unsigned")
+    assert "verdict none (2 replay(s), none completed with a verdict)" in v.stdout, v.stdout

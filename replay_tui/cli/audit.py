@@ -58,7 +58,7 @@ def export(
         f"exported run {res.run_id} to {res.path} ({res.files} files: the {listed} that"
         " SHA256SUMS lists, SHA256SUMS and the statement)"
     )
-    click.echo(f"  verdict: {res.verdict or 'not replayed'}")
+    click.echo(f"  verdict: {res.verdict_text or res.verdict or 'not replayed'}")
     if res.ledger_head:
         click.echo(f"  store ledger head: {res.ledger_head} (verify-store --anchor takes it)")
     if res.signed:

@@ -58,6 +58,8 @@ class ExportResult:
     sums_sha256: str
     bundle_id: int
     ledger_head: str | None = None  # the store's ledger head when exported (an anchor)
+    verdict_text: str = ""
+    """The verdict as printed (``Evidence.verdict_text``): says why there is none."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -273,4 +275,5 @@ def export_bundle(
         sums_sha,
         bid,
         ledger_head=head,
+        verdict_text=ev.verdict_text(),
     )

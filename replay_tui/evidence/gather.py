@@ -59,6 +59,14 @@ class ReplayEntry:
         return normalize_status(self.manifest.status if self.manifest else None)
 
     @property
+    def word(self) -> str:
+        """How this attempt ended in the words used everywhere: its verdict when it
+        completed, else CANCELLED / INTERRUPTED / TIMED OUT / INFRA-ERROR."""
+        from replay_tui.verdicts import outcome_word
+
+        return outcome_word(self.status, self.verdict)
+
+    @property
     def counts(self) -> bool:
         """Evidence: completed, judged, determinism as recorded."""
         from replay_tui.verdicts import counts_as_evidence
@@ -89,6 +97,18 @@ class Evidence:
     def verdict(self) -> str | None:
         latest = self.latest
         return latest.verdict if latest else None
+
+    def verdict_text(self) -> str:
+        """The verdict as the CLI and the TUI print it: the verdict; how a chosen replay
+        that did not complete ended; or why there is none."""
+        latest = self.latest
+        if latest is not None and latest.word != latest.verdict:
+            return f"{latest.word} (did not complete: not a verdict)"
+        if self.verdict:
+            return self.verdict
+        if self.replays:
+            return f"none: {len(self.replays)} replay(s), none completed with a verdict"
+        return "not replayed"
 
 
 def gather(store: RunStore, run_ref: str, *, replay: str | None = None) -> Evidence:

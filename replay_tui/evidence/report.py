@@ -134,6 +134,12 @@ def _reasons(latest: ReplayEntry | None) -> list[str]:
 
 
 def _verdict_line(ev: Evidence) -> tuple[str, str]:
+    latest = ev.latest
+    if latest is not None and latest.word != latest.verdict:  # a chosen aborted attempt
+        return latest.word, (
+            "this replay did not complete, so it is not a verdict"
+            + (f" (its partial outputs compared {latest.verdict})" if latest.verdict else "")
+        )
     v = ev.verdict
     if v:
         return v, VERDICT_TEXT.get(v, "")
@@ -179,7 +185,7 @@ def _replay_rows(ev: Evidence) -> list[list[object]]:
                 (f.created_at if f else None) or (m.started_at if m else None),
                 (f.backend if f else None) or (m.replay.backend if m and m.replay else None),
                 (f.status if f else None) or (m.status if m else None),
-                r.verdict,
+                r.word,
                 "off" if r.determinism_off else "recorded",
                 (f.reason if f else None) or (m.replay.reason if m and m.replay else None),
             ]

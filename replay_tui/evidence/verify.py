@@ -68,6 +68,7 @@ class BundleCheck:
     ledger_head: str | None = None  # the exporting store's ledger head, as signed
     run_id: str | None = None
     verdict: str | None = None
+    replays: int = 0  # replay attempts the statement lists (none may have a verdict)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -102,6 +103,12 @@ class ReportLine:
 MAX_PROBLEM_LINES = 20
 
 
+def _no_verdict(chk: BundleCheck) -> str:
+    if chk.replays:
+        return f"none ({chk.replays} replay(s), none completed with a verdict)"
+    return "none (not replayed)"
+
+
 def report_lines(chk: BundleCheck) -> list[ReportLine]:
     """What ``replay-tui verify`` prints (and the TUI shows), line by line: intact or
     the first problem, the other problems, the exporting store's ledger head, notes."""
@@ -113,7 +120,7 @@ def report_lines(chk: BundleCheck) -> list[ReportLine]:
         lines.append(
             ReportLine(
                 f"bundle intact: {chk.files_checked} files match{who}"
-                + (f"; run {run_id}, verdict {verdict or 'not replayed'}" if run_id else "")
+                + (f"; run {run_id}, verdict {verdict or _no_verdict(chk)}" if run_id else "")
             )
         )
     else:
@@ -196,6 +203,8 @@ def verify_bundle(
     head = _dig(predicate, "store", "ledger_head")
     chk.ledger_head = escape_control(head) if isinstance(head, str) else None
     chk.verdict = verdict if isinstance(verdict, str) else None
+    replays = _dig(predicate, "replay", "replays")
+    chk.replays = len(replays) if isinstance(replays, list) else 0
     # -- the checksum list, against the statement
     raw_sums = _read(path / checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
     listed: dict[str, str] = {}
