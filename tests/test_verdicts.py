@@ -337,3 +337,18 @@ def test_a_run_whose_replays_all_stopped_has_no_verdict_and_says_why(
     assert "not replayed" not in r.stdout  # it was replayed, twice
     v = cli("verify", tmp_path / "b", "--allow-unsigned")
     assert "verdict none (2 replay(s), none completed with a verdict)" in v.stdout, v.stdout
+
+
+def test_comparing_a_run_with_its_stopped_replay_is_not_judged(
+    store_path: Path, make_manifest: MakeManifest, cli: RunCli
+) -> None:
+    """`compare RUN REPLAY` where the replay was cancelled: its outputs are partial; the
+    comparison says so and exits as the replay did (130), never 1 (not reproduced)."""
+    run_id, reps = _store_with_attempts(store_path, make_manifest)
+    r = cli("compare", run_id, reps[3])
+    assert r.returncode == 130, r.stdout[-2000:]
+    assert f"NOT JUDGED: {reps[3]} is a replay that did not complete (CANCELLED)" in r.stdout
+    as_json = json.loads(cli("compare", run_id, reps[3], "--json").stdout)
+    assert as_json["replay_aborted"] == {"run": reps[3], "ended": "CANCELLED", "exit_code": 130}
+    done = cli("compare", run_id, reps[0])  # a completed replay: judged as before
+    assert done.returncode == 0 and "NOT JUDGED" not in done.stdout

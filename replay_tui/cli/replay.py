@@ -184,11 +184,27 @@ def compare_cmd(
             atol=atol_v,
             set_verdict_on=b if mb.replay_of == a else None,
         )
+    # a replay that did not complete has partial outputs: comparing them is no verdict
+    from replay_tui.verdicts import aborted_replays
+
+    originals = [x for x in dict.fromkeys((ma.replay_of, mb.replay_of)) if x]
+    aborted = aborted_replays(obj.store.replay_outcomes(originals)) if originals else {}
+    stopped = next(((r, aborted[r]) for r in (b, a) if r in aborted), None)
+    code = result.exit_code
+    if stopped is not None:
+        code = 130 if stopped[1] in ("CANCELLED", "INTERRUPTED") else 3
+        body["replay_aborted"] = {"run": stopped[0], "ended": stopped[1], "exit_code": code}
     if as_json:
         echo_json(body)
     else:
         click.echo(escape_control(comparison_text(result), keep_newlines=True))
-    sys.exit(result.exit_code)
+        if stopped is not None:
+            click.echo(
+                f"\nNOT JUDGED: {stopped[0]} is a replay that did not complete"
+                f" ({stopped[1]}); its outputs are partial, so this comparison is not a"
+                f" verdict on reproduction (exit {code})"
+            )
+    sys.exit(code)
 
 
 def register(main: click.Group) -> None:
