@@ -40,3 +40,22 @@ def test_the_status_line_puts_filters_first_and_ends_a_cut_in_an_ellipsis(
             assert "search “resnet”" in row  # the filter stays in sight
 
     asyncio.run(main())
+
+
+def test_the_search_hint_is_never_cut_mid_word(tmp_path: Path) -> None:
+    from textual.widgets import Input
+
+    from replay_tui.screens.runs import SEARCH_HINT, SEARCH_HINT_SHORT
+
+    fixed = build_fixed_store(tmp_path / "fixed")
+
+    async def main() -> None:
+        for size, hint in (((80, 24), SEARCH_HINT_SHORT), ((200, 40), SEARCH_HINT)):
+            app = ReplayApp(fixed.path)
+            async with app.run_test(size=size) as pilot:
+                await settle(pilot)
+                search = app.screen.query_one("#search", Input)
+                assert search.placeholder == hint, size
+                assert len(hint) <= search.content_size.width
+
+    asyncio.run(main())

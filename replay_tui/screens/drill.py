@@ -333,7 +333,7 @@ class DrillScreen(WorkScreen):
             table.add_row(
                 Text(short(i.run_id, 13)),
                 Text(RESULT[i.status], style=palette.fg(RESULT_COLOUR[i.status])),
-                palette.verdict(i.verdict) if i.verdict else Text("-", style=palette.muted),
+                _item_cell(palette, i.status, i.verdict, i.reason),
                 Text(duration(i.duration_s)),
                 Text(i.name or "-"),
                 Text(i.reason or "", style=palette.muted),
@@ -342,7 +342,7 @@ class DrillScreen(WorkScreen):
             )
         self._show_result_row(table.cursor_row)
         reproduced = sum(i.status == "reproduced" for i in rep.items)
-        word = "CANCELLED" if cancelled else "PASSED" if rep.passed else "FAILED"
+        word = rep.outcome if rep.cancelled else "CANCELLED" if cancelled else rep.outcome
         colour = "warning" if cancelled else "success" if rep.passed else "error"
         t = Text()
         t.append(f" {word} ", style=palette.badge(colour))
@@ -387,3 +387,11 @@ class DrillScreen(WorkScreen):
 
     def show_failure(self, reason: str) -> None:
         self.query_one("#now", Static).update("")
+
+
+def _item_cell(palette: Palette, status: str, verdict: str | None, reason: str | None) -> Text:
+    """A drill run's verdict, or how its replay ended (CANCELLED, INTERRUPTED...)."""
+    from replay_tui.verdicts import drill_item_word
+
+    word = drill_item_word(status, verdict, reason)
+    return palette.verdict(word) if word != "-" else Text("-", style=palette.muted)

@@ -20,7 +20,7 @@ from replay_tui.widgets.runs_table import RunsTable
 from replay_tui.widgets.style import short
 
 PICKER_ROWS = 200
-DIALOG_MIN = 78
+DIALOG_MIN = 80
 """The dialog's least width (the terminal's at most): its table then holds ID, NAME,
 VERDICT, GAPS and STATUS whole at 80 columns."""
 

@@ -98,6 +98,10 @@ class SearchBox(Input):
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
 
+SEARCH_HINT = "/ search: name, command, commit, image, tags"
+SEARCH_HINT_SHORT = "/ search runs"
+
+
 class RunsScreen(AppScreen[None]):
     """Browse, search, sort and filter the runs of the store."""
 
@@ -172,11 +176,7 @@ class RunsScreen(AppScreen[None]):
         if self.notice:
             yield Static(self.notice, id="notice")
         with Horizontal(id="toolbar"):
-            yield SearchBox(
-                placeholder="/ search: name, command, commit, image, tags",
-                id="search",
-                compact=True,
-            )
+            yield SearchBox(placeholder=SEARCH_HINT, id="search", compact=True)
             yield Select(KIND_OPTIONS, id="kind", value="", allow_blank=False, compact=True)
             yield Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True)
             yield Checkbox("critical gaps", id="critical", compact=True)
@@ -196,6 +196,9 @@ class RunsScreen(AppScreen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.table.refit(event.size.width)  # columns re-fit at once, not at the next sort
+        search = self.query_one("#search", Input)  # a hint never cut mid-word
+        width = search.content_size.width or event.size.width // 3
+        search.placeholder = SEARCH_HINT if len(SEARCH_HINT) <= width else SEARCH_HINT_SHORT
         self.query_one("#full-row", FullRow).follow()  # what the narrower columns now cut or hide
 
     # -- querying --------------------------------------------------------------------

@@ -41,7 +41,7 @@ COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("id", "ID", 13, None),
     RunColumn("name", "NAME", 26, "name"),
     RunColumn("started", "STARTED", 19, "started_at"),
-    RunColumn("verdict", "VERDICT", 16, "severity"),
+    RunColumn("verdict", "VERDICT", 18, "severity"),  # " IDENTICAL  3/3 +1"
     RunColumn("gaps", "GAPS", 10, "gaps"),
     RunColumn("status", "STATUS", 11, "status"),
     RunColumn("duration", "DUR", 7, "duration_s"),
