@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import mmap
 import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -291,6 +293,38 @@ def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (root / "d3" / "out").symlink_to(tmp_path)  # the walk fails while children work
     with pytest.raises(ValueError, match="points outside"):
         hash_path(root, workers=2)
+
+
+def test_process_pool_with_one_page_pipes_and_long_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Task and answer messages far larger than the pipes: the parent never blocks on a
+    child that is itself waiting for its answer to be read."""
+    long = "n" * 200
+    files = {f"d{i % 3}/{long}{i:04d}.bin": os.urandom(1 + i % 5000) for i in range(700)}
+    root = _make_tree(tmp_path / "ds", files)
+    serial = hash_path(root, workers=1)
+    real_pipe = os.pipe
+
+    def small_pipe() -> tuple[int, int]:
+        read_end, write_end = real_pipe()
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # one page, as when over the limit
+        return read_end, write_end
+
+    monkeypatch.setattr(hashing.os, "pipe", small_pipe)
+    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
+    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
+
+    def too_long(signum: int, frame: object) -> None:
+        raise TimeoutError("the pool is stuck")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(60)
+    try:
+        assert hash_path(root, workers=2) == serial
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_thread_paths_match_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -301,7 +301,10 @@ def _run_children(
             if not busy and not walking:
                 return
             timeout = 0.0 if walking else None
-            ready, _, _ = select.select(busy, [], [], timeout) if busy else ([], [], [])
+            sending = {child.tasks: child for child in busy if child.out}
+            ready, writable, _ = select.select(busy, list(sending), [], timeout)
+            for fd in writable:
+                sending[fd].flush()
             for child in ready:
                 start, raw, keys = child.receive()
                 on_digests(start, raw, keys)
@@ -322,19 +325,28 @@ class _ChildPipes:
         self.tasks = tasks
         self.results = results
         self.starts: deque[int] = deque()  # first index of each chunk sent, not answered
+        self.out = bytearray()  # what the task pipe (non-blocking) has not taken yet
 
     def fileno(self) -> int:
         return self.results
 
     def send(self, start: int, chunk: list[bytes]) -> None:
         body = b"\0".join(chunk)  # no path holds a NUL
-        view = memoryview(_HEADER.pack(len(chunk), len(body)) + body)
+        self.out += _HEADER.pack(len(chunk), len(body))
+        self.out += body
+        self.starts.append(start)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what the task pipe takes now; the rest waits for the loop's ``select``
+        (a blocking write could wait on a child that waits for its answer to be read)."""
         try:
-            while view:
-                view = view[os.write(self.tasks, view) :]
+            while self.out:
+                del self.out[: os.write(self.tasks, self.out)]
+        except BlockingIOError:
+            pass
         except BrokenPipeError:
             raise BrokenProcessPool("a hashing process died without an error") from None
-        self.starts.append(start)
 
     def receive(self) -> tuple[int, bytes, memoryview]:
         header = _read_exact(self.results, _HEADER.size)
@@ -373,6 +385,7 @@ def _fork_child(siblings: Sequence[_ChildPipes]) -> _ChildPipes:
     finally:
         os.close(task_r)
         os.close(result_w)
+    os.set_blocking(task_w, False)
     return _ChildPipes(pid, task_w, result_r)
 
 
