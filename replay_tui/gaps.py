@@ -361,6 +361,17 @@ def output_rules(m: RunManifest) -> Iterator[Gap]:
                 " --artifact GLOB (a link or special file is refused unhashed: the recorder"
                 " says why)",
             )
+    for name, steps in sorted(o.metric_nonfinite.items()):
+        if steps:
+            shown = ", ".join(str(x) for x in steps[:5]) + (" …" if len(steps) > 5 else "")
+            yield Gap(
+                "METRIC_NONFINITE",
+                "warning",
+                f"outputs.metric_nonfinite.{name}",
+                f"metric {name} was NaN or infinite at {len(steps)} step(s) ({shown}): the"
+                " history holds its finite values only",
+                "look at the run's log around those steps; a replay shows whether it recurs",
+            )
     if m.status == "succeeded" and not o.artifacts:
         yield Gap(
             "NO_ARTIFACTS",

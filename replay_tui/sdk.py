@@ -349,6 +349,7 @@ class Run:
         self.metrics: dict[str, float] = {}
         self.history: dict[str, list[list[float]]] = {}
         self.times: dict[str, list[float]] = {}  # per point: seconds since the start
+        self.nonfinite: dict[str, list[int]] = {}  # steps where a metric was NaN/inf
         self.artifacts: list[str] = []
         self.finished = False
         self._last_flush = 0.0
@@ -361,7 +362,10 @@ class Run:
     def log_metric(self, name: str, value: float, step: int) -> None:
         value = float(value)
         if not math.isfinite(value):
-            _warn(f"metric {name} at step {step} is {value}; recorded as a warning only")
+            _warn(f"metric {name} at step {step} is {value}: recorded as non-finite")
+            steps = self.nonfinite.setdefault(name, [])
+            if len(steps) < 1000:
+                steps.append(int(step))
             return
         self.metrics[name] = value
         self.history.setdefault(name, []).append([int(step), value])
@@ -384,6 +388,7 @@ class Run:
             "metrics": self.metrics,
             "metric_history": self.history,
             "metric_times": self.times,
+            "metric_nonfinite": self.nonfinite,
             "artifacts": self.artifacts,
         }
 
@@ -471,6 +476,7 @@ class Run:
                 "metrics": self.metrics,
                 "metric_history": self.history,
                 "metric_times": self.times,
+                "metric_nonfinite": self.nonfinite,
             },
         }
 

@@ -326,6 +326,13 @@ class OutputsInfo(_Model):
         default_factory=dict, max_length=1000, exclude_if=lambda v: not v
     )
 
+    # added later: the steps at which a metric was NaN or infinite (kept out of the
+    # history, which holds finite values only): a diverged loss is a fact an auditor
+    # must see.  Left out of the JSON when empty.
+    metric_nonfinite: dict[Label, list[SafeInt]] = Field(
+        default_factory=dict, max_length=1000, exclude_if=lambda v: not v
+    )
+
     @model_validator(mode="after")
     def _times_match_history(self) -> OutputsInfo:
         for name, times in self.metric_times.items():

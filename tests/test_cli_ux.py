@@ -210,3 +210,53 @@ def test_a_command_whose_script_is_not_committed_is_a_critical_gap(tmp_path: Pat
     gap = found["COMMAND_FILE_UNTRACKED"]
     assert gap["severity"] == "critical" and "rep.py" in gap["message"]
     assert "CODE_UNTRACKED_FILES" in found
+
+
+NAN_SCRIPT = """\
+import math
+import replay_tui
+run = replay_tui.start_run("nan-loss")
+for step in range(6):
+    loss = float("nan") if step >= 4 else 1.0 / (step + 1)
+    run.log_metric("loss", loss, step)
+    print(f"step {step} printed {loss}", flush=True)
+run.finish()
+"""
+
+
+def test_a_nan_loss_is_kept_as_a_fact_not_dropped(tmp_path: Path) -> None:
+    """A metric that goes NaN (the SDK and --metric-regex alike): the history keeps its
+    finite points and the manifest names the steps where it was not finite, a gap says so."""
+    import subprocess
+    import sys
+
+    from tests.app_support import cli_env
+    from tests.training import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "nan.py").write_text(NAN_SCRIPT)
+    git(repo, "add", "nan.py")
+    git(repo, "commit", "-q", "-m", "nan")
+    store = tmp_path / "store.db"
+    exe = [str(Path(sys.executable).parent / "replay-tui"), "--store", str(store)]
+    regex = r"step (?P<step>\d+) printed (?P<value>\S+)"
+    rec = subprocess.run(
+        [*exe, "record", "--json", "--metric-regex", regex, "--metric-name", "printed",
+         "--", "python", "nan.py"],
+        cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    run_id = json.loads(rec.stdout)["run_id"]
+    shown = subprocess.run(
+        [*exe, "show", run_id, "--json"], env=cli_env(), capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    body = json.loads(shown.stdout)
+    outputs = body["manifest"]["outputs"]
+    for name in ("loss", "printed"):
+        assert [s for s, _ in outputs["metric_history"][name]] == [0, 1, 2, 3]
+        assert outputs["metric_nonfinite"][name] == [4, 5]
+    gaps = {g["code"]: g for g in body["gaps"] if g["code"] == "METRIC_NONFINITE"}
+    assert gaps and "NaN or infinite at 2 step(s) (4, 5)" in gaps["METRIC_NONFINITE"]["message"]

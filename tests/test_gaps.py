@@ -146,6 +146,10 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
     "CODE_DIRTY_NO_DIFF": (setter("code.dirty", True), dirty_with(OTHER_SHA)),
     "CODE_DIRTY_DIFF_STORED": (dirty_with(OTHER_SHA), setter("code.dirty", True)),
     "CODE_UNTRACKED_FILES": (setter("code.untracked", ["notes.py"]), setter("code.untracked", [])),
+    "METRIC_NONFINITE": (
+        setter("outputs.metric_nonfinite", {"loss": [5, 6]}),
+        setter("outputs.metric_nonfinite", {"loss": []}),
+    ),
     "COMMAND_FILE_UNTRACKED": (  # the --config file the command reads is not in the commit
         setter("code.untracked", ["configs/bert-base_coco.yaml"]),
         setter("code.untracked", ["notes.py"]),

@@ -536,6 +536,7 @@ def test_wall_times_are_optional_and_leave_older_hashes_alone(make_manifest: Mak
     m = manifest_from_data(d)
     assert "metric_times" not in m.body()["outputs"]
     assert b"metric_times" not in canonical_json(m.body())
+    assert b"metric_nonfinite" not in canonical_json(m.body())
     n = len(d["outputs"]["metric_history"]["loss"])
     d["outputs"]["metric_times"] = {"loss": [0.5 * i for i in range(n)]}
     timed = manifest_from_data(d)

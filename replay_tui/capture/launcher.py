@@ -527,6 +527,7 @@ def _inside_checks() -> dict[str, Callable[[Any], Any]]:
         "metrics": typed(dict[mf.Label, mf.Finite]),
         "metric_history": history,
         "metric_times": typed(dict[mf.Label, list[mf.Finite]]),
+        "metric_nonfinite": typed(dict[mf.Label, list[mf.SafeInt]]),
         "artifacts": typed(list[mf.Str]),
     }
 
@@ -681,6 +682,8 @@ def build_manifest(
             times = [None] * len(pts)  # the SDK's times must match its points one for one
         for (s, v), t in zip(pts, times, strict=True):
             sdk_metrics.add(str(n), int(s), float(v), None if t is None else float(t))
+    for n, steps in (inside.get("metric_nonfinite") or {}).items():
+        sdk_metrics.nonfinite[str(n)] = [int(x) for x in steps][:1000]
     for n, v in (inside.get("metrics") or {}).items():
         sdk_metrics.set_final(str(n), float(v))
     sdk_metrics.merge(metrics)
@@ -742,6 +745,7 @@ def build_manifest(
             "metrics": sdk_metrics.finals,
             "metric_history": {k: [list(p) for p in v] for k, v in sdk_metrics.history.items()},
             "metric_times": sdk_metrics.timed(),
+            "metric_nonfinite": sdk_metrics.nonfinite,
             "log_sha256": log_sha256,
             "log_tail": log_tail or None,
         },

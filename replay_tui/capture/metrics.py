@@ -11,6 +11,10 @@ from typing import Any
 
 from replay_tui.errors import BadInput
 
+MAX_NONFINITE_STEPS = 1000
+"""Steps kept per metric where it was NaN or infinite (a run that diverged early logs
+NaN at every later step; the first ones say when)."""
+
 
 @dataclass
 class MetricSeries:
@@ -21,10 +25,15 @@ class MetricSeries:
     times: dict[str, list[float | None]] = field(default_factory=dict)
     """Per point of ``history``, its wall time in seconds since the run started (None:
     unknown)."""
+    nonfinite: dict[str, list[int]] = field(default_factory=dict)
+    """Per metric, the steps at which it was NaN or infinite (not in ``history``)."""
 
     def add(self, name: str, step: int, value: float, t: float | None = None) -> None:
         """One point; ``t``: when it was logged, in seconds since the run started."""
         if not math.isfinite(value):
+            steps = self.nonfinite.setdefault(name, [])
+            if len(steps) < MAX_NONFINITE_STEPS:
+                steps.append(step)
             return
         self.history.setdefault(name, []).append((step, value))
         self.times.setdefault(name, []).append(
@@ -51,6 +60,8 @@ class MetricSeries:
             if name not in self.history:
                 self.history[name] = list(pts)
                 self.times[name] = list(other.times.get(name) or [None] * len(pts))
+        for name, steps in other.nonfinite.items():
+            self.nonfinite.setdefault(name, list(steps))
         for name, v in other.finals.items():
             self.finals.setdefault(name, v)
 

@@ -104,6 +104,8 @@ def handled(fn: F) -> F:
         except PermissionError as e:
             fail(f"permission denied: {e.filename}", 3, as_json=as_json)
         except KeyboardInterrupt:  # what was started is stopped and recorded by then
+            if as_json:  # --json promises JSON on stdout, an interrupt included
+                click.echo(json.dumps({"error": "interrupted (Ctrl-C)", "exit_code": 130}))
             click.echo("interrupted (Ctrl-C)", err=True)
             sys.exit(130)
 
