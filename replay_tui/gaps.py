@@ -402,7 +402,8 @@ def output_rules(m: RunManifest) -> Iterator[Gap]:
             "info",
             "status",
             f"the run {m.status.replace('_', ' ')} (exit code {m.exit_code})",
-            "read the log tail; a failed run can still be replayed to reproduce the failure",
+            "read the log tail; a replay reruns it to show the failure again, but with no"
+            " outputs to compare its verdict is INCOMPLETE, never IDENTICAL",
         )
 
 
