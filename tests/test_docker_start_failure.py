@@ -76,3 +76,46 @@ def test_a_cancel_kills_the_container_at_once(
     assert "cancelled" in (res.reason or "")
     assert "got SIGTERM" not in lines and "ran to its end" not in lines, lines
     assert not engine.containers.list(all=True, filters={"id": ex.container_id})
+
+
+def test_ctrl_c_stops_the_container_and_the_replay_goes_on(
+    tmp_path: Path,
+    engine: Any,  # noqa: F811 (fixture)
+    train_image: str,  # noqa: F811 (fixture)
+) -> None:
+    """Ctrl-C while the container runs (SIGINT to this process, as a terminal sends it):
+    the container is killed and the run ends 'interrupted' with its partial log, so the
+    replay hashes and compares what it left and prints its summary, as the local backend
+    does; no KeyboardInterrupt escapes, and this process's own handler is back after."""
+    import os
+    import signal
+
+    from replay_tui.capture.launcher import ExecSpec
+    from replay_tui.replay.docker import DockerExecutor
+
+    script = (
+        "import time\n"
+        "print('ready', flush=True)\n"
+        "for _ in range(600):\n"
+        "    time.sleep(0.1)\n"
+        "print('ran to its end', flush=True)\n"
+    )
+    (tmp_path / "handoff").mkdir()
+    spec = ExecSpec(
+        ["python3", "-c", script], tmp_path, {}, tmp_path / "handoff", tmp_path / "output.log"
+    )
+    lines: list[str] = []
+
+    def on_line(line: str) -> None:
+        lines.append(line)
+        if line == "ready":
+            os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C
+
+    before = signal.getsignal(signal.SIGINT)
+    ex = DockerExecutor(train_image, [], "/tmp")
+    res = ex.run(spec, on_line, lambda: False)
+    assert res.status == "interrupted" and res.exit_code == 137, res
+    assert (res.reason or "").startswith("interrupted (Ctrl-C)")
+    assert "ran to its end" not in lines
+    assert signal.getsignal(signal.SIGINT) is before
+    assert not engine.containers.list(all=True, filters={"id": ex.container_id})

@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,28 +317,30 @@ class DockerExecutor:
             )
             pump.start()
             interrupted = timed_out = False
-            while True:
-                try:
-                    res = container.wait(timeout=0.5)
-                    code = int(res.get("StatusCode", -1))
-                    break
-                except Exception as e:  # read timeout while still running, or engine gone
-                    if not _is_timeout(e):
-                        raise InfraError(
-                            f"lost the Docker engine during the run: {str(e)[:200]}",
-                            "restart the engine and replay again",
-                        ) from None
-                if should_cancel() and not interrupted:
-                    # A cancel stops the run now: SIGKILL.  ``stop`` would send SIGTERM,
-                    # which a command running as the container's PID 1 ignores unless it
-                    # handles it, and let the run go on for the whole grace period.
-                    interrupted = True
-                    with contextlib.suppress(Exception):
-                        container.kill()
-                if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s and not timed_out:
-                    timed_out = True
-                    with contextlib.suppress(Exception):
-                        container.stop(timeout=5)
+            signalled: list[int] = []  # Ctrl-C / SIGTERM while the container runs
+            with _signals_stop_the_run(signalled):
+                while True:
+                    try:
+                        res = container.wait(timeout=0.5)
+                        code = int(res.get("StatusCode", -1))
+                        break
+                    except Exception as e:  # read timeout while running, or engine gone
+                        if not _is_timeout(e):
+                            raise InfraError(
+                                f"lost the Docker engine during the run: {str(e)[:200]}",
+                                "restart the engine and replay again",
+                            ) from None
+                    if (should_cancel() or signalled) and not interrupted:
+                        # A cancel stops the run now: SIGKILL.  ``stop`` would send SIGTERM,
+                        # which a command running as the container's PID 1 ignores unless it
+                        # handles it, and let the run go on for the whole grace period.
+                        interrupted = True
+                        with contextlib.suppress(Exception):
+                            container.kill()
+                    if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s and not timed_out:
+                        timed_out = True
+                        with contextlib.suppress(Exception):
+                            container.stop(timeout=5)
             if pump is not None:
                 pump.join(timeout=10)
             container.reload()
@@ -348,6 +350,11 @@ class DockerExecutor:
                     "timed_out",
                     f"timed out after {spec.timeout_s:g}s (then SIGTERM, and SIGKILL after a 5s"
                     f" grace period: stopped after {time.monotonic() - t0:.1f}s)",
+                )
+            elif interrupted and signalled and not should_cancel():
+                status, reason = (
+                    "interrupted",
+                    "interrupted (Ctrl-C): the container was killed (SIGKILL)",
                 )
             elif interrupted:
                 status, reason = "interrupted", "cancelled: the container was killed (SIGKILL)"
@@ -376,6 +383,29 @@ class DockerExecutor:
             reason,
             environment=env_view,
         )
+
+
+@contextlib.contextmanager
+def _signals_stop_the_run(signalled: list[int]) -> Iterator[None]:
+    """While the container runs, Ctrl-C and SIGTERM to this process are noted in
+    ``signalled`` (the wait loop then kills the container and the replay goes on to hash
+    and compare what it left, as the local backend does) instead of raising
+    KeyboardInterrupt mid-wait.  Only the main thread can take signals."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: object) -> None:
+        signalled.append(signum)
+
+    old = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _is_timeout(e: Exception) -> bool:
