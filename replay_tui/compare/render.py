@@ -209,6 +209,15 @@ def _shape(s: tuple[int, ...] | None) -> str:
     return "-" if s is None else "[" + ",".join(map(str, s)) + "]"
 
 
+def _in_tol(m: MetricDiff) -> str:
+    """``yes``/``NO``, or ``-`` where nothing of the metric was in both runs (not a yes)."""
+    if m.timing:
+        return "timing"
+    if m.final_within_tol is None and m.steps_compared == 0:
+        return "-"
+    return "yes" if m.within_tol else "NO"
+
+
 def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
     if not metrics:
         return ["── metrics: none recorded in either run"]
@@ -220,7 +229,7 @@ def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
             exact(m.b),
             num(m.abs_diff),
             num(m.rel_diff),
-            "timing" if m.timing else ("yes" if m.within_tol else "NO"),
+            _in_tol(m),
             num(m.first_step_differs),
             num(m.first_step_out_of_tol),
             _steps(m),
