@@ -474,7 +474,8 @@ def test_metric_on_one_side_is_incomplete() -> None:
     assert loss.steps_compared == 8 and loss.example_steps_only_a == (9, 10)
     from replay_tui.compare.render import metrics_text
 
-    table = {ln.split()[1]: ln.split() for ln in metrics_text(c.metrics)[2:4]}
+    lines = "\n".join(metrics_text(c.metrics)).splitlines()
+    table = {ln.split()[1]: ln.split() for ln in lines[2:4]}
     assert table["acc"][6] == "-"  # nothing of it in both runs: not "in tolerance"
     assert table["loss"][6] == "yes"  # the 8 steps in both are within tolerance
 
