@@ -101,6 +101,10 @@ def test_the_crashed_run_its_gaps_and_its_comparisons_say_it_did_not_write_the_f
     assert _record(store, repo, "good").returncode == 0
     crashed = _record(store, repo, "crash")
     assert crashed.returncode == 1, crashed.stderr[-2000:]
+    # said as what it is (listed, not written by the run), and not counted as its output
+    assert "replay-tui: not an output of this run: out/model.pt: stale" in crashed.stderr
+    assert "refused: out/model.pt" not in crashed.stderr
+    assert "0 artifact(s) (+1 stale, not written by it)" in crashed.stdout
     with RunStore(store) as s:
         good_id, crash_id = [r.id for r in reversed(s.list_runs())]
         good, crash = s.manifest(good_id), s.manifest(crash_id)

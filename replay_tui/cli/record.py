@@ -103,7 +103,9 @@ def record(
     res = do_record(opts, obj.store, executor=executor, on_line=echo, image_info=image_info)
     m = res.manifest
     for why in res.refused:  # always said (also under --json and --quiet): each is a gap
-        click.echo(f"replay-tui: refused: {why}", err=True)
+        # a stale file was not refused: it is listed, as not written by this run
+        word = "not an output of this run" if ": stale: " in why else "refused"
+        click.echo(f"replay-tui: {word}: {why}", err=True)
     if as_json:
         echo_json(
             {
@@ -119,9 +121,11 @@ def record(
         click.echo(
             f"recorded run {m.run_id} ({m.status}, exit {res.exit.exit_code}) in {obj.store_path}"
         )
+        stale = sum(1 for a in m.outputs.artifacts if a.stale is not None)
         click.echo(
-            f"  {len(m.outputs.artifacts)} artifact(s), {len(m.outputs.metrics)} metric(s),"
-            f" log kept at {res.log_path}"
+            f"  {len(m.outputs.artifacts) - stale} artifact(s)"
+            + (f" (+{stale} stale, not written by it)" if stale else "")
+            + f", {len(m.outputs.metrics)} metric(s), log kept at {res.log_path}"
         )
     sys.exit(res.exit.exit_code)
 
