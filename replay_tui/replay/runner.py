@@ -45,6 +45,7 @@ from replay_tui.verdicts import (
     INTERRUPTED,
     counts_as_evidence,
     environment_failure,
+    outcome_word,
     replay_status,
 )
 from replay_tui.verdicts import exit_code as verdict_exit_code
@@ -576,7 +577,10 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     ctx.emit(
         "compare",
         "done",
-        verdict if status == COMPLETED else f"{verdict} ({status}: not counted as evidence)",
+        verdict
+        if status == COMPLETED
+        else f"{outcome_word(status, verdict)}: not counted as evidence"
+        f" (its outputs compared {verdict or 'nothing'})",
     )
     if host_fault:
         ctx.emit("replay", "failed", host_fault)
