@@ -296,21 +296,23 @@ def test_ctrl_c_during_a_drill_stops_it_and_is_not_a_failed_drill(tmp_path: Path
     gate.unlink()
     proc = subprocess.Popen(
         [str(exe), "--store", str(store), "drill", "--count", "1", "--backend", "local"],
-        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
-    seen, deadline = "", time.monotonic() + 300
-    while "[     run] start" not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+    # read stderr unbuffered (a buffered readline can hold the line select waits for)
+    fd, seen, deadline = proc.stderr.fileno(), b"", time.monotonic() + 300
+    while b"[     run] start" not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
         if ready:
-            line = proc.stderr.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 break
-            seen += line
-    assert "[     run] start" in seen, seen[-2000:]  # the replay's command is running
+            seen += chunk
+    assert b"[     run] start" in seen, seen[-2000:]  # the replay's command is running
     time.sleep(1.0)  # into the program (a signal before it is handled the same way)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=300)
+    out_b, err_b = proc.communicate(timeout=300)
+    out, err = out_b.decode(), (seen + err_b).decode(errors="replace")
     assert proc.returncode == 130, (out, err[-2000:])
     row = next(
         line for line in out.splitlines() if line.startswith(rec.stdout[10:23]) or "error" in line
