@@ -191,7 +191,7 @@ def manifest_text(
         lines.append("  (none yet: `replay-tui replay RUN`)")
     for i, r in enumerate(replays, 1):  # numbered per run, oldest first
         lines.append(
-            f"  {i:>2}. {r.created_at[:19]} {r.backend or '-':<6} {r.status:<10}"
+            f"  {i:>2}. {r.created_at[:19]} {r.backend or '-':<6} {r.status:<11}"
             f" {outcome_word(r.status, r.verdict):<11} {r.replay_run or ''}"
             f" {r.reason or ''}".rstrip()
         )

@@ -54,6 +54,9 @@ def test_a_mistyped_store_in_the_environment_is_refused_too(
     assert not typo.exists()
     import json
 
+    vs = subprocess.run([str(exe), "verify-store", "--json"], capture_output=True, text=True)
+    assert vs.returncode == 2 and json.loads(vs.stdout)["hint"], vs.stdout  # says what to do
+
     from tests.factories import realistic_manifest
 
     manifest = tmp_path / "m.json"

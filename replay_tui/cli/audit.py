@@ -86,7 +86,8 @@ def _public_half(private: Path) -> Path:
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("replay-tui.key"),
     show_default=True,
-    help="Private key file (written 0600); the public key goes beside it as .pub.",
+    help="Private key file (written 0600); the public key goes beside it: KEY.key gives"
+    " KEY.pub, any other name NAME.pub.",
 )
 @click.option("--force", is_flag=True, help="Replace existing key files.")
 @json_option

@@ -224,7 +224,10 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
     that point then fails too.
     """
     if not obj.store_path.exists():
-        raise BadInput(f"no store at {obj.store_path}")
+        raise BadInput(
+            f"no store at {obj.store_path}",
+            "pass the path of an existing store with --store (or $REPLAY_TUI_STORE)",
+        )
     for a in anchors:
         seq, sep, h = a.partition(":")
         if not (seq.isdigit() and sep and len(h) == 64):
