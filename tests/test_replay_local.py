@@ -51,6 +51,12 @@ def test_same_seed_replay_is_identical_and_stored(store: Path, repo: Path) -> No
         cmp = s.facts("comparisons")[-1]
         assert cmp["a_run"] == rid and cmp["b_run"] == r["replay_run"]
         assert s.verify().ok
+    # the next replay is the run's second: numbered as `show` numbers it
+    again = replay_tui(store, "replay", rid, "--backend", "local")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "replay 2: IDENTICAL" in again.stdout, again.stdout
+    shown = replay_tui(store, "show", rid).stdout.split("── replays\n", 1)[1]
+    assert [ln.split()[0] for ln in shown.splitlines()[:2]] == ["1.", "2."]
 
 
 def test_unseeded_noise_diverges_with_step_and_tensors_named(store: Path, repo: Path) -> None:

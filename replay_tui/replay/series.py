@@ -30,6 +30,8 @@ class ReplayReport:
     outcomes: list[ReplayOutcome] = field(default_factory=list)
     noise_floor: dict[str, Any] | None = None
     determinism: dict[str, Any] | None = None
+    first_number: int = 1
+    """The per-run number of this call's first replay (``show`` numbers them 1, 2, …)."""
 
     @property
     def exit_code(self) -> int:
@@ -70,7 +72,7 @@ class ReplayReport:
 
     def text(self) -> str:
         lines = []
-        for i, o in enumerate(self.outcomes, 1):
+        for i, o in enumerate(self.outcomes, self.first_number):
             rid = o.replay.run_id if o.replay else "-"
             mode = o.replay.replay.determinism if o.replay and o.replay.replay else "recorded"
             word = outcome_word(o.status, o.verdict)
@@ -149,7 +151,7 @@ def replay_many(
     """``times`` replays (plus one with determinism off when asked) and their spread."""
     emit = on_event or (lambda e: None)
     original_id = store.resolve(run_ref)
-    report = ReplayReport(original_id)
+    report = ReplayReport(original_id, first_number=len(store.replays_of(original_id)) + 1)
     if times > 1 and fans_out(options):  # N jobs at once, each waited on in its own thread
         from replay_tui.replay.fanout import run_each, tagged
 
