@@ -342,3 +342,44 @@ async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
         await pilot.pause()
         await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+GATED = """\
+import os, sys, time
+gate = sys.argv[1]
+os.makedirs("out", exist_ok=True)
+fast = os.path.exists(gate)
+for i in range(4 if fast else 3000):
+    print(f"step {i} loss {1.0 / (i + 1)}", flush=True)
+    if not fast:
+        time.sleep(0.1)
+with open("out/model.bin", "w") as f:
+    f.write("weights")
+"""
+
+
+def record_gated_run(root: Path) -> tuple[Path, str, Path]:
+    """A run recorded by the real launcher whose program is quick while the gate file
+    exists and runs for minutes once it is gone (a cancel or Ctrl-C always lands mid-run).
+
+    Returns the store, the run id and the gate file (still there)."""
+    import json
+
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "gated.py").write_text(GATED)
+    (repo / ".gitignore").write_text("out/\n")
+    git(repo, "add", "gated.py", ".gitignore")
+    git(repo, "commit", "-q", "-m", "gated")
+    gate = root / "gate"
+    gate.touch()
+    store = root / "store.db"
+    exe = Path(sys.executable).parent / "replay-tui"
+    argv = [str(exe), "--store", str(store), "record", "--artifact", "out/*", "--json"]
+    argv += ["--", "python", "gated.py", str(gate)]
+    done = subprocess.run(
+        argv, cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return store, str(json.loads(done.stdout)["run_id"]), gate

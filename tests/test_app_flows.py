@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import subprocess
-import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -37,7 +34,14 @@ from replay_tui.widgets.plot import LinePlot
 from replay_tui.widgets.status import StatusLine
 from storage.manifest import manifest_from_data
 from storage.store import RunQuery, RunStore
-from tests.app_support import FixedStore, build_fixed_store, cli_env, record_real_run, settle
+from tests.app_support import (
+    FixedStore,
+    build_fixed_store,
+    cli_env,
+    record_gated_run,
+    record_real_run,
+    settle,
+)
 from tests.factories import realistic_manifest
 
 SIZE = (120, 36)
@@ -588,44 +592,11 @@ async def test_replay_streams_stages_and_ends_on_the_comparison(
         assert s.get_run(run_id).last_verdict == "IDENTICAL"
 
 
-GATED = """\
-import os, sys, time
-gate = sys.argv[1]
-os.makedirs("out", exist_ok=True)
-fast = os.path.exists(gate)
-for i in range(4 if fast else 3000):
-    print(f"step {i} loss {1.0 / (i + 1)}", flush=True)
-    if not fast:
-        time.sleep(0.1)
-with open("out/model.bin", "w") as f:
-    f.write("weights")
-"""
-
-
 @pytest.fixture
 def gated(tmp_path: Path) -> tuple[Path, str, Path]:
-    """A run recorded by the real launcher whose program is quick while the gate file
-    exists and runs for minutes once it is gone: a cancel always lands mid-run."""
-    from tests.training import git
-
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "gated.py").write_text(GATED)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", "gated.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "gated")
-    gate = tmp_path / "gate"
-    gate.touch()
-    store = tmp_path / "store.db"
-    exe = Path(sys.executable).parent / "replay-tui"
-    argv = [str(exe), "--store", str(store), "record", "--artifact", "out/*", "--json"]
-    argv += ["--", "python", "gated.py", str(gate)]
-    done = subprocess.run(
-        argv, cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return store, str(json.loads(done.stdout)["run_id"]), gate
+    """A run recorded by the real launcher whose program runs for minutes once its gate
+    file is gone: a cancel always lands mid-run."""
+    return record_gated_run(tmp_path)
 
 
 def _replay_once(store: Path, run_id: str) -> None:

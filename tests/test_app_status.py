@@ -57,5 +57,9 @@ def test_the_search_hint_is_never_cut_mid_word(tmp_path: Path) -> None:
                 search = app.screen.query_one("#search", Input)
                 assert search.placeholder == hint, size
                 assert len(hint) <= search.content_size.width
+                if size == (200, 40):  # narrowed while running: the hint follows
+                    await pilot.resize_terminal(80, 24)
+                    await settle(pilot)
+                    assert search.placeholder == SEARCH_HINT_SHORT
 
     asyncio.run(main())

@@ -251,20 +251,6 @@ def test_drill_on_an_empty_store_is_bad_input(store_path: Path) -> None:
         assert s.facts("drills") == []
 
 
-GATED = """\
-import os, sys, time
-gate = sys.argv[1]
-os.makedirs("out", exist_ok=True)
-fast = os.path.exists(gate)
-for i in range(4 if fast else 3000):
-    print(f"step {i} loss {1.0 / (i + 1)}", flush=True)
-    if not fast:
-        time.sleep(0.1)
-with open("out/model.bin", "w") as f:
-    f.write("weights")
-"""
-
-
 def test_ctrl_c_during_a_drill_stops_it_and_is_not_a_failed_drill(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the CLI) while a drill's replay runs: exit 130, the run named
     INTERRUPTED (not INCOMPLETE or a bare error), the drill stored as stopped and left
@@ -273,26 +259,10 @@ def test_ctrl_c_during_a_drill_stops_it_and_is_not_a_failed_drill(tmp_path: Path
     import signal
     import time
 
-    from tests.app_support import cli_env
-    from tests.training import git
+    from tests.app_support import cli_env, record_gated_run
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "gated.py").write_text(GATED)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", "gated.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "gated")
-    gate = tmp_path / "gate"
-    gate.touch()  # quick while it exists; minutes once it is gone
-    store = tmp_path / "store.db"
+    store, run_id, gate = record_gated_run(tmp_path)
     exe = Path(sys.executable).parent / "replay-tui"
-    argv = [str(exe), "--store", str(store), "record", "--artifact", "out/*", "--json"]
-    rec = subprocess.run(
-        [*argv, "--", "python", "gated.py", str(gate)],
-        cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert rec.returncode == 0, rec.stderr[-2000:]
     gate.unlink()
     proc = subprocess.Popen(
         [str(exe), "--store", str(store), "drill", "--count", "1", "--backend", "local"],
@@ -314,9 +284,7 @@ def test_ctrl_c_during_a_drill_stops_it_and_is_not_a_failed_drill(tmp_path: Path
     out_b, err_b = proc.communicate(timeout=300)
     out, err = out_b.decode(), (seen + err_b).decode(errors="replace")
     assert proc.returncode == 130, (out, err[-2000:])
-    row = next(
-        line for line in out.splitlines() if line.startswith(rec.stdout[10:23]) or "error" in line
-    )
+    [row] = [line for line in out.splitlines() if line.startswith(run_id[:13])]
     assert "INTERRUPTED" in row and "INCOMPLETE" not in row, out
     assert "=> INTERRUPTED (stopped before it finished: not counted)" in out
     with RunStore(store) as s:

@@ -189,10 +189,10 @@ class RunDetail:
     reproduction: Reproduction | None = None
     """For an original run: what all its replays add up to."""
     replay_histories: dict[str, list[list[tuple[float, float]]]] = field(default_factory=dict)
-    replay_times: dict[str, list[list[float] | None]] = field(default_factory=dict)
-    """Per metric, each replay history's wall times (None: not recorded)."""
     """For an original run: each metric's history in every completed replay (newest
     last, at most ``MAX_OVERLAID``), to overlay on its own: the noise floor made visible."""
+    replay_times: dict[str, list[list[float] | None]] = field(default_factory=dict)
+    """Per metric, each replay history's wall times (None: not recorded)."""
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:

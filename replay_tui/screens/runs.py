@@ -196,9 +196,15 @@ class RunsScreen(AppScreen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.table.refit(event.size.width)  # columns re-fit at once, not at the next sort
-        search = self.query_one("#search", Input)  # a hint never cut mid-word
-        width = search.content_size.width or event.size.width // 3
-        search.placeholder = SEARCH_HINT if len(SEARCH_HINT) <= width else SEARCH_HINT_SHORT
+        self.call_after_refresh(self._fit_search_hint)  # once the toolbar has its new width
+
+    def _fit_search_hint(self) -> None:
+        """The search hint whole, or its short form: never cut mid-word."""
+        search = self.query_one("#search", Input)
+        width = search.content_size.width
+        hint = SEARCH_HINT if len(SEARCH_HINT) <= width else SEARCH_HINT_SHORT
+        if search.placeholder != hint:
+            search.placeholder = hint
         self.query_one("#full-row", FullRow).follow()  # what the narrower columns now cut or hide
 
     # -- querying --------------------------------------------------------------------
