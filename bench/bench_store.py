@@ -12,6 +12,10 @@ shares the machine (with ``--profile``, where that time goes).
     python bench/bench_store.py                 # 100,000 manifests
     python bench/bench_store.py --n 5000        # quick run
     python bench/bench_store.py --n 5000 --profile   # add a cProfile summary of ingest
+
+``ingest_split`` (on its own fresh store of ``--split`` manifests) says where ingest time
+goes: sealing, the SQLite statements, and the Python between them.  Its
+``ceiling_per_s_statements_alone`` is the rate the statements alone allow.
 """
 
 from __future__ import annotations
@@ -191,6 +195,72 @@ def profile_ingest(n: int, seed: int) -> dict[str, Any]:
     }
 
 
+class _TimedConnection:
+    """The store's connection with the time spent in its statements added up."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.seconds = 0.0
+
+    def execute(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.conn.execute(*args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def executemany(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.conn.executemany(*args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def split_ingest(n: int, batch: int, seed: int) -> dict[str, Any]:
+    """Where ingest time goes, per manifest, on a fresh store: sealing (``seal``), the
+    SQLite statements (inserts, the full-text index, the ledger rows, commit with its
+    WAL checkpoint) and the rest (rows and events built in Python).  The statements alone
+    bound the rate from above, whatever the Python side costs."""
+    models = [manifest_from_data(realistic_manifest(i, seed=seed + 2)) for i in range(n)]
+    seal_s = 0.0
+    original = RunManifest.seal
+
+    def timed_seal(self: RunManifest) -> tuple[str, str, str | None]:
+        nonlocal seal_s
+        t0 = time.perf_counter()
+        try:
+            return original(self)
+        finally:
+            seal_s += time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory() as tmp, RunStore(Path(tmp) / "s.db") as store:
+        timed = _TimedConnection(store.conn)
+        store.conn = timed  # type: ignore[assignment]
+        RunManifest.seal = timed_seal  # type: ignore[method-assign]
+        try:
+            t0 = time.perf_counter()
+            for start in range(0, n, batch):
+                store.ingest_many([(m, None, (), {}) for m in models[start : start + batch]])
+            total = time.perf_counter() - t0
+        finally:
+            RunManifest.seal = original  # type: ignore[method-assign]
+            store.conn = timed.conn
+    sql_us = timed.seconds / n * 1e6
+    seal_us = seal_s / n * 1e6
+    return {
+        "manifests": n,
+        "total_us": round(total / n * 1e6, 1),
+        "seal_us": round(seal_us, 1),
+        "sqlite_statements_us": round(sql_us, 1),
+        "other_python_us": round(total / n * 1e6 - sql_us - seal_us, 1),
+        "ceiling_per_s_statements_alone": round(1e6 / sql_us, 1),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000, help="manifests to ingest")
@@ -205,6 +275,12 @@ def main() -> None:
         const=2000,
         default=0,
         help="also cProfile ingest_many over N manifests (default 2000)",
+    )
+    ap.add_argument(
+        "--split",
+        type=int,
+        default=3000,
+        help="manifests for the per-part split of ingest time (ingest_split)",
     )
     args = ap.parse_args()
 
@@ -249,6 +325,7 @@ def main() -> None:
             "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
         },
     }
+    out["ingest_split"] = split_ingest(args.split, args.batch, args.seed)
     if args.profile:
         out["profile"] = profile_ingest(args.profile, args.seed)
     print(json.dumps(out, indent=2))
