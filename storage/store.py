@@ -7,6 +7,7 @@ transaction: a crash or kill mid-write leaves the store as it was before the cal
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -115,6 +116,33 @@ def fts_query(text: str) -> str | None:
     return " ".join(f'"{w}"*' for w in words[:32])
 
 
+IngestItem = tuple[
+    "RunManifest", "GapCounts | None", Sequence["Location"], Mapping[str, tuple[str, bytes]]
+]
+"""One manifest for ``ingest_many``: with its gap counts, locations and blobs."""
+
+
+@contextmanager
+def _collector_paused(n: int) -> Iterator[None]:
+    """Python's cyclic garbage collector off while a batch is stored.
+
+    Sealing and row building allocate many short-lived containers, and each time enough
+    have been allocated the collector walks every tracked object alive, the batch's
+    manifests included, though none of what a batch makes is cyclic (freed by reference
+    counting).  Measured on 3,000 realistic manifests in batches of 1,000, alternately:
+    ingest 639-798 us per manifest with it on, 559-713 us with it off (11-14 % less).
+    It is turned back on after (unless the caller had it off).
+    """
+    if n < 64 or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _insert_many_rows(conn: sqlite3.Connection, insert: str, rows: list[tuple[Any, ...]]) -> None:
     """``insert`` (``INSERT INTO t (cols)``) of ``rows`` as multi-row statements.
 
@@ -194,14 +222,7 @@ class RunStore:
 
     def ingest_many(
         self,
-        items: Sequence[
-            tuple[
-                RunManifest,
-                GapCounts | None,
-                Sequence[Location],
-                Mapping[str, tuple[str, bytes]],
-            ]
-        ],
+        items: Sequence[IngestItem],
         *,
         origin: str = "local",
     ) -> list[IngestResult]:
@@ -211,6 +232,10 @@ class RunStore:
         in memory from the head read once under the write lock, in the same order as one
         call per manifest would write them (each manifest's new blobs, then its ingest).
         """
+        with _collector_paused(len(items)):
+            return self._ingest_batch(items, origin)
+
+    def _ingest_batch(self, items: Sequence[IngestItem], origin: str) -> list[IngestResult]:
         prepared = []
         try:
             integrity.check_origin(origin)

@@ -813,3 +813,41 @@ def test_a_large_batch_raises_the_page_cache_for_itself_only(
     assert seen == [before, -store_module.INGEST_CACHE_KIB]
     assert store.conn.execute("PRAGMA cache_size").fetchone()[0] == before
     assert store.count_runs() == 67
+
+
+def test_a_large_batch_pauses_the_garbage_collector_for_itself_only(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off while the batch is stored, on again after, after a refused batch too; a
+    caller who had it off keeps it off."""
+    import gc
+
+    import storage.store as store_module
+
+    during: list[bool] = []
+    insert = store_module._insert_many_rows
+
+    def recording(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        during.append(gc.isenabled())
+        insert(conn, sql, rows)
+
+    monkeypatch.setattr(store_module, "_insert_many_rows", recording)
+    large = [manifest_from_data(realistic_manifest(i, seed=14, history_steps=2)) for i in range(64)]
+    store.ingest_many([(m, None, (), {}) for m in large])
+    assert during == [False] and gc.isenabled()
+
+    changed = large[0].model_copy(update={"name": "another name"})
+    with pytest.raises(ConflictError):
+        store.ingest_many([(m, None, (), {}) for m in [changed, *large[1:]]])
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        more = [
+            manifest_from_data(realistic_manifest(i, seed=15, history_steps=2)) for i in range(64)
+        ]
+        store.ingest_many([(m, None, (), {}) for m in more])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert store.count_runs() == 128
