@@ -44,7 +44,7 @@ class LeanFooter(Footer):
             return
         if self.is_attached and screen is self.screen and not self._pending:
             self._pending = True
-            self.call_after_refresh(self._recompose_if_changed)
+            self.call_after_refresh(self._recompose_soon)
 
     def _fit(self) -> None:
         """Compact, and without the palette key, as the width needs (see the module)."""
@@ -68,7 +68,13 @@ class LeanFooter(Footer):
     def on_resize(self, event: events.Resize) -> None:
         if self.is_attached and not self._pending:
             self._pending = True
-            self.call_after_refresh(self._recompose_if_changed)
+            self.call_after_refresh(self._recompose_soon)
+
+    def _recompose_soon(self) -> None:
+        """Recompose in this footer's own message queue, not in the screen's: the screen
+        awaits its after-refresh callbacks, so a recompose there (mounting every key)
+        would hold back what the screen has queued, such as the first page of runs."""
+        self.call_next(self._recompose_if_changed)
 
     async def _recompose_if_changed(self) -> None:
         self._pending = False

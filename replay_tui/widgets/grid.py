@@ -119,6 +119,7 @@ class Grid(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         self._lines: LRUCache[tuple[str, int, bool], Strip] = LRUCache(1024)
         self._header: Strip | None = None
+        self._bases: dict[str, Style] = {}
         self._old_cursor = 0
 
     # -- data ------------------------------------------------------------------------
@@ -290,31 +291,39 @@ class Grid(ScrollView, can_focus=True):
         render every widget of the screen) only when the scrollbars come or go."""
         size = Size(self.row_width, len(self._rows) + 1)
         if size != self.virtual_size:
-            if self.is_mounted and self._same_scrollbars(size):
+            shown = self._scrollbars_for(size) if self.is_mounted else None
+            if shown is not None and shown == (
+                self.show_horizontal_scrollbar,
+                self.show_vertical_scrollbar,
+            ):
                 self.set_reactive(Grid.virtual_size, size)
                 self._scroll_update(size)
             else:
+                if shown is not None:
+                    # Shown now, so the layout the new size asks for places them; left to
+                    # the layout, their coming asks for a second layout of the screen.
+                    self.show_horizontal_scrollbar, self.show_vertical_scrollbar = shown
                 self.virtual_size = size
         if repaint:
             self.refresh()
 
-    def _same_scrollbars(self, size: Size) -> bool:
-        """Would ``size`` show the scrollbars shown now?  (Textual's rule for overflow
-        auto, in ``Widget._refresh_scrollbars``.)"""
+    def _scrollbars_for(self, size: Size) -> tuple[bool, bool] | None:
+        """The scrollbars (horizontal, vertical) ``size`` would show: Textual's rule for
+        overflow auto, in ``Widget._refresh_scrollbars``; None for another overflow or
+        before the grid has a size (the layout decides then)."""
         styles = self.styles
         if styles.overflow_x != "auto" or styles.overflow_y != "auto":
-            return False
+            return None
         width, height = self.container_size
+        if not width or not height:
+            return None
         horizontal = size.width > width
         vertical = size.height > height
         if vertical and not horizontal:
             horizontal = size.width > width - styles.scrollbar_size_vertical
         if horizontal and not vertical:
             vertical = size.height > height - styles.scrollbar_size_horizontal
-        return (horizontal, vertical) == (
-            self.show_horizontal_scrollbar,
-            self.show_vertical_scrollbar,
-        )
+        return horizontal, vertical
 
     # -- cursor ----------------------------------------------------------------------
 
@@ -390,6 +399,19 @@ class Grid(ScrollView, can_focus=True):
         super().notify_style_update()
         self._lines.clear()
         self._header = None
+        self._bases.clear()
+
+    def _base(self, state: str) -> Style:
+        """The style under a line: ``""`` (the grid's own), or the grid's with a component
+        class over it.  Kept until the styles change, as the lines drawn with it are
+        (``rich_style`` walks every ancestor: a cost per line of a first paint)."""
+        base = self._bases.get(state)
+        if base is None:
+            base = self.rich_style
+            if state:
+                base += self.get_component_rich_style(state, partial=True)
+            self._bases[state] = base
+        return base
 
     # -- rendering -------------------------------------------------------------------
 
@@ -435,12 +457,10 @@ class Grid(ScrollView, can_focus=True):
         key = (self._keys[row], state, focused if state == 2 else False)
         strip = self._lines.get(key)
         if strip is None:
-            base = self.rich_style
             if state == 2:
-                name = "grid--cursor" if focused else "grid--cursor-blurred"
-                base += self.get_component_rich_style(name, partial=True)
-            elif state == 1:
-                base += self.get_component_rich_style("grid--stripe", partial=True)
+                base = self._base("grid--cursor" if focused else "grid--cursor-blurred")
+            else:
+                base = self._base("grid--stripe" if state == 1 else "")
             strip = self._render_cells(self._rows[row], base)
             self._lines[key] = strip
         return strip
@@ -449,19 +469,16 @@ class Grid(ScrollView, can_focus=True):
         scroll_x, scroll_y = (round(v) for v in self.scroll_offset)
         width = self.scrollable_content_region.width
         if y == 0:
+            style = self._header_fill()
             if self._header is None:
-                style = self.rich_style + self.get_component_rich_style(
-                    "grid--header", partial=True
-                )
                 self._header = self._render_cells([Text(c.label) for c in self._columns], style)
             strip = self._header
-            style = self._header_fill()
         else:
             row = scroll_y + y - 1
+            style = self._base("")
             if row >= len(self._rows):
-                return Strip.blank(width, self.rich_style)
+                return Strip.blank(width, style)
             strip = self._row_strip(row)
-            style = self.rich_style
         if scroll_x == 0 and strip.cell_length <= width:  # the common case: pad, no crop
             if strip.cell_length == width:
                 return strip
@@ -470,4 +487,4 @@ class Grid(ScrollView, can_focus=True):
         return strip.crop_extend(scroll_x, scroll_x + width, style)
 
     def _header_fill(self) -> Style:
-        return self.rich_style + self.get_component_rich_style("grid--header", partial=True)
+        return self._base("grid--header")
