@@ -582,3 +582,44 @@ def test_scan_and_walk_agree(tmp_path: Path) -> None:
     for rel, key in files:
         st = os.lstat(top + b"/" + rel)
         assert key == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def test_walk_batches_odd_names_and_big_inodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batched walk: a folder bigger than a batch, mixed with folders, links and a
+    name that is not UTF-8, sees what a per-entry lstat sees; an inode past int64 is
+    folded as ``_stat_key`` folds it."""
+    monkeypatch.setattr(hashing, "_WALK_BATCH", 3)
+    root = tmp_path / "ds"
+    root.mkdir()
+    for i in range(7):
+        _write(root / f"f{i}.bin", b"x" * i)
+    (root / "sub").mkdir()
+    _write(root / "sub" / "g.bin", b"g")
+    (root / "link").symlink_to("f1.bin")
+    top = os.fsencode(root.resolve())
+    odd = top + b"/\xff\xfe.bin"
+    with open(odd, "wb") as out:
+        out.write(b"odd")
+    rels, keys, others = hashing._walk(top, with_stat=True)
+    expected = sorted([*os.listdir(top), b"sub/g.bin"])
+    assert sorted(rels + [rel for rel, _ in others]) == expected
+    for j, rel in enumerate(rels):
+        st = os.lstat(top + b"/" + rel)
+        assert tuple(keys[4 * j : 4 * j + 4]) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_ino,
+        )
+    assert sorted(hashing._walk(top, with_stat=False)[0]) == sorted(rels)
+
+    big = os.lstat(odd)
+    fields = list(big)
+    fields[1] = (1 << 64) - 5  # st_ino
+    huge = os.stat_result(fields, {"st_mtime_ns": big.st_mtime_ns, "st_ctime_ns": big.st_ctime_ns})
+    folded: array[int] = array("q", [7])
+    hashing._add_keys(folded, [big, huge])
+    assert folded.tolist() == [7, *hashing._stat_key(big), *hashing._stat_key(huge)]
+    assert hashing._stat_key(huge)[3] == -5

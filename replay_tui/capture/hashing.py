@@ -22,14 +22,16 @@ import time
 from array import array
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import closing
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import chain, compress, islice, pairwise
+from operator import attrgetter
 from stat import S_ISDIR, S_ISLNK, S_ISREG
 from types import TracebackType
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from storage.digestdb import DigestDB
 
@@ -570,45 +572,110 @@ def _walk(root: bytes, with_stat: bool) -> tuple[list[bytes], array[int], list[_
 def _walk_folders(
     root: bytes, with_stat: bool, rels: list[bytes], keys: array[int], others: list[_Line]
 ) -> Iterator[bool]:
-    """:func:`_walk`, one folder a step: adds to the lists and yields after each folder."""
-    add_rel = rels.append
-    add_key = keys.append
+    """:func:`_walk`, one folder a step: adds to the lists and yields after each folder.
+
+    With ``with_stat`` each folder is opened (``O_DIRECTORY | O_NOFOLLOW``) and listed
+    through its descriptor, so an entry's ``lstat`` is an ``fstatat`` of one name, not a
+    lookup of its whole path again. Entries come ``_WALK_BATCH`` at a time, and the paths
+    and stat keys of a batch's regular files are added by comprehensions and one
+    ``fromlist`` (a loop per entry cost as much again as the ``lstat``); only folders,
+    links and the rare oddity go one by one.
+    """
     stack = [(root, b"")]
     while stack:
         folder, rel_folder = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
+        prefix = folder if folder.endswith(b"/") else folder + b"/"
+        batches = _batches_by_fd(folder) if with_stat else _batches_by_path(folder)
+        with closing(batches):
+            for entries, names in batches:
                 if with_stat:
-                    st = entry.stat(follow_symlinks=False)
-                    mode = st.st_mode
-                    if S_ISREG(mode):
-                        add_rel(rel_folder + entry.name)
-                        add_key(st.st_size)  # the stat key, as _stat_key; one by one: a tuple
-                        add_key(st.st_mtime_ns)  # per file would be an object for the GC
-                        add_key(st.st_ctime_ns)
-                        ino = st.st_ino
-                        add_key(ino - 2 * _INT64 if ino >= _INT64 else ino)
-                        continue
-                elif entry.is_file(follow_symlinks=False):
-                    add_rel(rel_folder + entry.name)
+                    stats = [entry.stat(follow_symlinks=False) for entry in entries]
+                    regular = list(map(S_ISREG, map(_MODE, stats)))
+                else:
+                    regular = [entry.is_file(follow_symlinks=False) for entry in entries]
+                if all(regular):
+                    rels += [rel_folder + name for name in names]
+                    if with_stat:
+                        _add_keys(keys, stats)
                     continue
-                else:
-                    mode = entry.stat(follow_symlinks=False).st_mode  # cached by scandir
-                rel = rel_folder + entry.name
-                if S_ISDIR(mode):
-                    others.append((rel, f"D {_quote(rel)}\n"))
-                    stack.append((entry.path, rel + b"/"))
-                elif S_ISLNK(mode):
-                    target = _link_target(root, entry.path)
-                    others.append((rel, f"L {_quote(target)} {_quote(rel)}\n"))
-                elif S_ISREG(mode):  # was something else when listed: hash it all the same
-                    add_rel(rel)
-                else:
-                    raise ValueError(
-                        f"{os.fsdecode(entry.path)!r} is not a file, folder or symlink (a "
-                        "device, FIFO or socket); refusing to hash the folder"
-                    )
+                rels += [rel_folder + name for name in compress(names, regular)]
+                if with_stat:
+                    _add_keys(keys, list(compress(stats, regular)))
+                for entry, name, is_regular in zip(entries, names, regular, strict=True):
+                    if not is_regular:
+                        rel = rel_folder + name
+                        _walk_other(root, prefix + name, rel, entry, rels, others, stack)
         yield True
+
+
+_Batch: TypeAlias = tuple[list["os.DirEntry[Any]"], list[bytes]]  # entries, their names
+
+
+def _batches_by_fd(folder: bytes) -> Generator[_Batch, None, None]:
+    """A folder's entries, listed through its descriptor (an entry's ``lstat`` is then an
+    ``fstatat`` of its name), ``_WALK_BATCH`` at a time, with their names encoded."""
+    fd = os.open(folder, _DIR_FLAGS)
+    try:
+        with os.scandir(fd) as listing:
+            while entries := list(islice(listing, _WALK_BATCH)):
+                names = os.fsencode("\0".join([entry.name for entry in entries]))
+                yield entries, names.split(b"\0")  # no name holds a NUL
+    finally:
+        os.close(fd)
+
+
+def _batches_by_path(folder: bytes) -> Generator[_Batch, None, None]:
+    """A folder's entries, listed by its path (no ``lstat`` is wanted), in batches."""
+    with os.scandir(folder) as listing:
+        while entries := list(islice(listing, _WALK_BATCH)):
+            yield entries, [entry.name for entry in entries]
+
+
+def _walk_other(
+    root: bytes,
+    path: bytes,
+    rel: bytes,
+    entry: os.DirEntry[Any],
+    rels: list[bytes],
+    others: list[_Line],
+    stack: list[tuple[bytes, bytes]],
+) -> None:
+    """A folder, link or oddity found by :func:`_walk_folders`."""
+    mode = entry.stat(follow_symlinks=False).st_mode  # cached by scandir
+    if S_ISDIR(mode):
+        others.append((rel, f"D {_quote(rel)}\n"))
+        stack.append((path, rel + b"/"))
+    elif S_ISLNK(mode):
+        target = _link_target(root, path)
+        others.append((rel, f"L {_quote(target)} {_quote(rel)}\n"))
+    elif S_ISREG(mode):  # was something else when listed: hash it all the same
+        rels.append(rel)  # (only without stat: with it, the one lstat decided)
+    else:
+        raise ValueError(
+            f"{os.fsdecode(path)!r} is not a file, folder or symlink (a device, FIFO or "
+            "socket); refusing to hash the folder"
+        )
+
+
+_WALK_BATCH = 512  # entries of a folder handled at once (their stat objects live together)
+_DIR_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_DIRECTORY", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+_MODE = attrgetter("st_mode")
+_KEY_FIELDS = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
+
+
+def _add_keys(keys: array[int], stats: list[os.stat_result]) -> None:
+    """Append each stat's key (as :func:`_stat_key`: four int64) to ``keys``, in one go
+    while every inode fits an int64 (the usual case), else one by one with it folded."""
+    try:
+        keys.fromlist(list(chain.from_iterable(map(_KEY_FIELDS, stats))))  # all or nothing
+    except OverflowError:
+        for st in stats:
+            keys.extend(_stat_key(st))
 
 
 def _scan(root: bytes) -> tuple[list[_File], list[_Line]]:
