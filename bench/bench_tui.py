@@ -8,11 +8,13 @@ Measures, with ``App.run_test()`` (headless, the real event loop and compositor)
   ``replay-tui --store S`` does: imports the ``replay-tui`` program, which finds no
   command in its arguments (``tui_store``) and imports the app, never the CLI; it
   reports the paint time on the system-wide monotonic clock the parent started from;
-  median of several launches.  ``cold_start_in_process_s`` is the same from
-  constructing ``ReplayApp`` in a process that has already imported it, and
-  ``import_s`` the imports alone (program and app) in a fresh interpreter, with
-  ``import_storage_s``, the part of it the store's modules take (``storage.store``
-  imported first), for information.
+  median of several launches, with the program's bytecode cached as an installed
+  program has it (``cold_start_no_bytecode_s``: compiled from source at each start, as
+  with ``PYTHONDONTWRITEBYTECODE=1``, for information).  ``cold_start_in_process_s``
+  is the same from constructing ``ReplayApp`` in a process that has already imported
+  it, and ``import_s`` the imports alone (program and app) in a fresh interpreter
+  (bytecode cached), with ``import_storage_s``, the part of it the store's modules take
+  (``storage.store`` imported first), for information.
 - ``search_keystroke_ms``: from one keystroke in the search box to the table showing
   that query's first page (``RunsPageShown`` for the new query), median over several
   searches typed one key at a time after a pause (the search fires on the first key
@@ -129,10 +131,28 @@ asyncio.run(main())
 """
 
 
-def cold_start_fresh_process(store: Path, launches: int) -> list[float]:
-    """Seconds from starting a new interpreter to the first painted page, per launch."""
+def child_env(bytecode: bool) -> dict[str, str]:
+    """The environment of a fresh interpreter: with ``bytecode``, as an installed program
+    runs (its modules' bytecode cached, here under a private ``PYTHONPYCACHEPREFIX`` so
+    the source tree gets no ``__pycache__``), whatever ``PYTHONDONTWRITEBYTECODE`` says;
+    without, every module of the program is compiled from source at each start (about
+    0.1 s on two cores)."""
+    env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "replay-tui-bench" / "pyc")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    return env
+
+
+def cold_start_fresh_process(store: Path, launches: int, *, bytecode: bool = True) -> list[float]:
+    """Seconds from starting a new interpreter to the first painted page, per launch
+    (after one launch not counted, which writes the bytecode when ``bytecode``)."""
+    env = child_env(bytecode)
     out = []
-    for _ in range(launches):
+    for n in range(launches + 1):
         t0 = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-c", COLD_CHILD, str(store)],
@@ -140,7 +160,10 @@ def cold_start_fresh_process(store: Path, launches: int) -> list[float]:
             text=True,
             check=True,
             cwd=Path(__file__).resolve().parents[1],
+            env=env,
         )
+        if n == 0:
+            continue
         painted = float(proc.stdout.split()[0])
         out.append(round(painted - t0, 4))
     return out
@@ -163,6 +186,7 @@ def import_time() -> tuple[float, float]:
             text=True,
             check=True,
             cwd=Path(__file__).resolve().parents[1],
+            env=child_env(bytecode=True),
         )
         total, storage = (float(x) for x in out.stdout.split())
         best = min(best, (total, storage))
@@ -252,6 +276,7 @@ def main() -> None:
     built_s, count = ensure_store(store, args.runs)
     load_before = os.getloadavg()[0]  # other work on the machine inflates every figure
     cold_fresh = cold_start_fresh_process(store, args.launches)
+    cold_no_bytecode = cold_start_fresh_process(store, max(1, args.launches // 2), bytecode=False)
     imp, imp_storage = import_time()
     cold_runs = []
     result: dict[str, Any] = {}
@@ -270,6 +295,8 @@ def main() -> None:
         "cold_start_launches_s": cold_fresh,
         "cold_start_target_s": COLD_START_TARGET_S,
         "cold_start_ok": cold <= COLD_START_TARGET_S,
+        "cold_start_no_bytecode_s": round(statistics.median(cold_no_bytecode), 4),
+        "cold_start_no_bytecode_launches_s": cold_no_bytecode,
         "cold_start_in_process_s": round(statistics.median(cold_runs), 4),
         "import_s": round(imp, 4),
         "import_storage_s": round(imp_storage, 4),
