@@ -5,7 +5,9 @@
 from elsewhere hits every tool alike. (b) A dataset of many small files (1-64 KiB)
 hashed by ``hash_path`` in parallel against serial (``workers=1``); batched threads
 are timed too, for information, and so is the floor: SHA-256 of the same bytes from
-memory plus the five calls per file, on each of two cores. (c) Re-verifying the
+memory plus the five calls per file, on each of two cores, with what ``_digest_file``
+costs per file and how the parallel hash's CPU splits between this process and its
+children. (c) Re-verifying the
 unchanged dataset through a ``StatCache`` against a full parallel hash. Prints one JSON
 object on stdout.
 
@@ -22,6 +24,7 @@ import platform
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +50,8 @@ def _log(message: str) -> None:
 
 CPU_SECONDS: dict[str, float] = {}
 """Least CPU time (this process and its finished children) each timed run took, by name."""
+ROUND_SECONDS: dict[str, list[float]] = {}
+"""Wall time of each timed run in every round, by name: runs of one round saw alike load."""
 
 
 def _cpu_now() -> float:
@@ -64,14 +69,24 @@ def _best_of(runs: dict[str, Callable[[], object]], repeat: int) -> dict[str, fl
     best = dict.fromkeys(runs, float("inf"))
     for name in runs:
         CPU_SECONDS[name] = float("inf")
+        ROUND_SECONDS[name] = []
     for _ in range(repeat):
         for name, run in runs.items():
             cpu = _cpu_now()
             start = time.perf_counter()
             run()
-            best[name] = min(best[name], time.perf_counter() - start)
+            ROUND_SECONDS[name].append(time.perf_counter() - start)
+            best[name] = min(best[name], ROUND_SECONDS[name][-1])
             CPU_SECONDS[name] = min(CPU_SECONDS[name], _cpu_now() - cpu)
     return best
+
+
+def _paired_ratio(name: str, base: str) -> float:
+    """Median over rounds of ``name``'s time over ``base``'s in the same round: on a shared
+    host, steadier than the ratio of two bests taken in different rounds."""
+    return statistics.median(
+        t / b for t, b in zip(ROUND_SECONDS[name], ROUND_SECONDS[base], strict=True)
+    )
 
 
 def _tool_digest(argv: list[str]) -> str:
@@ -178,10 +193,29 @@ def bench_tree(workdir: Path, files: int, repeat: int) -> tuple[dict[str, Any], 
     result["parallel_gb_per_s_target"] = TARGET_TREE_GB_PER_S
     result["parallel_gb_per_cpu_s"] = round(total / CPU_SECONDS["parallel"] / 1e9, 3)
     result["parallel_cores_busy"] = round(CPU_SECONDS["parallel"] / best["parallel"], 2)
+    result.update(_parent_share(root, repeat))
     result["speedup"] = round(best["serial"] / best["parallel"], 3)
     result["threads_speedup_info"] = round(best["serial"] / best["threads"], 3)
     result.update(_tree_floor(root, total, files, repeat))
     return result, root, best["parallel"]
+
+
+def _parent_share(root: Path, repeat: int) -> dict[str, Any]:
+    """The parallel hash's CPU split: this process (walk, listing, pipes) and the forked
+    children (the files), least of each over ``repeat`` runs."""
+    parent = children = float("inf")
+    for _ in range(repeat):
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        hash_path(root)
+        own2 = resource.getrusage(resource.RUSAGE_SELF)
+        kids2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        parent = min(parent, own2.ru_utime + own2.ru_stime - own.ru_utime - own.ru_stime)
+        children = min(children, kids2.ru_utime + kids2.ru_stime - kids.ru_utime - kids.ru_stime)
+    return {
+        "parallel_parent_cpu_s": round(parent, 4),
+        "parallel_children_cpu_s": round(children, 4),
+    }
 
 
 def _tree_floor(root: Path, total: int, files: int, repeat: int) -> dict[str, Any]:
@@ -205,12 +239,19 @@ def _tree_floor(root: Path, total: int, files: int, repeat: int) -> dict[str, An
             finally:
                 os.close(fd)
 
-    best = _best_of({"sha_only": sha_only, "calls_only": calls_only}, repeat)
+    def digest_files() -> None:  # what a child does per file, in this process
+        for path in paths:
+            hashing._digest_file(path)
+
+    best = _best_of(
+        {"sha_only": sha_only, "calls_only": calls_only, "digest_file": digest_files}, repeat
+    )
     contents.clear()
     per_file = (CPU_SECONDS["sha_only"] + CPU_SECONDS["calls_only"]) / files
     return {
         "sha256_in_memory_gb_per_s_info": round(total / best["sha_only"] / 1e9, 3),
         "calls_per_file_us_info": round(CPU_SECONDS["calls_only"] / files * 1e6, 2),
+        "digest_file_per_file_us_info": round(CPU_SECONDS["digest_file"] / files * 1e6, 2),
         "floor_2_cores_gb_per_s_info": round(2 * total / files / per_file / 1e9, 3),
     }
 
@@ -267,7 +308,7 @@ def bench_cache(workdir: Path, root: Path, full_s: float, repeat: int) -> dict[s
                 finally:
                     os.close(fd)
 
-        _log(f"(c) timing cached re-verification, best of {max(repeat, 5)}")
+        _log(f"(c) timing cached re-verification, {max(repeat, 9)} rounds")
         best = _best_of(
             {
                 "cached": cached,
@@ -276,7 +317,7 @@ def bench_cache(workdir: Path, root: Path, full_s: float, repeat: int) -> dict[s
                 "bare_walk": bare_walk,
                 "bare_walk_fd": bare_walk_fd,
             },
-            max(repeat, 5),
+            max(repeat, 9),
         )
     return {
         "full_hash_s": round(full_s, 4),
@@ -286,8 +327,10 @@ def bench_cache(workdir: Path, root: Path, full_s: float, repeat: int) -> dict[s
         "walk_and_stat_only_s": round(best["walk"], 4),
         "bare_walk_lstat_s": round(best["bare_walk"], 4),
         "bare_walk_fd_lstat_s_info": round(best["bare_walk_fd"], 4),
-        "cached_vs_bare_walk": round(best["cached"] / best["bare_walk"], 3),
-        "cached_vs_bare_walk_fd_info": round(best["cached"] / best["bare_walk_fd"], 3),
+        "cached_vs_bare_walk": round(_paired_ratio("cached", "bare_walk"), 3),
+        "cached_vs_bare_walk_of_bests_info": round(best["cached"] / best["bare_walk"], 3),
+        "cached_vs_bare_walk_fd_info": round(_paired_ratio("cached", "bare_walk_fd"), 3),
+        "walk_vs_bare_walk_info": round(_paired_ratio("walk", "bare_walk"), 3),
         "cached_vs_bare_walk_cpu": round(CPU_SECONDS["cached"] / CPU_SECONDS["bare_walk"], 3),
         "cached_vs_bare_walk_target": TARGET_CACHED_VS_WALK,
         "speedup": round(full_s / best["cached"], 2),
