@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -58,6 +59,8 @@ FIRST_PAGE = 64  # a 60-row terminal's worth; the next page follows as the curso
 PAGE = 300
 LOOKAHEAD = 40
 SEARCH_THROTTLE_S = 0.12
+PAINT_WAIT_S = 0.5
+"""How long a first page waits for the table to draw it before it counts as shown."""
 DESCENDING_FIRST: frozenset[str] = frozenset({"started_at", "duration_s", "severity", "gaps"})
 """Sorts that start newest, longest, worst verdict, most gaps first."""
 
@@ -294,7 +297,12 @@ class RunsScreen(AppScreen[None]):
         self._update_status()
         if first:
             generation = message.generation
-            self.call_after_refresh(self._page_shown, generation)
+            shown = partial(self._page_shown, generation)
+            if self.is_current:
+                self.table.call_after_paint(shown)
+                self.set_timer(PAINT_WAIT_S, shown)  # should the table never draw it
+            else:
+                self.call_after_refresh(shown)
         elif self.table.cursor_row >= self.table.row_count - LOOKAHEAD:
             self._maybe_load_more()
 

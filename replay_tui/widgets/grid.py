@@ -15,7 +15,7 @@ re-render the whole screen for a new page.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len, set_cell_size
@@ -121,12 +121,24 @@ class Grid(ScrollView, can_focus=True):
         self._header: Strip | None = None
         self._bases: dict[str, Style] = {}
         self._old_cursor = 0
+        self._unpainted = False
+        self._paint_waiters: list[Callable[[], object]] = []
 
     # -- data ------------------------------------------------------------------------
 
     @property
     def columns(self) -> list[GridColumn]:
         return list(self._columns)
+
+    def call_after_paint(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` after the refresh that draws the rows of the last
+        ``replace_rows``.  (``call_after_refresh`` alone may run first: the screen runs
+        its callbacks when idle, which it can be before this grid, idle in turn, asks
+        for its refresh.)"""
+        if self._unpainted:
+            self._paint_waiters.append(callback)
+        else:
+            self.call_after_refresh(callback)
 
     @property
     def row_count(self) -> int:
@@ -166,6 +178,7 @@ class Grid(ScrollView, can_focus=True):
             if before is not None and before != cells:
                 self._forget(key)  # same run, new content (a new verdict): draw it again
         self.set_reactive(Grid.cursor_row, 0)
+        self._unpainted = True
         if scrolled:
             self.refresh()
         else:
@@ -466,6 +479,11 @@ class Grid(ScrollView, can_focus=True):
         return strip
 
     def render_line(self, y: int) -> Strip:
+        if self._unpainted:
+            self._unpainted = False
+            waiters, self._paint_waiters = self._paint_waiters, []
+            for callback in waiters:
+                self.call_after_refresh(callback)  # after the frame being drawn
         scroll_x, scroll_y = (round(v) for v in self.scroll_offset)
         width = self.scrollable_content_region.width
         if y == 0:
