@@ -670,9 +670,12 @@ def test_sigkill_at_a_random_moment_leaves_an_intact_store(store_path: Path, cli
         reported = [proc.stdout.readline().strip() for _ in range(20)]  # 20 have landed
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGKILL)
-        rest, _ = proc.communicate(timeout=60)
-        assert proc.returncode == -signal.SIGKILL
-        reported += rest.split()
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+        # read() and not communicate(): communicate reads the pipe itself and would miss
+        # the lines readline() had already buffered (ids reported, then counted as not)
+        reported += proc.stdout.read().split()
+        assert proc.stderr is not None
+        proc.stderr.read()
         ids = check_after_kill(store_path)
         assert set(reported) | landed <= ids  # everything reported as stored is there
         assert len(ids - landed - set(reported)) <= 1  # at most the one being committed
