@@ -137,6 +137,45 @@ async def test_at_80x24_the_whole_value_line_shows_the_hidden_columns(
         assert shown[0] != shown[1] and ("1/" in shown[0]) and ("2/" in shown[1])
 
 
+@sync
+async def test_the_whole_value_line_keeps_the_height_it_grew_to_until_the_width_changes(
+    tmp_path: Path,
+) -> None:
+    """A run whose long name needs three lines grows the line under the table; a row
+    that needs fewer leaves it at three (the table above does not jump from row to row,
+    and the move costs a repaint, not a layout of the screen).  A new terminal width
+    starts again from what the row under the cursor needs."""
+    path = tmp_path / "store.db"
+    manifests = [manifest_from_data(realistic_manifest(i)) for i in range(4)]
+    long_name = manifest_from_data(
+        apply_overrides(realistic_manifest(4), {"name": "resnet-" + "very-long-sweep-" * 15})
+    )
+    with RunStore(path) as store:
+        store.ingest_many([(m, gap_counts(m), (), {}) for m in [*manifests, long_name]])
+    app = ReplayApp(path)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        table = screen.table
+        full = screen.query_one("#full-row", FullRow)
+        other = next(n for n in range(table.row_count) if table.row_key(n) != long_name.run_id)
+        table.move_cursor(row=other)
+        await wait_until(pilot, lambda: ("ID", table.row_key(other)) in full.parts)
+        await pilot.resize_terminal(199, 60)  # whichever row the cursor was on first
+        await wait_until(pilot, lambda: full.size.height == full._needed())
+        short = full._needed()
+        table.move_cursor(row=table.get_row_index(long_name.run_id))
+        await wait_until(pilot, lambda: full.size.height == 3)
+        assert full._needed() == 3 > short
+        table.move_cursor(row=other)
+        await wait_until(pilot, lambda: ("ID", table.row_key(other)) in full.parts)
+        await pilot.pause(0.2)
+        assert full._needed() == short and full.size.height == 3  # kept
+        assert len(str(full.render()).split("\n")) == 3
+        await pilot.resize_terminal(200, 60)
+        await wait_until(pilot, lambda: full.size.height == short)  # a new width
+
+
 # -- the compare picker ------------------------------------------------------------------
 
 

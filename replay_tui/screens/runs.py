@@ -284,6 +284,9 @@ class RunsScreen(AppScreen[None]):
             children=message.children,
             grouped=self._view.top_level,
         )
+        if first:
+            # in the frame that draws the rows (the grid's RowHighlighted comes after it)
+            self.query_one("#full-row", FullRow).follow()
         if first and self._restore is not None:
             if self.table.record(self._restore) is not None:
                 self.table.move_cursor(row=self.table.get_row_index(self._restore))

@@ -11,7 +11,8 @@ characters).
 The line wraps (up to ``MAX_LINES``) so that a narrow terminal shows every hidden
 column's value too: at 80 columns the id, name, start, kind, commit and image of the run
 under the cursor.  What needs more lines than that is shown a page at a time, the pages
-in turn (a click shows the next): no value is cut.
+in turn (a click shows the next): no value is cut.  The line keeps the height it grew
+to until the terminal's width changes: the grid above does not jump from row to row.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class FullRow(Widget):
         self.parts: list[tuple[str, str]] = []
         self.page = 0
         self._page_count = 0
+        self._held = 0
+        """The lines the last layout gave this line."""
+        self._held_width = -1
 
     def on_mount(self) -> None:
         self.watch(self.grid, "cursor_row", self.follow, init=False)
@@ -97,11 +101,10 @@ class FullRow(Widget):
             cells = [grid.cell(row, c.key) for c in grid.columns]
             parts = cut_cells(grid.columns, cells, self.whole(key) if self.whole else None)
         if parts != self.parts:
-            before = self.get_content_height(Size(0, 0), Size(0, 0), 0)
             self.parts = parts
             self.page = 0
-            after = self.get_content_height(Size(0, 0), Size(0, 0), 0)
-            self.refresh(layout=before != after)  # a layout only for another height
+            # a layout (every widget of the screen drawn again) only to grow
+            self.refresh(layout=self._needed() > self._held)
 
     def _pack(self, parts: Sequence[tuple[str, str]], width: int) -> list[Text]:
         """The parts two spaces apart in lines of ``width``: a part that does not fit the
@@ -147,9 +150,22 @@ class FullRow(Widget):
             page[-1].append(f"  {k}/{len(pages)}", style=muted)
         return pages
 
+    def _needed(self, width: int = 0) -> int:
+        """The lines the row under the cursor needs (1 to ``MAX_LINES``)."""
+        return max(1, max((len(p) for p in self._pages(width)), default=1))
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        pages = self._pages(width)
-        return max(1, max((len(p) for p in pages), default=1))
+        """The most lines a row has needed at this width: the line keeps the height it
+        grew to, so the grid above it does not jump as the cursor moves or a search
+        brings other rows (and a row that needs fewer lines costs a repaint, not a
+        layout of the screen); a new width starts again from what this row needs."""
+        needed = self._needed(width)
+        if width != self._held_width:
+            self._held_width = width
+            self._held = needed
+        else:
+            self._held = max(self._held, needed)
+        return self._held
 
     def next_page(self) -> None:
         """Show the next page of a row whose whole values need more than one."""
@@ -166,5 +182,5 @@ class FullRow(Widget):
         if not pages:
             return Text("")
         page = pages[min(self.page, len(pages) - 1)]
-        height = max(len(p) for p in pages)
+        height = max(self._held, *(len(p) for p in pages))
         return Text("\n", end="").join([*page, *[Text()] * (height - len(page))])
