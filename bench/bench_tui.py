@@ -111,7 +111,7 @@ import asyncio, sys, time
 import replay_tui.program as program  # what `replay-tui --store S` runs
 store = program.tui_store(["--store", sys.argv[1]])
 assert store is not None and "replay_tui.cli" not in sys.modules
-from replay_tui.app import ReplayApp  # as program._open_tui does
+ReplayApp = program.import_tui().ReplayApp  # as program._open_tui does
 from replay_tui.messages import RunsPageShown
 
 shown = []

@@ -16,11 +16,13 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker
 
+from replay_tui import collector
 from replay_tui.messages import (
     OpenComparison,
     OpenReplay,
     OpenRun,
     PickAndCompare,
+    RunsPageShown,
     WorkerFailed,
 )
 from replay_tui.screens.base import forward_failure
@@ -81,6 +83,12 @@ class ReplayApp(App[None]):
     def on_mount(self) -> None:
         # Pushed rather than returned by get_default_screen, which skips the screen's CSS.
         self.push_screen(RunsScreen(self.store_path, notice=self.notice))
+
+    def on_runs_page_shown(self, message: RunsPageShown) -> None:
+        collector.settle()  # the start is over: its heap leaves the collector's walks
+
+    def on_unmount(self) -> None:
+        collector.release()
 
     # -- failures --------------------------------------------------------------------
 

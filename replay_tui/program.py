@@ -12,12 +12,23 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+
+
+def import_tui() -> ModuleType:
+    """The TUI's module (``replay_tui.app``), imported with Python's cyclic collector
+    off for the start: the app turns it back on once its first page is painted
+    (``replay_tui.collector``)."""
+    from replay_tui import collector
+
+    collector.pause_for_start()
+    import replay_tui.app
+
+    return replay_tui.app
 
 
 def _open_tui(store_path: Path, notice: str | None) -> None:
-    from replay_tui.app import run_app
-
-    run_app(store_path, notice=notice)
+    import_tui().run_app(store_path, notice=notice)
 
 
 def tui_store(argv: Sequence[str]) -> Path | None:

@@ -111,3 +111,45 @@ def test_a_command_still_runs_through_the_cli(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "folder" in done.stderr or "directory" in done.stderr
+
+
+def test_the_start_runs_without_the_cyclic_collector_and_is_frozen_after_the_first_page(
+    tmp_path: Path,
+) -> None:
+    """``replay-tui`` imports the TUI with the collector off; the app turns it back on
+    with the start's heap frozen once its first page is painted (a full collection of
+    that heap, about 50 ms, no longer lands in a keystroke), and gives the heap back to
+    the collector when it exits."""
+    import asyncio
+    import gc
+
+    from replay_tui import program
+    from storage.manifest import manifest_from_data
+    from storage.store import RunStore
+    from tests.factories import realistic_manifest
+    from tests.test_app_flows import wait_until
+
+    path = tmp_path / "store.db"
+    with RunStore(path) as s:
+        s.ingest_many([(manifest_from_data(realistic_manifest(i)), None, (), {}) for i in range(3)])
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    seen: dict[str, object] = {}
+
+    async def run() -> None:
+        app_module = program.import_tui()
+        seen["paused"] = not gc.isenabled()
+        app = app_module.ReplayApp(path)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_until(pilot, gc.isenabled)  # the first page is painted
+            seen["frozen"] = gc.get_freeze_count()
+            seen["rows"] = app.screen.query_one("#runs").row_count  # type: ignore[attr-defined]
+
+    try:
+        asyncio.run(run())
+        assert seen["paused"] is True
+        assert isinstance(seen["frozen"], int) and seen["frozen"] > 10_000  # the start's heap
+        assert seen["rows"] == 3
+        assert gc.isenabled() and gc.get_freeze_count() == 0  # given back at exit
+    finally:
+        gc.unfreeze()
+        gc.enable()
