@@ -9,14 +9,13 @@ computes from that data (rates, variances, verdict summaries) lives with the dom
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from storage.records import REPLAY_SELECT, RUN_SELECT, ReplayFact, RunRecord
-from storage.store import COMMON_MATCHES, RunQuery, RunStore, StoreError, fts_query
+from storage.store import RunQuery, RunStore, SearchReach, StoreError
 
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
 # (to measure its cost) is an experiment, never evidence; failed attempts have no replay
@@ -228,27 +227,12 @@ _TOP_LEVEL = (
 
 
 def _view_where(
-    store: RunStore, q: RunQuery, *, top_level: bool, common: bool = False
+    store: RunStore, q: RunQuery, *, top_level: bool, reach: SearchReach | None = None
 ) -> tuple[str, list[Any]]:
-    where, params = store._where(q, common=common)
+    where, params = store._where(q, reach)
     if top_level:
         where = f"{where} AND {_TOP_LEVEL}" if where else f" WHERE {_TOP_LEVEL}"
     return where, params
-
-
-def _common_search(store: RunStore, q: RunQuery) -> bool:
-    """Does the search match so many runs that walking the sort index is faster (as
-    ``RunStore.list_runs`` decides)?"""
-    fq = fts_query(q.search) if q.search else None
-    if not fq:
-        return False
-    if min(len(w) for w in re.findall(r"\w+", q.search or "")) <= 2:
-        return True
-    n = store.conn.execute(
-        "SELECT count(*) FROM (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ? LIMIT ?)",
-        (fq, COMMON_MATCHES),
-    ).fetchone()[0]
-    return bool(n >= COMMON_MATCHES)
 
 
 def list_runs_view(
@@ -268,9 +252,9 @@ def list_runs_view(
     if order is None:
         if not top_level:
             return store.list_runs(q)
-        common = _common_search(store, q)
-        where, params = _view_where(store, q, top_level=True, common=common)
-        hint = " INDEXED BY runs_started" if common and q.order == "started_at" else ""
+        reach = store.search_reach(q)
+        where, params = _view_where(store, q, top_level=True, reach=reach)
+        hint = " INDEXED BY runs_started" if reach.common and q.order == "started_at" else ""
         sql = (
             f'SELECT {RUN_SELECT} FROM runs{hint}{where} ORDER BY "{q.order}" {direction},'
             f" id {direction} LIMIT ? OFFSET ?"
@@ -308,11 +292,12 @@ def count_runs_view_and_all(
 ) -> tuple[int, int]:
     """How many rows :func:`list_runs_view` has for ``q``, and how many runs match ``q``
     in all (the replays folded under their originals included)."""
-    total = store.count_runs(q)
+    reach = store.search_reach(q)
+    total = store.count_runs(q, reach)
     if not top_level:
         return total, total
     # the replays shown under their originals, counted through the kind index
-    where, params = store._where(q)
+    where, params = store._where(q, reach)
     folded = (
         "kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
         if not where

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import storage.store as store_module
 from storage.manifest import RunManifest, manifest_from_data
 from storage.store import (
     AmbiguousRun,
@@ -25,7 +26,9 @@ from storage.store import (
     RunNotFound,
     RunQuery,
     RunStore,
+    SearchReach,
     StoreError,
+    fts_query,
 )
 from tests.conftest import REPO_ROOT, MakeManifest, RunCli, subprocess_env
 from tests.factories import realistic_manifest
@@ -271,6 +274,32 @@ def test_search_text_is_never_fts_syntax(store: RunStore, thirty: list[dict[str,
         store.count_runs(RunQuery(search=text))
     assert store.count_runs() == 30
     assert store.count_runs(RunQuery(search="!!!")) == 30  # no words: no filter
+
+
+def test_a_search_that_matches_every_run_filters_nothing(
+    store: RunStore, thirty: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every image digest starts ``sha256``: the prefix ``sha`` matches every run, so it
+    is no filter at all (the same pages and count as no search, no match set built);
+    a search that matches some runs stays a filter, whichever plan pages it."""
+    every = store.search_reach(RunQuery(search="sha"))
+    assert every == SearchReach(None, common=False)
+    assert [r.id for r in store.list_runs(RunQuery(search="sha", limit=100))] == newest_first(
+        thirty
+    )
+    assert store.count_runs(RunQuery(search="sha")) == 30
+    owner = thirty[9]["tags"]["owner"]
+    owned = {d["run_id"] for d in thirty if d["tags"]["owner"] == owner}
+    expected = [i for i in newest_first(thirty) if i in owned]
+    assert 0 < len(expected) < 30
+    assert store.search_reach(RunQuery(search=owner)) == SearchReach(fts_query(owner), common=False)
+    assert [r.id for r in store.list_runs(RunQuery(search=owner, limit=100))] == expected
+    monkeypatch.setattr(store_module, "COMMON_MATCHES", 2)  # as if it matched thousands
+    assert store.search_reach(RunQuery(search=owner)) == SearchReach(fts_query(owner), common=True)
+    assert [r.id for r in store.list_runs(RunQuery(search=owner, limit=100))] == expected
+    assert store.count_runs(RunQuery(search=owner)) == len(expected)
+    assert store.search_reach(RunQuery(search="zzqx")).fts == fts_query("zzqx")
+    assert store.list_runs(RunQuery(search="zzqx")) == []
 
 
 def test_cli_runs_json(store_path: Path, cli: RunCli) -> None:
