@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
 from textual.widgets._footer import FooterKey
@@ -129,6 +130,42 @@ async def test_search_filters_the_table_from_the_fts_index(fixed: FixedStore) ->
         await pilot.press("escape")  # clears the search
         await settle(pilot)
         assert table.row_count == 42
+
+
+@pytest.mark.parametrize("size", [(200, 60), (80, 24)])
+@sync
+async def test_the_filters_come_after_the_first_page_in_the_place_kept_for_them(
+    fixed: FixedStore, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The kind and verdict selects and the critical-gaps box are mounted once the first
+    page is painted (the table is what the start is for); until then their place is
+    kept, so the search box does not move when they come."""
+    first: list[tuple[Region, Region, int]] = []
+    mount = RunsScreen._mount_filters
+
+    def watched(screen: RunsScreen) -> None:
+        if not first:
+            pending = screen.query_one("#filters-pending").region
+            first.append((screen.search_box.region, pending, screen.table.row_count))
+        mount(screen)
+
+    monkeypatch.setattr(RunsScreen, "_mount_filters", watched)
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        search, pending, rows = first[0]
+        assert rows == 42  # painted before the filters came
+        await wait_until(pilot, lambda: bool(screen.query("#critical")))
+        await pilot.pause(0.1)
+        assert not screen.query("#filters-pending")
+        assert screen.search_box.region == search  # nothing moved
+        kind = screen.query_one("#kind").region
+        critical = screen.query_one("#critical").region
+        assert kind.x == pending.x and critical.right == pending.right
+        await pilot.press("escape")  # clears the filters, now there
+        await settle(pilot)
+        assert screen.table.row_count == 42
 
 
 @sync

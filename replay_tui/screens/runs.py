@@ -27,7 +27,7 @@ from textual.containers import Horizontal
 from textual.geometry import Region
 from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Input, Select, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from replay_tui.messages import (
     OpenReplay,
@@ -140,6 +140,7 @@ class RunsScreen(AppScreen[None]):
         self._shown_generation = -1
         self._restore: str | None = None
         self._stamp: tuple[int, ...] = ()
+        self._filters_mounted = False
 
     # -- widgets ---------------------------------------------------------------------
 
@@ -180,9 +181,9 @@ class RunsScreen(AppScreen[None]):
             yield Static(self.notice, id="notice")
         with Horizontal(id="toolbar"):
             yield SearchBox(placeholder=SEARCH_HINT, id="search", compact=True)
-            yield Select(KIND_OPTIONS, id="kind", value="", allow_blank=False, compact=True)
-            yield Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True)
-            yield Checkbox("critical gaps", id="critical", compact=True)
+            # the filters come once the first page is painted (_mount_filters): their
+            # place is kept so that nothing moves when they do
+            yield Static(id="filters-pending")
         table = RunsTable(id="runs")
         yield table
         yield FullRow(table, whole=self._whole_values, id="full-row")
@@ -309,7 +310,31 @@ class RunsScreen(AppScreen[None]):
         elif self.table.cursor_row >= self.table.row_count - LOOKAHEAD:
             self._maybe_load_more()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        # AppScreen's handler runs too (Textual calls each class's): the error modal
+        if event.state == WorkerState.ERROR:
+            self._mount_filters()  # a query failed: the filters need no page to come
+
+    def _mount_filters(self) -> None:
+        """The kind and verdict selects and the critical-gaps box, in the place kept for
+        them.  Mounted after the first page is painted, not composed with it: the three
+        stock widgets (a select is an overlay list as well) cost about a sixth of the
+        start, and the runs table is what a user opens the program to see."""
+        if self._filters_mounted or not self.is_attached:
+            return
+        self._filters_mounted = True
+        pending = self.query_one("#filters-pending", Static)
+        with self.app.batch_update():
+            self.query_one("#toolbar", Horizontal).mount(
+                Select(KIND_OPTIONS, id="kind", value="", allow_blank=False, compact=True),
+                Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True),
+                Checkbox("critical gaps", id="critical", compact=True),
+                before=pending,
+            )
+            pending.remove()
+
     def _page_shown(self, generation: int) -> None:
+        self._mount_filters()
         if generation == self._generation and generation != self._shown_generation:
             self._shown_generation = generation
             # a full first page: there may be more; grouped: how many runs the groups hold
@@ -483,9 +508,10 @@ class RunsScreen(AppScreen[None]):
         """Clear the search and every filter (kind, verdict, critical gaps)."""
         if self.search_box.value:
             self.search_box.value = ""
-        self.query_one("#kind", Select).value = ""
-        self.query_one("#verdict", Select).value = ""
-        self.query_one("#critical", Checkbox).value = False
+        if self._filters_mounted:  # else none of them can have been set
+            self.query_one("#kind", Select).value = ""
+            self.query_one("#verdict", Select).value = ""
+            self.query_one("#critical", Checkbox).value = False
         self.table.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
