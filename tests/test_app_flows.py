@@ -156,9 +156,14 @@ async def test_the_filters_come_after_the_first_page_in_the_place_kept_for_them(
         screen = runs_screen(app)
         search, pending, rows = first[0]
         assert rows == 42  # painted before the filters came
-        await wait_until(pilot, lambda: bool(screen.query("#critical")))
-        await pilot.pause(0.1)
-        assert not screen.query("#filters-pending")
+        await wait_until(
+            pilot,
+            lambda: (
+                not screen.query("#filters-pending")
+                and bool(screen.query("#critical"))
+                and screen.query_one("#critical").region.width > 0
+            ),
+        )
         assert screen.search_box.region == search  # nothing moved
         kind = screen.query_one("#kind").region
         critical = screen.query_one("#critical").region
