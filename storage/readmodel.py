@@ -227,9 +227,16 @@ _TOP_LEVEL = (
 
 
 def _view_where(
-    store: RunStore, q: RunQuery, *, top_level: bool, reach: SearchReach | None = None
+    store: RunStore,
+    q: RunQuery,
+    *,
+    top_level: bool,
+    reach: SearchReach | None = None,
+    walk: bool = False,
 ) -> tuple[str, list[Any]]:
-    where, params = store._where(q, reach)
+    """``store._where`` (``walk``: for a page read along the sort index), replays under
+    their originals left out when ``top_level``."""
+    where, params = store._where(q, reach, page=walk)
     if top_level:
         where = f"{where} AND {_TOP_LEVEL}" if where else f" WHERE {_TOP_LEVEL}"
     return where, params
@@ -253,7 +260,7 @@ def list_runs_view(
         if not top_level:
             return store.list_runs(q)
         reach = store.search_reach(q)
-        where, params = _view_where(store, q, top_level=True, reach=reach)
+        where, params = _view_where(store, q, top_level=True, reach=reach, walk=True)
         hint = " INDEXED BY runs_started" if reach.common and q.order == "started_at" else ""
         sql = (
             f'SELECT {RUN_SELECT} FROM runs{hint}{where} ORDER BY "{q.order}" {direction},'

@@ -123,10 +123,12 @@ class SearchReach:
     image's ``sha256``), so that it filters nothing and costs nothing; building the set
     of 100,000 matches to probe costs 25-30 ms, four times the page.  ``common``: it
     matches at least ``COMMON_MATCHES`` runs, so a page comes faster from walking the
-    sort index and probing the match set than from sorting every match."""
+    sort index and probing the match set than from sorting every match.  ``matches``:
+    how many runs it matches (None without a search)."""
 
     fts: str | None
     common: bool
+    matches: int | None = None
 
 
 IngestItem = tuple[
@@ -669,20 +671,22 @@ class RunStore:
             ).fetchone()[0]
         )
         if n and n >= int(self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]):
-            return SearchReach(None, common=False)  # every run matches: it filters nothing
-        return SearchReach(fq, common=n >= COMMON_MATCHES)
+            return SearchReach(None, common=False, matches=n)  # it filters nothing
+        return SearchReach(fq, common=n >= COMMON_MATCHES, matches=n)
 
-    def _where(self, q: RunQuery, reach: SearchReach | None = None) -> tuple[str, list[Any]]:
-        """SQL filter for ``q`` (``reach``: its search's, when the caller has it).  A
-        search that matches many runs lets SQLite walk the sort index and probe the
-        match set (``+rowid`` keeps it from driving the query from the FTS side and
-        sorting every match)."""
+    def _where(
+        self, q: RunQuery, reach: SearchReach | None = None, *, page: bool = False
+    ) -> tuple[str, list[Any]]:
+        """SQL filter for ``q`` (``reach``: its search's, when the caller has it).  For
+        a ``page`` of a search that matches many runs, SQLite walks the sort index and
+        probes the match set (``+rowid`` keeps it from driving the query from the FTS
+        side and sorting every match); a count looks the matches up by row id."""
         clauses: list[str] = []
         params: list[Any] = []
         if q.search:
             reach = reach or self.search_reach(q)
             if reach.fts:
-                col = "+runs.rowid" if reach.common else "runs.rowid"
+                col = "+runs.rowid" if page and reach.common else "runs.rowid"
                 clauses.append(f"{col} IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)")
                 params.append(reach.fts)
         if q.kind:
@@ -707,7 +711,7 @@ class RunStore:
         if q.order not in _ORDER_COLUMNS:
             raise StoreError(f"cannot sort by {q.order!r}")
         reach = self.search_reach(q)
-        where, params = self._where(q, reach)
+        where, params = self._where(q, reach, page=True)
         direction = "DESC" if q.descending else "ASC"
         # Many matches, newest first: walk the start-time index and stop after a page.
         hint = " INDEXED BY runs_started" if reach.common and q.order == "started_at" else ""
@@ -734,7 +738,12 @@ class RunStore:
         return (by_id + [r for r in found if r.id not in seen])[:limit]
 
     def count_runs(self, q: RunQuery | None = None, reach: SearchReach | None = None) -> int:
-        where, params = self._where(q or RunQuery(), reach)
+        q = q or RunQuery()
+        if q.search and not (q.kind or q.verdict or q.has_critical or q.replay_of):
+            reach = reach or self.search_reach(q)
+            if reach.matches is not None:
+                return reach.matches  # the search is the only filter: its count is the count
+        where, params = self._where(q, reach)
         return int(self.conn.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0])
 
     def locations(self, run_id: str) -> list[Location]:

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +284,7 @@ def test_a_search_that_matches_every_run_filters_nothing(
     is no filter at all (the same pages and count as no search, no match set built);
     a search that matches some runs stays a filter, whichever plan pages it."""
     every = store.search_reach(RunQuery(search="sha"))
-    assert every == SearchReach(None, common=False)
+    assert every == SearchReach(None, common=False, matches=30)
     assert [r.id for r in store.list_runs(RunQuery(search="sha", limit=100))] == newest_first(
         thirty
     )
@@ -292,12 +293,16 @@ def test_a_search_that_matches_every_run_filters_nothing(
     owned = {d["run_id"] for d in thirty if d["tags"]["owner"] == owner}
     expected = [i for i in newest_first(thirty) if i in owned]
     assert 0 < len(expected) < 30
-    assert store.search_reach(RunQuery(search=owner)) == SearchReach(fts_query(owner), common=False)
+    some = SearchReach(fts_query(owner), common=False, matches=len(expected))
+    assert store.search_reach(RunQuery(search=owner)) == some
     assert [r.id for r in store.list_runs(RunQuery(search=owner, limit=100))] == expected
     monkeypatch.setattr(store_module, "COMMON_MATCHES", 2)  # as if it matched thousands
-    assert store.search_reach(RunQuery(search=owner)) == SearchReach(fts_query(owner), common=True)
+    assert store.search_reach(RunQuery(search=owner)) == replace(some, common=True)
     assert [r.id for r in store.list_runs(RunQuery(search=owner, limit=100))] == expected
     assert store.count_runs(RunQuery(search=owner)) == len(expected)
+    # with another filter the count is the rows', not the search's
+    original = RunQuery(search=owner, kind="original")
+    assert store.count_runs(original) == len(store.list_runs(replace(original, limit=100)))
     assert store.search_reach(RunQuery(search="zzqx")).fts == fts_query("zzqx")
     assert store.list_runs(RunQuery(search="zzqx")) == []
 
