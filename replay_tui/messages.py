@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     )
     from replay_tui.verdicts import Reproduction
     from storage.records import RunRecord
+    from storage.store import SearchReach
 
 
 class RunsPage(Message):
@@ -36,11 +37,14 @@ class RunsPage(Message):
         *,
         replay_runs: dict[str, int] | None = None,
         children: dict[str, list[RunRecord]] | None = None,
+        reach: SearchReach | None = None,
     ) -> None:
         super().__init__()
         self.generation = generation
         self.offset = offset
         self.records = records
+        self.reach = reach
+        """What the query's search matched, as read for this page (its count reuses it)."""
         self.reproduction = reproduction or {}
         """Per original run on the page: what all its replays add up to."""
         self.replay_runs = replay_runs or {}

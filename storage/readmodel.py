@@ -232,11 +232,11 @@ def _view_where(
     *,
     top_level: bool,
     reach: SearchReach | None = None,
-    walk: bool = False,
+    page: bool = False,
 ) -> tuple[str, list[Any]]:
-    """``store._where`` (``walk``: for a page read along the sort index), replays under
+    """``store._where`` (``page``: for a page read along the sort index), replays under
     their originals left out when ``top_level``."""
-    where, params = store._where(q, reach, page=walk)
+    where, params = store._where(q, reach, page=page)
     if top_level:
         where = f"{where} AND {_TOP_LEVEL}" if where else f" WHERE {_TOP_LEVEL}"
     return where, params
@@ -249,18 +249,20 @@ def list_runs_view(
     order: str | None = None,
     rank: Mapping[str, int] | None = None,
     top_level: bool = False,
+    reach: SearchReach | None = None,
 ) -> list[RunRecord]:
     """A page of the runs browser: ``q``'s filters and paging, sorted by ``q.order``, or
     by ``order`` (one of :data:`VIEW_ORDERS`; ``severity`` ranks each verdict by
     ``rank``, a run with no verdict below all), in ``q.descending`` direction, ties by
     id.  ``top_level``: leave out replays whose original is in the store (they are
-    shown under it: :func:`replays_of_runs`)."""
+    shown under it: :func:`replays_of_runs`).  ``reach``: ``q``'s search's, when the
+    caller has read it (``RunStore.search_reach``)."""
     direction = "DESC" if q.descending else "ASC"
+    reach = reach or store.search_reach(q)
     if order is None:
         if not top_level:
-            return store.list_runs(q)
-        reach = store.search_reach(q)
-        where, params = _view_where(store, q, top_level=True, reach=reach, walk=True)
+            return store.list_runs(q, reach)
+        where, params = _view_where(store, q, top_level=True, reach=reach, page=True)
         hint = " INDEXED BY runs_started" if reach.common and q.order == "started_at" else ""
         sql = (
             f'SELECT {RUN_SELECT} FROM runs{hint}{where} ORDER BY "{q.order}" {direction},'
@@ -278,7 +280,7 @@ def list_runs_view(
         by = f"CASE last_verdict {whens} ELSE -1 END {direction}" if ranks else "1"
     else:
         raise StoreError(f"cannot sort by {order!r}")
-    where, params = _view_where(store, q, top_level=top_level)
+    where, params = _view_where(store, q, top_level=top_level, reach=reach)
     # No index serves these orders: sort the narrow keys of every match first, then read
     # the whole rows of one page (reading every whole row into the sorter is 4x slower).
     sql = (
@@ -295,11 +297,12 @@ def count_runs_view(store: RunStore, q: RunQuery, *, top_level: bool = False) ->
 
 
 def count_runs_view_and_all(
-    store: RunStore, q: RunQuery, *, top_level: bool = False
+    store: RunStore, q: RunQuery, *, top_level: bool = False, reach: SearchReach | None = None
 ) -> tuple[int, int]:
     """How many rows :func:`list_runs_view` has for ``q``, and how many runs match ``q``
-    in all (the replays folded under their originals included)."""
-    reach = store.search_reach(q)
+    in all (the replays folded under their originals included).  ``reach``: ``q``'s
+    search's, when the caller has read it (for the page it shows): not counted again."""
+    reach = reach or store.search_reach(q)
     total = store.count_runs(q, reach)
     if not top_level:
         return total, total

@@ -706,11 +706,15 @@ class RunStore:
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         return where, params
 
-    def list_runs(self, q: RunQuery | None = None) -> list[RunRecord]:
+    def list_runs(
+        self, q: RunQuery | None = None, reach: SearchReach | None = None
+    ) -> list[RunRecord]:
+        """A page of runs; ``reach``: ``q``'s search's (:meth:`search_reach`), when the
+        caller has read it already (a page and its count share one)."""
         q = q or RunQuery()
         if q.order not in _ORDER_COLUMNS:
             raise StoreError(f"cannot sort by {q.order!r}")
-        reach = self.search_reach(q)
+        reach = reach or self.search_reach(q)
         where, params = self._where(q, reach, page=True)
         direction = "DESC" if q.descending else "ASC"
         # Many matches, newest first: walk the start-time index and stop after a page.

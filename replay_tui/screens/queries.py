@@ -26,7 +26,7 @@ from replay_tui.verdicts import (
 )
 from storage import readmodel
 from storage.records import ReplayFact, RunRecord
-from storage.store import Location, RunQuery, RunStore, StoreError
+from storage.store import Location, RunQuery, RunStore, SearchReach, StoreError
 
 # The run detail's gap rules and manifest models (pydantic) load when a run is first
 # opened, not with the runs browser (the first frame).
@@ -108,6 +108,8 @@ class RunsPageData:
     """Per original run on the page: how many replay runs the store holds (a group)."""
     children: dict[str, list[RunRecord]]
     """The replay runs of the groups asked open (``expanded``), oldest first."""
+    reach: SearchReach | None = None
+    """What the query's search matched, read once for the page: its count reuses it."""
 
 
 def load_runs_page(
@@ -115,12 +117,13 @@ def load_runs_page(
 ) -> RunsPageData:
     """One page of the runs browser, with what its rows show and its open groups."""
     q = replace(view.query, limit=limit, offset=offset)
+    reach = store.search_reach(q)
     if view.sort in STORE_ORDERS:
         q = replace(q, order=view.sort)  # type: ignore[arg-type]
-        records = readmodel.list_runs_view(store, q, top_level=view.top_level)
+        records = readmodel.list_runs_view(store, q, top_level=view.top_level, reach=reach)
     else:
         records = readmodel.list_runs_view(
-            store, q, order=view.sort, rank=SEVERITY, top_level=view.top_level
+            store, q, order=view.sort, rank=SEVERITY, top_level=view.top_level, reach=reach
         )
     originals = [r.id for r in records if r.kind == "original"]
     facts = store.replay_outcomes(originals) if originals else {}
@@ -142,6 +145,7 @@ def load_runs_page(
         reproduction={rid: summarize(f) for rid, f in facts.items()},
         replay_runs=replay_runs,
         children={rid: _as_ended(rows, aborted) for rid, rows in children.items()},
+        reach=reach,
     )
 
 
@@ -152,10 +156,15 @@ def _as_ended(records: list[RunRecord], aborted: dict[str, str]) -> list[RunReco
     return [replace(r, last_verdict=aborted[r.id]) if r.id in aborted else r for r in records]
 
 
-def count_runs_view(store: RunStore, view: RunsView) -> tuple[int, int]:
+def count_runs_view(
+    store: RunStore, view: RunsView, reach: SearchReach | None = None
+) -> tuple[int, int]:
     """How many rows (groups, when grouped) the view has in all, and how many runs match
-    its query, the replays under the groups included (the two are equal ungrouped)."""
-    return readmodel.count_runs_view_and_all(store, view.query, top_level=view.top_level)
+    its query, the replays under the groups included (the two are equal ungrouped).
+    ``reach``: the one its first page was read with (:attr:`RunsPageData.reach`)."""
+    return readmodel.count_runs_view_and_all(
+        store, view.query, top_level=view.top_level, reach=reach
+    )
 
 
 def replays_under(store: RunStore, run_id: str) -> list[RunRecord]:

@@ -53,7 +53,7 @@ from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.fullrow import FullRow
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.widgets.status import StatusLine
-from storage.store import RunQuery
+from storage.store import RunQuery, SearchReach
 
 FIRST_PAGE = 64  # a 60-row terminal's worth; the next page follows as the cursor moves
 PAGE = 300
@@ -138,6 +138,8 @@ class RunsScreen(AppScreen[None]):
         self._last_search_at = 0.0
         self._search_timer: Timer | None = None
         self._shown_generation = -1
+        self._first_reach: SearchReach | None = None
+        """What the shown query's search matched, read with its first page."""
         self._restore: str | None = None
         self._stamp: tuple[int, ...] = ()
         self._filters_mounted = False
@@ -227,6 +229,7 @@ class RunsScreen(AppScreen[None]):
                 self.refresh_bindings()
         self._generation += 1
         self._total = self._everything = None
+        self._first_reach = None
         self._next_offset = 0
         self._exhausted = False
         self._loading_more = False
@@ -245,14 +248,15 @@ class RunsScreen(AppScreen[None]):
             self.post_message(_page_message(generation, 0, page))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-count")
-    def _count(self, view: RunsView, generation: int) -> None:
+    def _count(self, view: RunsView, generation: int, reach: SearchReach | None) -> None:
         """Count the matches once the first page is painted: the count (a scan of the
         matches) never competes with the paint, and a query typed over before its page
-        showed is never counted."""
+        showed is never counted.  ``reach``: what the first page's search matched (a
+        search that is the only filter is not counted again)."""
         if get_current_worker().is_cancelled or generation != self._generation:
             return
         with open_store(self.store_path) as store:
-            total, everything = count_runs_view(store, view)
+            total, everything = count_runs_view(store, view, reach)
         if not get_current_worker().is_cancelled:
             self.post_message(RunsCounted(generation, total, everything))
 
@@ -277,6 +281,8 @@ class RunsScreen(AppScreen[None]):
         if message.generation != self._generation:
             return
         first = message.offset == 0
+        if first:
+            self._first_reach = message.reach
         self.table.show_page(
             message.records,
             replace=first,
@@ -339,7 +345,7 @@ class RunsScreen(AppScreen[None]):
             self._shown_generation = generation
             # a full first page: there may be more; grouped: how many runs the groups hold
             if self._total is None or self._view.top_level:
-                self._count(self._view, generation)
+                self._count(self._view, generation, self._first_reach)
             self.post_message(RunsPageShown(generation, self.table.row_count, self._total))
 
     def on_runs_group(self, message: RunsGroup) -> None:
@@ -595,4 +601,5 @@ def _page_message(generation: int, offset: int, page: RunsPageData) -> RunsPage:
         page.reproduction,
         replay_runs=page.replay_runs,
         children=page.children,
+        reach=page.reach,
     )
