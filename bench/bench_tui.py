@@ -10,7 +10,11 @@ Measures, with ``App.run_test()`` (headless, the real event loop and compositor)
   reports the paint time on the system-wide monotonic clock the parent started from;
   median of several launches, with the program's bytecode cached as an installed
   program has it (``cold_start_no_bytecode_s``: compiled from source at each start, as
-  with ``PYTHONDONTWRITEBYTECODE=1``, for information).  ``cold_start_in_process_s``
+  with ``PYTHONDONTWRITEBYTECODE=1``, for information).  Its reference,
+  ``textual_floor_s``, is a one-widget Textual app started and painted the same way,
+  launched alternately with it: ``cold_start_vs_textual_floor`` is the ratio (the
+  machine's speed of the day cancels out; Textual's own start is the floor).
+  ``cold_start_in_process_s``
   is the same from constructing ``ReplayApp`` in a process that has already imported
   it, and ``import_s`` the imports alone (program and app) in a fresh interpreter
   (bytecode cached), with ``import_storage_s``, the part of it the store's modules take
@@ -130,6 +134,31 @@ async def main() -> None:
 asyncio.run(main())
 """
 
+FLOOR_CHILD = """
+import asyncio, time
+from textual.app import App
+from textual.widgets import Static
+
+painted = []
+
+class Floor(App):
+    def compose(self):
+        yield Static("one widget")
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(lambda: painted.append(time.perf_counter()))
+
+async def main() -> None:
+    async with Floor().run_test(size=(200, 60)):
+        while not painted:
+            await asyncio.sleep(0.0005)
+    print(painted[0], flush=True)
+
+asyncio.run(main())
+"""
+"""The reference for the cold start: a one-widget Textual app, started and painted the
+same way.  What any Textual program pays on this machine at this moment."""
+
 
 def child_env(bytecode: bool) -> dict[str, str]:
     """The environment of a fresh interpreter: with ``bytecode``, as an installed program
@@ -147,26 +176,37 @@ def child_env(bytecode: bool) -> dict[str, str]:
     return env
 
 
+def launch(code: str, *args: str, bytecode: bool = True) -> float:
+    """Seconds from starting a new interpreter running ``code`` to the paint it reports."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=child_env(bytecode),
+    )
+    return round(float(proc.stdout.split()[0]) - t0, 4)
+
+
 def cold_start_fresh_process(store: Path, launches: int, *, bytecode: bool = True) -> list[float]:
     """Seconds from starting a new interpreter to the first painted page, per launch
     (after one launch not counted, which writes the bytecode when ``bytecode``)."""
-    env = child_env(bytecode)
-    out = []
-    for n in range(launches + 1):
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-c", COLD_CHILD, str(store)],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).resolve().parents[1],
-            env=env,
-        )
-        if n == 0:
-            continue
-        painted = float(proc.stdout.split()[0])
-        out.append(round(painted - t0, 4))
-    return out
+    launch(COLD_CHILD, str(store), bytecode=bytecode)
+    return [launch(COLD_CHILD, str(store), bytecode=bytecode) for _ in range(launches)]
+
+
+def cold_start_and_floor(store: Path, launches: int) -> tuple[list[float], list[float]]:
+    """Cold starts of the program and of the one-widget floor (:data:`FLOOR_CHILD`),
+    launched alternately so that both meet the machine in the same state."""
+    launch(COLD_CHILD, str(store))
+    launch(FLOOR_CHILD)
+    app, floor = [], []
+    for _ in range(launches):
+        app.append(launch(COLD_CHILD, str(store)))
+        floor.append(launch(FLOOR_CHILD))
+    return app, floor
 
 
 IMPORTS = (
@@ -275,7 +315,7 @@ def main() -> None:
     )
     built_s, count = ensure_store(store, args.runs)
     load_before = os.getloadavg()[0]  # other work on the machine inflates every figure
-    cold_fresh = cold_start_fresh_process(store, args.launches)
+    cold_fresh, floor = cold_start_and_floor(store, args.launches)
     cold_no_bytecode = cold_start_fresh_process(store, max(1, args.launches // 2), bytecode=False)
     imp, imp_storage = import_time()
     cold_runs = []
@@ -295,6 +335,9 @@ def main() -> None:
         "cold_start_launches_s": cold_fresh,
         "cold_start_target_s": COLD_START_TARGET_S,
         "cold_start_ok": cold <= COLD_START_TARGET_S,
+        "textual_floor_s": round(statistics.median(floor), 4),
+        "textual_floor_launches_s": floor,
+        "cold_start_vs_textual_floor": round(cold / statistics.median(floor), 3),
         "cold_start_no_bytecode_s": round(statistics.median(cold_no_bytecode), 4),
         "cold_start_no_bytecode_launches_s": cold_no_bytecode,
         "cold_start_in_process_s": round(statistics.median(cold_runs), 4),

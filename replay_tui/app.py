@@ -26,7 +26,7 @@ from replay_tui.messages import (
     WorkerFailed,
 )
 from replay_tui.screens.base import forward_failure
-from replay_tui.screens.runs import RunsScreen
+from replay_tui.screens.runs import FirstPage, RunsScreen
 
 # Only the runs browser is imported up front: it is the first frame. The other screens
 # (and through them pydantic models, the replay pipeline, docker, git, torch) load when
@@ -79,10 +79,15 @@ class ReplayApp(App[None]):
         self.sub_title = str(self.store_path)
         self._held_comparison: OpenComparison | None = None
         """A comparison a replay opened while the quit question was up (shown on "no")."""
+        # the runs browser's first page is read while the app builds its first screen (a
+        # store not yet written is left to the screen, which makes it)
+        written = self.store_path.is_file() and self.store_path.stat().st_size > 0
+        self._first_page = FirstPage(self.store_path) if written else None
 
     def on_mount(self) -> None:
         # Pushed rather than returned by get_default_screen, which skips the screen's CSS.
-        self.push_screen(RunsScreen(self.store_path, notice=self.notice))
+        first, self._first_page = self._first_page, None
+        self.push_screen(RunsScreen(self.store_path, notice=self.notice, first_page=first))
 
     def on_runs_page_shown(self, message: RunsPageShown) -> None:
         collector.settle()  # the start is over: its heap leaves the collector's walks

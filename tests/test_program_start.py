@@ -154,3 +154,62 @@ def test_the_start_runs_without_the_cyclic_collector_and_is_frozen_after_the_fir
     finally:
         gc.unfreeze()
         gc.enable()
+
+
+def _store_of(path: Path, n: int, start: int = 0) -> None:
+    from storage.manifest import manifest_from_data
+    from storage.store import RunStore
+    from tests.factories import realistic_manifest
+
+    with RunStore(path) as s:
+        s.ingest_many(
+            [(manifest_from_data(realistic_manifest(i)), None, (), {}) for i in range(start, n)]
+        )
+
+
+@pytest.mark.parametrize("written_after", [False, True])
+def test_the_first_page_is_read_while_the_app_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, written_after: bool
+) -> None:
+    """The app reads the runs browser's first page in a thread from its construction on,
+    and the screen shows it in its first frame, with no query of its own; a store
+    written after that read is queried again (the page would be stale)."""
+    import asyncio
+    import threading
+
+    import replay_tui.screens.runs as runs_screen
+    from replay_tui.app import ReplayApp
+    from tests.test_app_flows import wait_until
+
+    path = tmp_path / "store.db"
+    _store_of(path, 3)
+    readers: list[str] = []
+    load = runs_screen.load_runs_page
+
+    def counted(*args: object, **kwargs: object) -> object:
+        readers.append(threading.current_thread().name)
+        return load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runs_screen, "load_runs_page", counted)
+    app = ReplayApp(path)
+    first = app._first_page
+    assert first is not None
+    assert first._done.wait(60)  # read before the screen mounts, whatever the machine
+    if written_after:
+        _store_of(path, 4, start=3)
+    rows: list[int] = []
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            table = app.screen.query_one("#runs")
+            await wait_until(pilot, lambda: table.row_count > 0)  # type: ignore[attr-defined]
+            await pilot.pause(0.2)  # any second page would have come by now
+            rows.append(table.row_count)  # type: ignore[attr-defined]
+
+    asyncio.run(run())
+    if written_after:
+        assert rows == [4]
+        assert readers[0] == "runs-first-page" and len(readers) == 2  # read again, by a worker
+    else:
+        assert rows == [3]
+        assert readers == ["runs-first-page"]

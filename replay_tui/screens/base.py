@@ -32,6 +32,31 @@ def forward_failure(node: MessagePump, event: Worker.StateChanged) -> None:
 
 
 class AppScreen(Screen[ResultT]):
+    def __init__(
+        self, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
+        super().__init__(name, id, classes)
+        self._width_classes()
+
+    def _width_classes(self) -> None:
+        """The app's width and height classes (``-narrow``, ``-wide``) from the start.
+        Textual sets them at the screen's first resize, after its first frame was laid
+        out for no class; the runs screen shows its rows in that frame, which would then
+        be laid out again, and the toolbar move."""
+        try:
+            app = self.app
+        except Exception:  # made outside a running app: Textual sets them at its resize
+            return
+        width, height = app.size
+        horizontal = self.HORIZONTAL_BREAKPOINTS
+        vertical = self.VERTICAL_BREAKPOINTS
+        for size, points in (
+            (width, app.HORIZONTAL_BREAKPOINTS if horizontal is None else horizontal),
+            (height, app.VERTICAL_BREAKPOINTS if vertical is None else vertical),
+        ):
+            for name in self._get_breakpoint_classes(size, points or []):
+                self.set_class(True, name, update=False)
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         forward_failure(self, event)
 

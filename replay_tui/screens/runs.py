@@ -14,6 +14,7 @@ with replay runs is a group, opened with right, ``+`` or space and closed with l
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from functools import partial
@@ -53,7 +54,8 @@ from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.fullrow import FullRow
 from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.widgets.status import StatusLine
-from storage.store import RunQuery, SearchReach
+from storage.readmodel import end_read
+from storage.store import RunQuery, RunStore, SearchReach
 
 FIRST_PAGE = 64  # a 60-row terminal's worth; the next page follows as the cursor moves
 PAGE = 300
@@ -101,6 +103,68 @@ class SearchBox(Input):
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
 
+def store_stamp(path: Path) -> tuple[int, ...]:
+    """The store file and its write-ahead log as (size, mtime) pairs: any commit, by
+    this process or another, changes one of them."""
+    stamp: list[int] = []
+    for suffix in ("", "-wal"):
+        try:
+            st = Path(str(path) + suffix).stat()
+        except OSError:
+            stamp += [0, 0]
+            continue
+        # an empty log (made by a reader opening the store) holds no write
+        stamp += [st.st_size, st.st_mtime_ns] if st.st_size else [0, 0]
+    return tuple(stamp)
+
+
+class FirstPage:
+    """The runs browser's first page, read in a thread while the app starts.
+
+    The app starts it when it is constructed, so the query (opening the store, reading
+    the page and what its rows show) runs beside the building of the first screen; the
+    screen's ``on_mount`` then shows the rows in the first frame it paints, with no
+    worker, message and second frame in between.  It is used only if it is ready, for
+    the view the screen opens with, and if the store has not changed since it was read;
+    otherwise the screen queries as for any other page (and reports what fails).
+    """
+
+    def __init__(self, store_path: Path) -> None:
+        self.store_path = store_path
+        self.view = RunsView(RunQuery())
+        self._page: RunsPageData | None = None
+        self._stamp: tuple[int, ...] = ()
+        self._done = threading.Event()
+        threading.Thread(target=self._read, name="runs-first-page", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            self._stamp = store_stamp(self.store_path)
+            with RunStore(self.store_path) as store:
+                try:
+                    self._page = load_runs_page(
+                        store, self.view, limit=FIRST_PAGE, offset=0, expanded=frozenset()
+                    )
+                finally:
+                    end_read(store)
+        except Exception:  # the screen queries again and reports it
+            self._page = None
+        finally:
+            self._done.set()
+
+    def take(self, view: RunsView, expanded: frozenset[str]) -> RunsPageData | None:
+        """The page, if it is ready and still what ``view`` shows."""
+        if view != self.view or expanded or not self._done.wait(FIRST_PAGE_WAIT_S):
+            return None
+        if store_stamp(self.store_path) != self._stamp:
+            return None
+        return self._page
+
+
+FIRST_PAGE_WAIT_S = 0.2
+"""How long the runs screen, mounting, waits for the page read while the app started
+(the thread finishes in a few ms once the event loop lets it run); then it queries."""
+
 SEARCH_HINT = "/ search: name, command, commit, image, tags"
 SEARCH_HINT_SHORT = "/ search runs"
 
@@ -122,10 +186,14 @@ class RunsScreen(AppScreen[None]):
     LIVE_REFRESH_S = 2.0
     """How often the store file is looked at for writes by another process."""
 
-    def __init__(self, store_path: Path, *, notice: str | None = None) -> None:
+    def __init__(
+        self, store_path: Path, *, notice: str | None = None, first_page: FirstPage | None = None
+    ) -> None:
         super().__init__()
         self.store_path = store_path
         self.notice = notice
+        self._first_page = first_page
+        """Read while the app started (:class:`FirstPage`): taken by the first query."""
         self._view = RunsView(RunQuery())
         self._expanded: set[str] = set()
         self._generation = 0
@@ -235,7 +303,13 @@ class RunsScreen(AppScreen[None]):
         self._loading_more = False
         self.workers.cancel_group(self, "runs-more")
         self.workers.cancel_group(self, "runs-count")
-        self._load_first(self._view, self._generation, frozenset(self._expanded))
+        expanded = frozenset(self._expanded)
+        first, self._first_page = self._first_page, None
+        page = first.take(self._view, expanded) if first is not None else None
+        if page is not None:  # read while the app started: shown in the first frame
+            self.post_message(_page_message(self._generation, 0, page))
+        else:
+            self._load_first(self._view, self._generation, expanded)
         self._update_status(loading=True)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="runs-query")
@@ -534,18 +608,7 @@ class RunsScreen(AppScreen[None]):
     # -- live refresh ------------------------------------------------------------------
 
     def _store_stamp(self) -> tuple[int, ...]:
-        """The store file and its write-ahead log as (size, mtime) pairs: any commit, by
-        this process or another, changes one of them."""
-        stamp: list[int] = []
-        for suffix in ("", "-wal"):
-            try:
-                st = Path(str(self.store_path) + suffix).stat()
-            except OSError:
-                stamp += [0, 0]
-                continue
-            # an empty log (made by a reader opening the store) holds no write
-            stamp += [st.st_size, st.st_mtime_ns] if st.st_size else [0, 0]
-        return tuple(stamp)
+        return store_stamp(self.store_path)
 
     def _poll_store(self) -> None:
         """Show the query again when the store changed, unless more than the first page
