@@ -17,10 +17,8 @@ from typing import Any
 
 from rich.cells import cell_len
 from textual import events
-from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 PALETTE_KEY = 12
 """The cells the palette key on the right takes (``▏^p palette``, padded)."""
@@ -39,18 +37,6 @@ class LeanFooter(Footer):
         )
         palette = self.app.COMMAND_PALETTE_BINDING
         return (*keys, self.show_command_palette, palette in active, self.compact)
-
-    def compose(self) -> ComposeResult:
-        """Textual's keys, made as compact as the footer is before they are mounted.
-        A key starts compact and is bound to the footer's ``compact``; at 200 columns
-        the binding took the class off each mounted key, restyling each (about a sixth
-        of the runs browser's first frame); now it finds the class as it should be."""
-        for widget in super().compose():
-            # the palette key is not bound (Textual leaves it compact)
-            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
-                widget.set_reactive(FooterKey.compact, self.compact)
-                widget.set_class(self.compact, "-compact", update=False)
-            yield widget
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
         self._bindings_ready = True
