@@ -81,7 +81,10 @@ class ReplayApp(App[None]):
         """A comparison a replay opened while the quit question was up (shown on "no")."""
         # the runs browser's first page is read while the app builds its first screen (a
         # store not yet written is left to the screen, which makes it)
-        written = self.store_path.is_file() and self.store_path.stat().st_size > 0
+        try:
+            written = self.store_path.stat().st_size > 0 and self.store_path.is_file()
+        except OSError:
+            written = False  # the screen opens it, and says what is wrong
         self._first_page = FirstPage(self.store_path) if written else None
 
     def on_mount(self) -> None:

@@ -258,7 +258,7 @@ def list_runs_view(
     shown under it: :func:`replays_of_runs`).  ``reach``: ``q``'s search's, when the
     caller has read it (``RunStore.search_reach``)."""
     direction = "DESC" if q.descending else "ASC"
-    reach = reach or store.search_reach(q)
+    reach = store.reach_of(q, reach)
     if order is None:
         if not top_level:
             return store.list_runs(q, reach)
@@ -302,7 +302,7 @@ def count_runs_view_and_all(
     """How many rows :func:`list_runs_view` has for ``q``, and how many runs match ``q``
     in all (the replays folded under their originals included).  ``reach``: ``q``'s
     search's, when the caller has read it (for the page it shows): not counted again."""
-    reach = reach or store.search_reach(q)
+    reach = store.reach_of(q, reach)
     total = store.count_runs(q, reach)
     if not top_level:
         return total, total

@@ -124,11 +124,13 @@ class SearchReach:
     of 100,000 matches to probe costs 25-30 ms, four times the page.  ``common``: it
     matches at least ``COMMON_MATCHES`` runs, so a page comes faster from walking the
     sort index and probing the match set than from sorting every match.  ``matches``:
-    how many runs it matches (None without a search)."""
+    how many runs it matches (None without a search).  ``search``: the search text it
+    was read for (a reach passed along with another query's is read again)."""
 
     fts: str | None
     common: bool
     matches: int | None = None
+    search: str | None = field(default=None, compare=False)
 
 
 IngestItem = tuple[
@@ -664,15 +666,21 @@ class RunStore:
         matches, as long as reading their row ids (7 ms at 100,000 matches)."""
         fq = fts_query(q.search) if q.search else None
         if fq is None:
-            return SearchReach(None, common=False)
+            return SearchReach(None, common=False, search=q.search)
         n = int(
             self.conn.execute(
                 "SELECT count(*) FROM runs_fts WHERE runs_fts MATCH ?", (fq,)
             ).fetchone()[0]
         )
         if n and n >= int(self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]):
-            return SearchReach(None, common=False, matches=n)  # it filters nothing
-        return SearchReach(fq, common=n >= COMMON_MATCHES, matches=n)
+            return SearchReach(None, common=False, matches=n, search=q.search)  # no filter
+        return SearchReach(fq, common=n >= COMMON_MATCHES, matches=n, search=q.search)
+
+    def reach_of(self, q: RunQuery, reach: SearchReach | None = None) -> SearchReach:
+        """``reach`` if it was read for ``q``'s search, else ``q``'s, read now."""
+        if reach is not None and reach.search == q.search:
+            return reach
+        return self.search_reach(q)
 
     def _where(
         self, q: RunQuery, reach: SearchReach | None = None, *, page: bool = False
@@ -684,7 +692,7 @@ class RunStore:
         clauses: list[str] = []
         params: list[Any] = []
         if q.search:
-            reach = reach or self.search_reach(q)
+            reach = self.reach_of(q, reach)
             if reach.fts:
                 col = "+runs.rowid" if page and reach.common else "runs.rowid"
                 clauses.append(f"{col} IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)")
@@ -714,7 +722,7 @@ class RunStore:
         q = q or RunQuery()
         if q.order not in _ORDER_COLUMNS:
             raise StoreError(f"cannot sort by {q.order!r}")
-        reach = reach or self.search_reach(q)
+        reach = self.reach_of(q, reach)
         where, params = self._where(q, reach, page=True)
         direction = "DESC" if q.descending else "ASC"
         # Many matches, newest first: walk the start-time index and stop after a page.
@@ -744,7 +752,7 @@ class RunStore:
     def count_runs(self, q: RunQuery | None = None, reach: SearchReach | None = None) -> int:
         q = q or RunQuery()
         if q.search and not (q.kind or q.verdict or q.has_critical or q.replay_of):
-            reach = reach or self.search_reach(q)
+            reach = self.reach_of(q, reach)
             if reach.matches is not None:
                 return reach.matches  # the search is the only filter: its count is the count
         where, params = self._where(q, reach)

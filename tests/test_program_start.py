@@ -213,3 +213,43 @@ def test_the_first_page_is_read_while_the_app_starts(
     else:
         assert rows == [3]
         assert readers == ["runs-first-page"]
+
+
+def test_a_write_just_after_the_first_page_is_taken_is_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stored right after the screen took the page read while the app started
+    (the page matched the store then) is shown by the screen's watch on the store: the
+    screen notes the store's state before it takes the page, not after."""
+    import asyncio
+
+    import replay_tui.screens.runs as runs_screen
+    from replay_tui.app import ReplayApp
+    from tests.test_app_flows import wait_until
+
+    path = tmp_path / "store.db"
+    _store_of(path, 3)
+    take = runs_screen.FirstPage.take
+    taken: list[bool] = []
+
+    def take_then_write(
+        self: runs_screen.FirstPage, view: runs_screen.RunsView, expanded: frozenset[str]
+    ) -> runs_screen.RunsPageData | None:
+        page = take(self, view, expanded)
+        taken.append(page is not None)
+        _store_of(path, 4, start=3)  # another process stores a run
+        return page
+
+    monkeypatch.setattr(runs_screen.FirstPage, "take", take_then_write)
+    app = ReplayApp(path)
+    assert app._first_page is not None and app._first_page._done.wait(60)
+    rows: list[int] = []
+
+    async def run() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            table = app.screen.query_one("#runs")
+            await wait_until(pilot, lambda: table.row_count == 4)  # type: ignore[attr-defined]
+            rows.append(table.row_count)  # type: ignore[attr-defined]
+
+    asyncio.run(run())
+    assert taken == [True] and rows == [4]

@@ -330,6 +330,10 @@ def test_a_page_and_its_count_read_the_search_matches_once(
     # one count of the matches (the count of replays folded under originals is apart)
     assert sum(s.startswith("SELECT count(*) FROM runs_fts") for s in statements) == 1
     assert count_runs_view(store, view) == counted  # read afresh: the same
+    # a reach read for another search is not used for this one
+    every = store.search_reach(RunQuery(search="sha"))
+    assert [r.id for r in store.list_runs(RunQuery(search=owner, limit=100), every)] == expected
+    assert store.count_runs(RunQuery(search=owner), every) == len(expected)
 
 
 def test_cli_runs_json(store_path: Path, cli: RunCli) -> None:

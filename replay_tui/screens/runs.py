@@ -264,8 +264,9 @@ class RunsScreen(AppScreen[None]):
         self.table.set_sort_columns(
             self._view.sort, self._query.descending, width=self.app.size.width
         )
-        self._reload()
+        # before the first page is read or taken: a write after this is seen by the poll
         self._stamp = self._store_stamp()
+        self._reload()
         self.set_interval(self.LIVE_REFRESH_S, self._poll_store)  # another process writes
 
     def on_resize(self, event: events.Resize) -> None:
