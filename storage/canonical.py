@@ -52,6 +52,7 @@ _INTEGRAL = re.compile(rb"\.0(?=[,\]}])")
 _EXPONENT = re.compile(rb"e[-+][0-9]")
 _NUMBER_CHARS = frozenset(b"0123456789.-+e")
 _NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:e[-+][0-9]+)?")
+_OPENERS = frozenset(b"\\:,[{")  # what may stand before an opening or escaped quote
 _OUTSIDE_BMP = re.compile(rb"[\xf0-\xf4]")
 # A double in marshal's format: type code "g" (0xe7 with its reference flag), then 8
 # little-endian bytes; all exponent bits set means NaN or an infinity.  A match inside
@@ -146,18 +147,22 @@ def _fix_numbers(out: bytes) -> bytes:
         token = out[start:end]
         if not _NUMBER.fullmatch(token):
             continue
-        # A value-shaped hit may still sit in a string ("a:1.0,b"): count the quotes
-        # before it.  An escaped backslash pair is blanked first so that every remaining
+        # A value-shaped hit may still sit in a string ("a:1.0,b").  After '":' where that
+        # quote follows a character that can neither open a string nor escape the quote,
+        # the quote closes a key and the token is its value (an opening quote only ever
+        # follows "{", "[", ":" or ",": orjson writes no spaces).  Else count the quotes
+        # before it; an escaped backslash pair is blanked first so that every remaining
         # backslash-quote is an escaped quote inside a string.
-        if not neutral:
-            escaped = b'\\"' in out  # else every quote opens or closes a string
-            neutral = out.replace(b"\\\\", b"__") if escaped else out
-        quotes += neutral.count(b'"', seen, pos)
-        if escaped:
-            quotes -= neutral.count(b'\\"', seen, pos)
-        seen = pos
-        if quotes & 1:
-            continue
+        if out[start - 1] != 0x3A or out[start - 2] != 0x22 or out[start - 3] in _OPENERS:
+            if not neutral:
+                escaped = b'\\"' in out  # else every quote opens or closes a string
+                neutral = out.replace(b"\\\\", b"__") if escaped else out
+            quotes += neutral.count(b'"', seen, pos)
+            if escaped:
+                quotes -= neutral.count(b'\\"', seen, pos)
+            seen = pos
+            if quotes & 1:
+                continue
         fixed = _es_float(float(token)).encode("ascii")
         if fixed != token:
             parts.append(out[done:start])

@@ -43,17 +43,46 @@ MAX_LIST = 10_000
 MAX_HISTORY_POINTS = 200_000
 MAX_SAFE_INT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger ints lose bits
 
-_HEX40 = re.compile(r"[0-9a-f]{40}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_RUN_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{7,63}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z")
+# Each pattern is checked natively by pydantic-core where a model field uses it (``_matching``):
+# a Python validator per value cost about half of validating a manifest (``_check_digest``
+# and ``_check_image_ref`` make the same checks for callers outside the models).
+_HEX40_RE = r"[0-9a-f]{40}"
+_HEX64_RE = r"[0-9a-f]{64}"
+_DIGEST_RE = r"sha256:[0-9a-f]{64}"
+_RUN_ID_RE = r"[0-9A-Za-z][0-9A-Za-z_-]{7,63}"
+_ENV_NAME_RE = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+_TIMESTAMP_RE = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z"
 # A Docker image reference: [registry[:port]/]path[:tag][@sha256:hex]
-_IMAGE_REF = re.compile(
+_IMAGE_REF_RE = (
     r"(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*"
     r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
 )
-_NAME_RE = re.compile(r"[^\x00-\x1f\x7f]*")
+_LABEL_RE = r"[^\x00-\x1f\x7f]*"
+_DIGEST = re.compile(_DIGEST_RE)
+_IMAGE_REF = re.compile(_IMAGE_REF_RE)
+# A relative path whose every part is plain (word characters and . + - @ = ,): such a
+# path passes every check of ``_check_rel_path`` once no part is "." or "..".
+_PLAIN_REL_PATH = re.compile(r"[\w.+@=,-]+(?:/[\w.+@=,-]+)*")
+
+HEX40_MESSAGE = "must be a full 40-character lowercase hex git commit"
+HEX64_MESSAGE = "must be 64 lowercase hex characters (a sha256)"
+DIGEST_MESSAGE = "must be 'sha256:' followed by 64 lowercase hex characters"
+RUN_ID_MESSAGE = "must be 8-64 characters of letters, digits, '-' or '_'"
+ENV_NAME_MESSAGE = "environment variable names are letters, digits and '_'"
+TIMESTAMP_MESSAGE = "must be an RFC 3339 UTC timestamp like 2026-01-31T12:00:00.000Z"
+IMAGE_REF_MESSAGE = "is not a valid image reference (registry/name[:tag][@sha256:...])"
+LABEL_MESSAGE = "must not contain control characters"
+
+_PATTERN_MESSAGES: dict[str, str] = {}
+"""pydantic-core's pattern -> the message a mismatch is reported with."""
+
+
+def _matching(regex: str, message: str, **constraints: Any) -> StringConstraints:
+    """A string constraint pydantic-core checks natively: ``regex`` must match the whole
+    value; ``manifest_from_data`` reports a mismatch as ``message``."""
+    pattern = f"^(?:{regex})$"
+    _PATTERN_MESSAGES[pattern] = message
+    return StringConstraints(pattern=pattern, **constraints)
 
 
 class ManifestError(ValueError):
@@ -67,33 +96,14 @@ class ManifestError(ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
-def _check_hex40(v: str) -> str:
-    if not _HEX40.fullmatch(v):
-        raise ValueError("must be a full 40-character lowercase hex git commit")
-    return v
-
-
-def _check_hex64(v: str) -> str:
-    if not _HEX64.fullmatch(v):
-        raise ValueError("must be 64 lowercase hex characters (a sha256)")
-    return v
-
-
 def _check_digest(v: str) -> str:
-    if not (v.startswith("sha256:") and _HEX64.fullmatch(v[7:])):
-        raise ValueError("must be 'sha256:' followed by 64 lowercase hex characters")
+    if not _DIGEST.fullmatch(v):
+        raise ValueError(DIGEST_MESSAGE)
     return v
 
 
-def _check_run_id(v: str) -> str:
-    if not _RUN_ID.fullmatch(v):
-        raise ValueError("must be 8-64 characters of letters, digits, '-' or '_'")
-    return v
-
-
-def _check_timestamp(v: str) -> str:
-    if not _TIMESTAMP.fullmatch(v):
-        raise ValueError("must be an RFC 3339 UTC timestamp like 2026-01-31T12:00:00.000Z")
+def _real_time(v: str) -> str:
+    """A timestamp of the right form is also a real date and time (not 2025-13-45)."""
     try:
         datetime.fromisoformat(v[:19])
     except ValueError:
@@ -103,6 +113,10 @@ def _check_timestamp(v: str) -> str:
 
 def _check_rel_path(v: str) -> str:
     """Relative, normalised POSIX path that cannot leave its root."""
+    if _PLAIN_REL_PATH.fullmatch(v):
+        parts = v.split("/")
+        if "." not in parts and ".." not in parts:
+            return v
     if not v:
         raise ValueError("must not be empty")
     if "\x00" in v:
@@ -121,26 +135,14 @@ def _check_rel_path(v: str) -> str:
     return v
 
 
-def _check_env_name(v: str) -> str:
-    if not _ENV_NAME.fullmatch(v):
-        raise ValueError("environment variable names are letters, digits and '_'")
-    return v
-
-
 def _check_image_ref(v: str) -> str:
     if not _IMAGE_REF.fullmatch(v):
-        raise ValueError("is not a valid image reference (registry/name[:tag][@sha256:...])")
-    return v
-
-
-def _check_label(v: str) -> str:
-    if not _NAME_RE.fullmatch(v):
-        raise ValueError("must not contain control characters")
+        raise ValueError(IMAGE_REF_MESSAGE)
     return v
 
 
 Str = Annotated[str, StringConstraints(max_length=MAX_STR)]
-Label = Annotated[str, StringConstraints(max_length=256), AfterValidator(_check_label)]
+Label = Annotated[str, _matching(_LABEL_RE, LABEL_MESSAGE, max_length=256)]
 LongStr = Annotated[str, StringConstraints(max_length=MAX_LONG_STR)]
 
 
@@ -152,20 +154,25 @@ def _schema(pattern: str, description: str, **extra: Any) -> WithJsonSchema:
 
 
 Hex40 = Annotated[
-    str, AfterValidator(_check_hex40), _schema("^[0-9a-f]{40}$", "full git commit id")
+    str, _matching(_HEX40_RE, HEX40_MESSAGE), _schema("^[0-9a-f]{40}$", "full git commit id")
 ]
-Hex64 = Annotated[str, AfterValidator(_check_hex64), _schema("^[0-9a-f]{64}$", "sha256, hex")]
+Hex64 = Annotated[
+    str, _matching(_HEX64_RE, HEX64_MESSAGE), _schema("^[0-9a-f]{64}$", "sha256, hex")
+]
 Digest = Annotated[
-    str, AfterValidator(_check_digest), _schema("^sha256:[0-9a-f]{64}$", "content digest")
+    str,
+    _matching(_DIGEST_RE, DIGEST_MESSAGE),
+    _schema("^sha256:[0-9a-f]{64}$", "content digest"),
 ]
 RunId = Annotated[
     str,
-    AfterValidator(_check_run_id),
+    _matching(_RUN_ID_RE, RUN_ID_MESSAGE),
     _schema("^[0-9A-Za-z][0-9A-Za-z_-]{7,63}$", "run id (UUIDv7 or ULID)"),
 ]
 Timestamp = Annotated[
     str,
-    AfterValidator(_check_timestamp),
+    _matching(_TIMESTAMP_RE, TIMESTAMP_MESSAGE),
+    AfterValidator(_real_time),
     _schema(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$", "RFC 3339 UTC time"),
 ]
 RelPath = Annotated[
@@ -179,9 +186,11 @@ RelPath = Annotated[
     ),
 ]
 EnvName = Annotated[
-    str, AfterValidator(_check_env_name), _schema("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "env name")
+    str,
+    _matching(_ENV_NAME_RE, ENV_NAME_MESSAGE),
+    _schema("^[A-Za-z_][A-Za-z0-9_]{0,127}$", "env name"),
 ]
-ImageRef = Annotated[str, StringConstraints(max_length=512), AfterValidator(_check_image_ref)]
+ImageRef = Annotated[str, _matching(_IMAGE_REF_RE, IMAGE_REF_MESSAGE, max_length=512)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 """A finite float, checked natively by pydantic-core (no NaN or infinity)."""
 SafeInt = Annotated[int, Field(ge=-MAX_SAFE_INT, le=MAX_SAFE_INT)]
@@ -291,7 +300,7 @@ class HardwareInfo(_Model):
 ArtifactKind = Literal["checkpoint", "file", "log", "metrics"]
 
 
-Reason = Annotated[str, StringConstraints(max_length=1024), AfterValidator(_check_label)]
+Reason = Annotated[str, _matching(_LABEL_RE, LABEL_MESSAGE, max_length=1024)]
 """One line of why, in words: no control characters (no newline), at most 1024 long."""
 
 
@@ -677,6 +686,11 @@ def manifest_from_data(data: Any, *, source: str = "") -> RunManifest:
         err = e.errors()[0]
         loc = _loc(tuple(err["loc"]))
         msg = err["msg"]
+        ctx = err.get("ctx", {})
+        if err["type"] == "string_pattern_mismatch":
+            msg = _PATTERN_MESSAGES.get(str(ctx.get("pattern")), msg)
+        elif err["type"] == "value_error" and "error" in ctx:
+            msg = str(ctx["error"])  # a validator's own words, without "Value error, "
         if len(e.errors()) > 1:
             msg += f" (and {len(e.errors()) - 1} more problem(s))"
         raise ManifestError(msg, loc, source) from None

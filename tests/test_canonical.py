@@ -155,6 +155,16 @@ def test_number_lookalikes_inside_strings_are_left_alone(
             assert canonical.dumps(v) == rfc8785.dumps(v), v
 
 
+def test_values_after_keys_ending_in_any_delimiter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A number right after a key is fixed without counting quotes unless the key's last
+    character could open a string or escape its quote: each such key, and the empty key."""
+    monkeypatch.setattr(canonical, "_dumps_walk", _no_slow_path)
+    for end in ["", ":", ",", "[", "{", "\\", '"', "a", "1", "]", "}"]:
+        for tail in ["", 'x":1.0,', "[2.0,"]:
+            v = {f"k{end}": 1.0, end: [3.0, tail, 1e16], f"{tail}{end}": {end: -0.0}}
+            assert canonical.dumps(v) == rfc8785.dumps(v), v
+
+
 def test_control_characters_match_reference() -> None:
     s = "".join(chr(i) for i in range(0x20)) + '\x7f"\\/\u2028é€'
     v: Any
