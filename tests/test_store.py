@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -199,6 +200,50 @@ def test_cli_conflict_exits_2_and_leaves_the_file_unchanged(
     assert proc.returncode == 2
     assert data["run_id"] in proc.stderr and "different manifest" in proc.stderr
     assert store_path.read_bytes() == before
+
+
+def test_a_large_batch_is_committed_before_its_pages_are_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of 300 manifests (about 1,500 pages, past SQLite's 1,000-page automatic
+    checkpoint) commits without copying its pages into the database file: the copy runs
+    in a thread after the commit.  Here that thread is held until the batch is read back
+    from a second connection, so the database file must still be small (before, the
+    commit itself copied every page).  Once let go, the pages are in the file."""
+    held = threading.Event()
+    run = store_module._Checkpointer._run
+    started: list[str] = []
+
+    def held_run(self: Any) -> None:
+        started.append(threading.current_thread().name)
+        assert held.wait(60), "the test never let the checkpoint go"
+        run(self)
+
+    monkeypatch.setattr(store_module._Checkpointer, "_run", held_run)
+    path = tmp_path / "big.db"
+    models = [manifest_from_data(realistic_manifest(i, seed=11)) for i in range(300)]
+    with RunStore(path) as store:
+        results = store.ingest_many([(m, None, (), {}) for m in models])
+        assert all(r.created for r in results)
+        assert started == ["store-checkpoint"]
+        other = sqlite3.connect(path)
+        assert other.execute("SELECT count(*) FROM runs").fetchone() == (300,)
+        other.close()
+        small = path.stat().st_size
+        wal = path.with_name(path.name + "-wal").stat().st_size
+        assert small < 1_000_000 < wal, (small, wal)  # the batch is in the WAL alone
+        held.set()
+        store.settle()
+        assert path.stat().st_size > 4_000_000  # ~20 KB a run, now in the database file
+        # the next large batch waits for nothing and starts the WAL over
+        more = [manifest_from_data(realistic_manifest(i, seed=12)) for i in range(300, 400)]
+        store.ingest_many([(m, None, (), {}) for m in more])
+        assert store.count_runs() == 400
+        store.settle()
+        assert path.with_name(path.name + "-wal").stat().st_size == wal  # not longer
+    with RunStore(path) as store:
+        assert store.count_runs() == 400
+        assert store.verify().ok
 
 
 # -- listing, search, counting, paging -----------------------------------------------------
