@@ -211,11 +211,13 @@ def test_a_large_batch_is_committed_before_its_pages_are_copied(
     from a second connection, so the database file must still be small (before, the
     commit itself copied every page).  Once let go, the pages are in the file."""
     held = threading.Event()
+    entered = threading.Event()
     run = store_module._Checkpointer._run
     started: list[str] = []
 
     def held_run(self: Any) -> None:
         started.append(threading.current_thread().name)
+        entered.set()
         assert held.wait(60), "the test never let the checkpoint go"
         run(self)
 
@@ -225,6 +227,7 @@ def test_a_large_batch_is_committed_before_its_pages_are_copied(
     with RunStore(path) as store:
         results = store.ingest_many([(m, None, (), {}) for m in models])
         assert all(r.created for r in results)
+        assert entered.wait(60)  # the thread may start after ingest_many returns
         assert started == ["store-checkpoint"]
         other = sqlite3.connect(path)
         assert other.execute("SELECT count(*) FROM runs").fetchone() == (300,)
