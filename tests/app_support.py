@@ -337,10 +337,24 @@ def record_real_run(root: Path, *extra: str) -> tuple[Path, str]:
 
 
 async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
-    """Let every worker finish and every message land."""
+    """Let every worker finish, every message land and every table measure its rows.
+
+    A DataTable measures new rows (its columns' widths) when its message queue is empty;
+    a screenshot taken before that shows each column as wide as its label (seen once, in
+    the dashboard's snapshot on a loaded machine), so that is waited for too."""
+    from textual.widgets import DataTable
+
     for _ in range(rounds):
         await pilot.pause()
         await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    for _ in range(1200):  # up to a minute
+        tables = pilot.app.screen.query(DataTable)
+        if not any(t._require_update_dimensions or t._updated_cells for t in tables):
+            break
+        await pilot.pause(0.05)
+    else:
+        raise AssertionError("a table never measured its new rows")
     await pilot.pause()
 
 
