@@ -14,6 +14,7 @@ import os
 import re
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -194,11 +195,19 @@ class _Checkpointer:
     longer hold up ingest.  ``wait`` before the next batch's write lets that write start
     the WAL over from its beginning (it only can once every page has been copied), so
     the WAL stays about one batch long.  A checkpoint that fails leaves the pages in the
-    WAL, where readers find them and a later checkpoint copies them: nothing is lost.
+    WAL, where readers find them and a later checkpoint copies them: nothing is lost, and
+    from then on the store's batches commit with SQLite's own checkpoint again (``ok``).
+    ``path`` is the file SQLite opened (absolute), opened read-write only: the thread
+    never creates a file, wherever the process's working folder has gone since.
+
+    With ``synchronous=NORMAL`` a commit reaches the disk at a checkpoint: a batch is
+    committed when ``ingest_many`` returns, and safe from a power cut once ``settle``
+    (or ``close``) has returned, as it was once the commit's own checkpoint had run.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: str) -> None:
+        self.uri = f"file:{urllib.parse.quote(path)}?mode=rw"
+        self.ok = True
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -214,13 +223,15 @@ class _Checkpointer:
 
     def _run(self) -> None:
         try:
-            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn = sqlite3.connect(self.uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             try:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             finally:
                 conn.close()
         except sqlite3.Error:
-            pass  # the pages stay in the WAL; the next checkpoint, any connection's, copies them
+            busy = 1
+        if busy:  # the pages stay in the WAL; commits checkpoint as SQLite does again
+            self.ok = False
 
 
 class RunStore:
@@ -233,7 +244,10 @@ class RunStore:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self.conn = conn
-        self._checkpointer = None if str(path) == ":memory:" else _Checkpointer(self.path)
+        self._checkpointer: _Checkpointer | None = None
+        main = conn.execute("PRAGMA database_list").fetchone()
+        if main is not None and main[2]:  # a file, not ":memory:" or a temporary database
+            self._checkpointer = _Checkpointer(str(main[2]))
         if str(path) != ":memory:":
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode != "wal":
@@ -422,6 +436,9 @@ class RunStore:
             yield
             return
         self._checkpointer.wait()
+        if not self._checkpointer.ok:  # the last one failed: the commit checkpoints
+            yield
+            return
         before = int(self.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         self.conn.execute("PRAGMA wal_autocheckpoint = 0")
         try:

@@ -202,6 +202,27 @@ def test_cli_conflict_exits_2_and_leaves_the_file_unchanged(
     assert store_path.read_bytes() == before
 
 
+def test_the_checkpoint_finds_the_store_after_a_change_of_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store opened by a relative path, then the process changes folder: the checkpoint
+    thread still copies into that store (the file SQLite opened), and creates no file
+    in the new folder."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    with RunStore(Path("runs.db")) as store:
+        monkeypatch.chdir(tmp_path / "b")
+        for start in (0, 300):
+            batch = [realistic_manifest(i, seed=13) for i in range(start, start + 300)]
+            store.ingest_many([(manifest_from_data(d), None, (), {}) for d in batch])
+            store.settle()
+        assert store.count_runs() == 600
+        db = tmp_path / "a" / "runs.db"
+        assert db.stat().st_size > 8_000_000  # ~20 KB a run, copied into the database file
+        assert not list((tmp_path / "b").iterdir())
+
+
 def test_a_large_batch_is_committed_before_its_pages_are_copied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,17 +246,19 @@ def test_a_large_batch_is_committed_before_its_pages_are_copied(
     path = tmp_path / "big.db"
     models = [manifest_from_data(realistic_manifest(i, seed=11)) for i in range(300)]
     with RunStore(path) as store:
-        results = store.ingest_many([(m, None, (), {}) for m in models])
-        assert all(r.created for r in results)
-        assert entered.wait(60)  # the thread may start after ingest_many returns
-        assert started == ["store-checkpoint"]
-        other = sqlite3.connect(path)
-        assert other.execute("SELECT count(*) FROM runs").fetchone() == (300,)
-        other.close()
-        small = path.stat().st_size
-        wal = path.with_name(path.name + "-wal").stat().st_size
-        assert small < 1_000_000 < wal, (small, wal)  # the batch is in the WAL alone
-        held.set()
+        try:
+            results = store.ingest_many([(m, None, (), {}) for m in models])
+            assert all(r.created for r in results)
+            assert entered.wait(60)  # the thread may start after ingest_many returns
+            assert started == ["store-checkpoint"]
+            other = sqlite3.connect(path)
+            assert other.execute("SELECT count(*) FROM runs").fetchone() == (300,)
+            other.close()
+            small = path.stat().st_size
+            wal = path.with_name(path.name + "-wal").stat().st_size
+            assert small < 1_000_000 < wal, (small, wal)  # the batch is in the WAL alone
+        finally:
+            held.set()  # let it go (close() waits for it, also after a failed assert)
         store.settle()
         assert path.stat().st_size > 4_000_000  # ~20 KB a run, now in the database file
         # the next large batch waits for nothing and starts the WAL over
