@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
@@ -82,7 +83,8 @@ class ReplayApp(App[None]):
         # the runs browser's first page is read while the app builds its first screen (a
         # store not yet written is left to the screen, which makes it)
         try:
-            written = self.store_path.stat().st_size > 0 and self.store_path.is_file()
+            st = self.store_path.stat()
+            written = S_ISREG(st.st_mode) and st.st_size > 0
         except OSError:
             written = False  # the screen opens it, and says what is wrong
         self._first_page = FirstPage(self.store_path) if written else None
