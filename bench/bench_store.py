@@ -17,6 +17,13 @@ shares the machine (with ``--profile``, where that time goes).
 ``ingest_split`` (on its own fresh store of ``--split`` manifests) says where ingest time
 goes: sealing, the SQLite statements, and the Python between them.  Its
 ``ceiling_per_s_statements_alone`` is the rate the statements alone allow.
+
+``user_paths`` (each on its own fresh store of ``--paths`` manifests) times the whole way
+in as the commands take it, validation included: ``sealed_files_per_s`` is what
+``replay-tui runs ingest`` does with sealed manifest files (parse the JSON bytes,
+validate, check the digest, store), ``import_per_s`` what an importer does with a run it
+has read (validate the dict, seal, store).  Gap counting, which both commands add, is
+left out.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from storage.manifest import RunManifest, manifest_from_data  # noqa: E402
+from storage.manifest import RunManifest, manifest_from_data, parse_manifest  # noqa: E402
 from storage.store import RunQuery, RunStore  # noqa: E402
 from tests.factories import (  # noqa: E402
     DATASETS,
@@ -65,6 +72,31 @@ def timed_ms(fn: Any, *args: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     result = fn(*args)
     return (time.perf_counter() - t0) * 1000, result
+
+
+def user_paths(n: int, batch: int, seed: int) -> dict[str, Any]:
+    """Validation and ingest together, as ``runs ingest`` (sealed files) and an importer
+    (unsealed runs, sealed here) take them; each on a fresh store, its last checkpoint
+    included."""
+    dicts = [realistic_manifest(i, seed=seed + 3) for i in range(n)]
+    files = [manifest_from_data(d).sealed().to_json().encode("utf-8") for d in dicts]
+
+    def timed(prepare: Any, inputs: list[Any]) -> float:
+        with tempfile.TemporaryDirectory() as tmp, RunStore(Path(tmp) / "s.db") as store:
+            t0 = time.perf_counter()
+            for start in range(0, n, batch):
+                models = [prepare(x) for x in inputs[start : start + batch]]
+                store.ingest_many([(m, None, (), {}) for m in models])
+            store.settle()
+            return time.perf_counter() - t0
+
+    files_s = timed(parse_manifest, files)
+    import_s = timed(lambda d: manifest_from_data(d).sealed(), dicts)
+    return {
+        "manifests": n,
+        "sealed_files_per_s": round(n / files_s, 1),
+        "import_per_s": round(n / import_s, 1),
+    }
 
 
 def ingest_all(store: RunStore, n: int, batch: int, seed: int) -> dict[str, Any]:
@@ -306,6 +338,12 @@ def main() -> None:
         default=3000,
         help="manifests for the per-part split of ingest time (ingest_split)",
     )
+    ap.add_argument(
+        "--paths",
+        type=int,
+        default=3000,
+        help="manifests for each command's whole way in (user_paths)",
+    )
     args = ap.parse_args()
 
     load_at_start = [round(x, 2) for x in os.getloadavg()]
@@ -350,6 +388,7 @@ def main() -> None:
         },
     }
     out["ingest_split"] = split_ingest(args.split, args.batch, args.seed)
+    out["user_paths"] = user_paths(args.paths, args.batch, args.seed)
     if args.profile:
         out["profile"] = profile_ingest(args.profile, args.seed)
     print(json.dumps(out, indent=2))

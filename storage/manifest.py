@@ -19,7 +19,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -42,6 +42,10 @@ MAX_LONG_STR = 64 * 1024
 MAX_LIST = 10_000
 MAX_HISTORY_POINTS = 200_000
 MAX_SAFE_INT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: larger ints lose bits
+# Where a manifest keeps what ``seal`` gave for it: in the instance's ``__dict__`` beside
+# the fields, where pydantic's dumps, equality and repr never look (a private attribute
+# would make a sealed manifest unequal to the same one not yet sealed).
+_SEALING = "_sealing"
 
 # The ASCII formats are checked natively by pydantic-core where a model field uses them
 # (``_matching``): a Python validator per value cost about half of validating a manifest.
@@ -496,37 +500,68 @@ class RunManifest(_Model):
     def compute_sha256(self) -> str:
         return sha256_hex(canonical_json(self.body()))
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy, less the remembered seal when ``update`` changes the content."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop(_SEALING, None)
+        return copied
+
     def sealed(self) -> RunManifest:
-        """A copy with ``config_hash`` and ``manifest_sha256`` filled in."""
+        """A copy with ``config_hash`` and ``manifest_sha256`` filled in (both worked out
+        again, whatever the manifest held).  The copy remembers its seal, so storing it
+        does not canonicalise it again."""
         update: dict[str, Any] = {}
-        if self.config:
-            update["config_hash"] = config_hash(self.config)
+        if self.integrity.manifest_sha256 is not None:
+            update["integrity"] = self.integrity.model_copy(update={"manifest_sha256": None})
+        stated = self.config_hash
+        if self.config and stated is not None and stated != config_hash(self.config):
+            update["config_hash"] = None  # worked out again by seal()
         m = self.model_copy(update=update) if update else self
-        integrity = m.integrity.model_copy(update={"manifest_sha256": m.compute_sha256()})
-        return m.model_copy(update={"integrity": integrity})
+        return m._sealed_copy(m.seal())
+
+    def _sealed_copy(self, sealing: tuple[str, str, str | None]) -> RunManifest:
+        """This manifest with the digests ``seal`` gave for it filled in.  Its own seal
+        is the same: its body (which ``config_hash`` is part of) is the one hashed, and
+        the canonical text already holds the digest."""
+        sha, _, chash = sealing
+        sealed = self.model_copy(
+            update={
+                "config_hash": chash,
+                "integrity": self.integrity.model_copy(update={"manifest_sha256": sha}),
+            }
+        )
+        sealed.__dict__[_SEALING] = sealing
+        return sealed
 
     def sealed_json(self) -> tuple[RunManifest, str, str]:
         """Seal once: (sealed manifest, manifest_sha256, canonical JSON of the whole)."""
-        sha, full, chash = self.seal()
-        m = self if chash == self.config_hash else self.model_copy(update={"config_hash": chash})
-        sealed = m.model_copy(
-            update={"integrity": m.integrity.model_copy(update={"manifest_sha256": sha})}
-        )
-        return sealed, sha, full
+        sealing = self.seal()
+        sha, full, _ = sealing
+        return self._sealed_copy(sealing), sha, full
 
     def seal(self) -> tuple[str, str, str | None]:
         """What sealing gives, without building the sealed copy: ``(manifest_sha256,
-        canonical JSON of the whole sealed manifest, its config_hash)``.
+        canonical JSON of the whole sealed manifest, its config_hash)``.  A manifest
+        sealed elsewhere (``manifest_sha256`` set) is taken as it is; otherwise a
+        missing ``config_hash`` is filled in.
 
         The whole document is canonicalised once; the body (without ``integrity``) that
-        the digest covers is cut out of it (``canonical.dumps_sealed``).
+        the digest covers is cut out of it (``canonical.dumps_sealed``).  The answer is
+        remembered: a manifest is frozen, so validating a sealed manifest (which checks
+        its digest), sealing it and storing it canonicalise it once in all.
         """
+        remembered: tuple[str, str, str | None] | None = self.__dict__.get(_SEALING)
+        if remembered is not None:
+            return remembered
         data = self.model_dump(mode="json")
         already = self.integrity.manifest_sha256 is not None  # sealed elsewhere: keep as is
         if self.config and self.config_hash is None and not already:
             data["config_hash"] = config_hash(self.config)
         sha, raw = canonical.dumps_sealed(data, "integrity", "manifest_sha256", model_data=True)
-        return sha, raw.decode("utf-8"), data["config_hash"]
+        sealing = (sha, raw.decode("utf-8"), data["config_hash"])
+        self.__dict__[_SEALING] = sealing
+        return sealing
 
     def to_json(self) -> str:
         """Canonical JSON of the whole manifest (integrity included)."""
@@ -724,7 +759,7 @@ def _check_consistency(m: RunManifest, source: str) -> None:
                 f"more than {MAX_HISTORY_POINTS} points", f"outputs.metric_history.{name}", source
             )
     claimed = m.integrity.manifest_sha256
-    if claimed is not None and claimed != m.compute_sha256():
+    if claimed is not None and claimed != m.seal()[0]:  # remembered for storing it
         raise ManifestError(
             "does not match the manifest's content (it was altered after sealing)",
             "integrity.manifest_sha256",

@@ -216,6 +216,85 @@ def test_hash_does_not_depend_on_sealing_or_integrity(make_manifest: MakeManifes
     assert signed.compute_sha256() == sealed.compute_sha256()
 
 
+def _fresh(m: RunManifest) -> RunManifest:
+    """The same manifest as a new object, never sealed (validated, not checked)."""
+    return RunManifest.model_validate(m.model_dump(mode="json"))
+
+
+def _sealing_cases(data: dict[str, Any]) -> dict[str, RunManifest]:
+    m = manifest_from_data(data)
+    stale = m.sealed().model_dump(mode="json")
+    stale["name"] = "renamed after sealing"
+    wrong_config_hash = {**data, "config_hash": "0" * 64}
+    return {
+        "unsealed": m,
+        "a config_hash that is not the config's": RunManifest.model_validate(wrong_config_hash),
+        "sealed, then changed": RunManifest.model_validate(stale),
+        "sealed, then copied with a change": m.sealed().model_copy(update={"name": "copied"}),
+        "sealed twice": m.sealed().sealed(),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unsealed",
+        "a config_hash that is not the config's",
+        "sealed, then changed",
+        "sealed, then copied with a change",
+        "sealed twice",
+    ],
+)
+def test_a_remembered_seal_is_what_sealing_again_gives(case: str) -> None:
+    """A manifest remembers its seal; whatever path made it, the remembered seal is the
+    one a new object with the same fields works out."""
+    m = _sealing_cases(realistic_manifest(3, seed=11))[case]
+    m.seal()  # remembered from here on
+    sealed = m.sealed()
+    fresh = _fresh(sealed)
+    assert sealed == fresh
+    assert sealed.seal() == fresh.seal()
+    assert sealed.integrity.manifest_sha256 == fresh.compute_sha256()
+    assert sealed.config_hash == config_hash(sealed.config)
+    assert sealed.to_json() == sealed.seal()[1]
+    assert m.seal() == _fresh(m).seal()
+    renamed = sealed.model_copy(update={"name": "another name"})
+    assert renamed.seal() == _fresh(renamed).seal() != sealed.seal()
+    assert sealed.model_copy().seal() == sealed.seal()
+
+
+def test_a_manifest_is_canonicalised_once_from_input_to_store(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validating a sealed manifest checks its digest, and storing it needs the same
+    canonical text: both come from one canonicalisation of the whole manifest.  So does
+    sealing an unsealed one (as an import does) and storing the sealed copy."""
+    from storage import canonical
+
+    sealed_file = json.dumps(seal(realistic_manifest(1, seed=5)))
+    unsealed = realistic_manifest(2, seed=5)
+    whole: list[str] = []
+    for name in ("dumps", "dumps_data"):
+        original = getattr(canonical, name)
+
+        def counted(value: Any, _original: Any = original) -> bytes:
+            if isinstance(value, dict) and "run_id" in value:
+                whole.append(value["run_id"])
+            return bytes(_original(value))
+
+        monkeypatch.setattr(canonical, name, counted)
+    with RunStore(store_path) as store:
+        from_file = parse_manifest(sealed_file)
+        store.ingest(from_file)
+        assert whole == [from_file.run_id]
+        imported = manifest_from_data(unsealed).sealed()
+        store.ingest(imported)
+        assert whole == [from_file.run_id, imported.run_id]
+    with RunStore(store_path) as store:
+        assert store.manifest(from_file.run_id).to_json() == from_file.to_json()
+        assert store.manifest(imported.run_id).to_json() == _fresh(imported).sealed().to_json()
+
+
 # -- hash sensitivity ------------------------------------------------------------------
 
 Mutation = Callable[[dict[str, Any]], None]
