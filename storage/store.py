@@ -740,13 +740,15 @@ class RunStore:
         return RunRecord.from_row(row)
 
     def manifest(self, ref: str) -> RunManifest:
+        import orjson  # a stored body is canonical JSON, which orjson reads as json does
+
         from storage.manifest import manifest_from_data
 
         rid = self.resolve(ref)
         row = self.conn.execute("SELECT body FROM manifests WHERE run_id = ?", (rid,)).fetchone()
         if row is None:
             raise RunNotFound(f"run {rid} has no stored manifest")
-        return manifest_from_data(json.loads(row[0]), source=f"store:{rid}")
+        return manifest_from_data(orjson.loads(row[0]), source=f"store:{rid}")
 
     def search_reach(self, q: RunQuery) -> SearchReach:
         """What ``q``'s search filters (see :class:`SearchReach`): one count of its

@@ -295,6 +295,83 @@ def test_a_manifest_is_canonicalised_once_from_input_to_store(
         assert store.manifest(imported.run_id).to_json() == _fresh(imported).sealed().to_json()
 
 
+def _as_written_by_the_tool() -> tuple[RunManifest, str]:
+    m = manifest_from_data(realistic_manifest(4, seed=13)).sealed()
+    return m, m.to_json()
+
+
+def test_the_tools_own_sealed_json_is_read_without_the_duplicate_key_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sealed manifest in canonical form is its own proof that no key is repeated (its
+    canonical JSON is the text), so the slower parse that finds repeated keys is left
+    out; any other form still takes it."""
+    import storage.manifest as manifest_module
+
+    m, text = _as_written_by_the_tool()
+    searched: list[int] = []
+
+    def counting(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        searched.append(len(pairs))
+        return dict(pairs)
+
+    monkeypatch.setattr(manifest_module, "_no_duplicates", counting)
+    back = parse_manifest(text.encode())
+    assert back == m and back.to_json() == text
+    assert searched == []
+    assert parse_manifest(json.dumps(json.loads(text), indent=1)) == m
+    assert searched
+    searched.clear()
+    assert parse_manifest(m.model_dump_json()) == m  # compact, but keys not sorted
+    assert searched
+
+
+def _twice(text: str, member: str, first: str) -> str:
+    """``text`` with ``member`` given a first time, as ``first``, just before itself."""
+    i = text.index(f'"{member}":')
+    return text[:i] + f'"{member}":{first},' + text[i:]
+
+
+CANONICAL_HOSTILE: dict[str, tuple[Callable[[str], str], str]] = {
+    "a top-level key twice": (lambda t: _twice(t, "name", '"x"'), "duplicate key 'name'"),
+    "a key twice in the config": (
+        lambda t: _twice(t, "label_smoothing", "0.5"),
+        "duplicate key 'label_smoothing'",
+    ),
+    "a key twice, both the same": (
+        lambda t: _twice(t, "run_id", json.dumps(json.loads(t)["run_id"])),
+        "duplicate key 'run_id'",
+    ),
+    "NaN for the exit code": (
+        lambda t: t.replace('"exit_code":0', '"exit_code":NaN', 1),
+        "NaN is not allowed",
+    ),
+    "a lone surrogate in a name": (
+        lambda t: t.replace('"name":"', '"name":"\\ud800', 1),
+        "lone UTF-16 surrogate",
+    ),
+    "an integer past 64 bits": (
+        lambda t: t.replace('"exit_code":0', '"exit_code":184467440737095516160', 1),
+        "exit_code",
+    ),
+    "changed after sealing": (
+        lambda t: t.replace('"status":"succeeded"', '"status":"failed"', 1),
+        "altered after sealing",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CANONICAL_HOSTILE))
+def test_a_hostile_manifest_in_canonical_form_is_refused_as_before(case: str) -> None:
+    alter, expected = CANONICAL_HOSTILE[case]
+    _, text = _as_written_by_the_tool()
+    bad = alter(text)
+    assert bad != text
+    with pytest.raises(ManifestError) as e:
+        parse_manifest(bad.encode())
+    assert expected in str(e.value)
+
+
 # -- hash sensitivity ------------------------------------------------------------------
 
 Mutation = Callable[[dict[str, Any]], None]
