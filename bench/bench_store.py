@@ -21,9 +21,8 @@ goes: sealing, the SQLite statements, and the Python between them.  Its
 ``user_paths`` (each on its own fresh store of ``--paths`` manifests) times the whole way
 in as the commands take it, validation included: ``sealed_files_per_s`` is what
 ``replay-tui runs ingest`` does with sealed manifest files (parse the JSON bytes,
-validate, check the digest, store), ``import_per_s`` what an importer does with a run it
-has read (validate the dict, seal, store).  Gap counting, which both commands add, is
-left out.
+validate, check the digest, count the gaps, store), ``import_per_s`` what an importer
+does with a run it has read (validate the dict, seal, store; its gap counting left out).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from storage.manifest import RunManifest, manifest_from_data, parse_manifest  # noqa: E402
+from storage.manifest import RunManifest, manifest_from_data  # noqa: E402
 from storage.store import RunQuery, RunStore  # noqa: E402
 from tests.factories import (  # noqa: E402
     DATASETS,
@@ -75,23 +74,37 @@ def timed_ms(fn: Any, *args: Any) -> tuple[float, Any]:
 
 
 def user_paths(n: int, batch: int, seed: int) -> dict[str, Any]:
-    """Validation and ingest together, as ``runs ingest`` (sealed files) and an importer
-    (unsealed runs, sealed here) take them; each on a fresh store, its last checkpoint
-    included."""
+    """Validation and ingest together, as ``runs ingest`` (sealed files: its own
+    ``ingest_files``, gap counts included) and an importer (unsealed runs, sealed here)
+    take them; each on a fresh store, its last checkpoint included."""
+    from replay_tui.cli.runs import ingest_files
+
     dicts = [realistic_manifest(i, seed=seed + 3) for i in range(n)]
-    files = [manifest_from_data(d).sealed().to_json().encode("utf-8") for d in dicts]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, d in enumerate(dicts):
+            path = Path(tmp) / f"{i:06d}.json"
+            path.write_text(manifest_from_data(d).sealed().to_json(), encoding="utf-8")
+            paths.append(path)
 
-    def timed(prepare: Any, inputs: list[Any]) -> float:
-        with tempfile.TemporaryDirectory() as tmp, RunStore(Path(tmp) / "s.db") as store:
-            t0 = time.perf_counter()
-            for start in range(0, n, batch):
-                models = [prepare(x) for x in inputs[start : start + batch]]
-                store.ingest_many([(m, None, (), {}) for m in models])
-            store.settle()
-            return time.perf_counter() - t0
+        def from_files(store: RunStore, some: list[Path]) -> None:
+            results, errors = ingest_files(store, some)
+            assert not errors and len(results) == len(some), errors[:3]
 
-    files_s = timed(parse_manifest, files)
-    import_s = timed(lambda d: manifest_from_data(d).sealed(), dicts)
+        def imported(store: RunStore, some: list[dict[str, Any]]) -> None:
+            models = [manifest_from_data(d).sealed() for d in some]
+            store.ingest_many([(m, None, (), {}) for m in models])
+
+        def timed(step: Any, inputs: list[Any]) -> float:
+            with tempfile.TemporaryDirectory() as tmp, RunStore(Path(tmp) / "s.db") as store:
+                t0 = time.perf_counter()
+                for start in range(0, n, batch):
+                    step(store, inputs[start : start + batch])
+                store.settle()
+                return time.perf_counter() - t0
+
+        files_s = timed(from_files, paths)
+        import_s = timed(imported, dicts)
     return {
         "manifests": n,
         "sealed_files_per_s": round(n / files_s, 1),

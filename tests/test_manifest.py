@@ -868,3 +868,42 @@ def test_valid_manifest_is_accepted_by_the_cli(
     with RunStore(populated_store) as store:
         assert store.count_runs() == 2
         assert store.manifest(data["run_id"]) == RunManifest.model_validate(seal(data))
+
+
+def test_runs_ingest_reads_with_the_collector_paused_and_turns_it_back_on(
+    tmp_path: Path, store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every manifest read is kept until the batch is stored, so the cyclic collector is
+    off while they are read (it would walk all of them again and again), and back on
+    after, whether the files were stored or refused."""
+    import gc
+
+    import replay_tui.cli.runs as runs_module
+    from replay_tui.cli.runs import ingest_files
+
+    files = []
+    for i in range(70):
+        f = tmp_path / f"{i:03d}.json"
+        f.write_text(manifest_from_data(realistic_manifest(i, seed=17)).sealed().to_json())
+        files.append(f)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**seal(realistic_manifest(99, seed=17)), "status": "lost"}))
+    collecting: list[bool] = []
+    real = runs_module.parse_manifest
+
+    def watched(raw: bytes, *, source: str = "") -> RunManifest:
+        collecting.append(gc.isenabled())
+        return real(raw, source=source)
+
+    monkeypatch.setattr(runs_module, "parse_manifest", watched)
+    gc.enable()  # as a process starts (an app test that failed half-way may leave it off)
+    with RunStore(store_path) as store:
+        results, errors = ingest_files(store, [*files, bad])
+        assert results == [] and len(errors) == 1 and "bad.json" in errors[0]
+        assert store.count_runs() == 0
+        assert gc.isenabled()
+        results, errors = ingest_files(store, files)
+        assert errors == [] and [r.created for r in results] == [True] * 70
+        assert store.count_runs() == 70
+    assert gc.isenabled()
+    assert collecting == [False] * (71 + 70)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from storage.manifest import (
     json_schema,
     parse_manifest,
 )
-from storage.store import RunQuery, RunStore
+from storage.store import IngestResult, RunQuery, RunStore, collector_paused
 
 
 @click.command()
@@ -27,17 +28,21 @@ def schema() -> None:
     echo_json(json_schema())
 
 
-@click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@json_option
-@click.pass_obj
-@handled
-def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
-    """Validate and import manifest JSON files.
+def ingest_files(store: RunStore, files: Sequence[Path]) -> tuple[list[IngestResult], list[str]]:
+    """What ``ingest`` does: every file read and validated, whatever fails (so that every
+    problem is named), then, only if none failed, all stored in one transaction.
+    Returns what was stored (in the order of ``files``) and the problems, one line each.
 
-    Every file is checked before anything is written: if any is invalid, nothing is
-    stored and the command exits 2 naming the file, the field and the reason.
+    The manifests are all kept until stored, so the cyclic collector is paused
+    throughout (``collector_paused``): with it on, each collection while reading walked
+    every manifest read so far.  They are freed (by reference counting) before it comes
+    back on, so that nothing is walked then either.
     """
+    with collector_paused(len(files)):
+        return _ingest_files(store, files)
+
+
+def _ingest_files(store: RunStore, files: Sequence[Path]) -> tuple[list[IngestResult], list[str]]:
     manifests: list[RunManifest] = []
     errors: list[str] = []
     for f in files:
@@ -58,6 +63,27 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
         except ManifestError as e:
             errors.append(str(e))
     if errors:
+        return [], errors
+    from replay_tui.gaps import gap_counts
+
+    no_blobs: dict[str, tuple[str, bytes]] = {}
+    items = [(m, gap_counts(m), (), no_blobs) for m in manifests]
+    return store.ingest_many(items, origin="ingest"), []  # foreign: never runs unasked
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@json_option
+@click.pass_obj
+@handled
+def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
+    """Validate and import manifest JSON files.
+
+    Every file is checked before anything is written: if any is invalid, nothing is
+    stored and the command exits 2 naming the file, the field and the reason.
+    """
+    results, errors = ingest_files(obj.store, files)
+    if errors:
         if as_json:
             echo_json({"ingested": [], "errors": errors})
         else:
@@ -65,11 +91,6 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
                 click.echo(f"error: {problem}", err=True)
             click.echo("nothing was stored", err=True)
         sys.exit(2)
-    from replay_tui.gaps import gap_counts
-
-    no_blobs: dict[str, tuple[str, bytes]] = {}
-    items = [(m, gap_counts(m), (), no_blobs) for m in manifests]
-    results = obj.store.ingest_many(items, origin="ingest")  # foreign: never runs unasked
     if as_json:
         echo_json(
             {
