@@ -526,12 +526,12 @@ class RunManifest(_Model):
         is the same: its body (which ``config_hash`` is part of) is the one hashed, and
         the canonical text already holds the digest."""
         sha, _, chash = sealing
-        sealed = self.model_copy(
-            update={
-                "config_hash": chash,
-                "integrity": self.integrity.model_copy(update={"manifest_sha256": sha}),
-            }
-        )
+        update: dict[str, Any] = {
+            "integrity": self.integrity.model_copy(update={"manifest_sha256": sha})
+        }
+        if chash != self.config_hash:
+            update["config_hash"] = chash
+        sealed = self.model_copy(update=update)
         sealed.__dict__[_SEALING] = sealing
         return sealed
 
@@ -550,7 +550,9 @@ class RunManifest(_Model):
         The whole document is canonicalised once; the body (without ``integrity``) that
         the digest covers is cut out of it (``canonical.dumps_sealed``).  The answer is
         remembered: a manifest is frozen, so validating a sealed manifest (which checks
-        its digest), sealing it and storing it canonicalise it once in all.
+        its digest), sealing it and storing it canonicalise it once in all.  Its dicts and
+        lists are not frozen by pydantic: nothing changes them in place (a change would
+        not be seen by the remembered seal; make a changed copy with ``model_copy``).
         """
         remembered: tuple[str, str, str | None] | None = self.__dict__.get(_SEALING)
         if remembered is not None:
@@ -616,8 +618,10 @@ def _check_unicode(s: str, where: str) -> None:
 
 def _check_config(value: Any, where: str, depth: int = 0) -> None:
     """A config value is JSON: null, bools, strings (at most ``MAX_LONG_STR``, no lone
-    surrogate), integers within +-2**53, finite floats, lists and string-keyed maps
-    nested at most 32 deep; a ManifestError names the first value that is not."""
+    surrogate), integers within +-2**53, finite floats (a whole one within +-2**53 or
+    from 1e21 up: between, canonical JSON writes it as an integer out of that range),
+    lists and string-keyed maps nested at most 32 deep; a ManifestError names the first
+    value that is not."""
     _check_json(value, (where,), depth)
 
 
@@ -646,9 +650,15 @@ def _check_json(value: Any, path: tuple[Any, ...], depth: int) -> None:
             return
         raise ManifestError("integer outside the exactly representable range +-2**53", _where(path))
     if t is float:
-        if math.isfinite(value):
-            return
-        raise ManifestError("must be a finite number (no NaN or infinity)", _where(path))
+        if not math.isfinite(value):
+            raise ManifestError("must be a finite number (no NaN or infinity)", _where(path))
+        if MAX_SAFE_INT < abs(value) < 1e21 and value.is_integer():
+            raise ManifestError(
+                "a whole number beyond +-2**53 (canonical JSON writes it as an integer, which"
+                " would not read back): keep it within the range, or give it as a string",
+                _where(path),
+            )
+        return
     if t is list:
         for i, item in enumerate(value):
             if type(item) is not str or len(item) > MAX_LONG_STR or not item.isascii():
@@ -808,6 +818,8 @@ def _as_written(raw: bytes, text: str, source: str) -> RunManifest | None:
     been given twice, since the parsed value holds each key once.
     """
     if not raw.startswith(b'{"') or b'": ' in raw:  # pretty-printed: not canonical
+        return None
+    if b'"integrity":{"manifest_sha256":"' not in raw:  # not sealed
         return None
     try:
         data = orjson.loads(raw)

@@ -34,6 +34,19 @@ def test_typed_only_where_unambiguous() -> None:
     for raw in ("007", "yes", "1_000", "nan", "inf", "0x10", "'scratch'", "1e999", "2**53"):
         assert typed(raw) == raw, raw
     assert typed(str(2**60)) == str(2**60)  # beyond exact doubles: kept as text
+    # whole doubles that canonical JSON would write as integers beyond 2**53: kept as text
+    for raw in ("1e19", "2.0e20", "1.5e19", "-9007199254740993.0"):
+        assert typed(raw) == raw, raw
+    assert typed("1e21") == 1e21 and typed("1e15") == 1e15 and typed("1.5e-19") == 1.5e-19
+
+
+def test_a_command_line_with_any_number_makes_a_manifest_that_reads_back() -> None:
+    a = parse_argv(["python", "train.py", "--max-steps", "1e19", "--lr", "3e-4", "--x", "1e21"])
+    m = manifest_from_data(
+        {**realistic_manifest(1), "config": a.values, "config_hash": config_hash(a.values)}
+    )
+    assert m.config["max-steps"] == "1e19" and m.config["lr"] == 3e-4 and m.config["x"] == 1e21
+    assert manifest_from_data(json.loads(m.sealed().to_json())).config == m.config
 
 
 def test_argparse_styles_flags_and_positional_in_order() -> None:

@@ -372,6 +372,48 @@ def test_a_hostile_manifest_in_canonical_form_is_refused_as_before(case: str) ->
     assert expected in str(e.value)
 
 
+@pytest.mark.parametrize("value", [2.0**53, 1e19, 2e19, -3.5e20])
+def test_a_whole_config_number_that_would_read_back_as_a_huge_integer_is_refused(
+    value: float, store_path: Path
+) -> None:
+    """Canonical JSON writes a whole double below 1e21 as an integer: beyond +-2**53 that
+    integer is outside the range a config may hold, so the store could not read the
+    manifest back.  It is refused on the way in, whatever form the file has."""
+    d = realistic_manifest(5, seed=19)
+    d["config"] = {**d["config"], "big": value}
+    d["config_hash"] = None
+    sealed = RunManifest.model_validate(d).sealed()  # built without the checks
+    for text in (sealed.to_json(), json.dumps(json.loads(sealed.to_json()), indent=2)):
+        with pytest.raises(ManifestError, match=r"config\.big") as e:
+            parse_manifest(text.encode())
+        assert "beyond +-2**53" in str(e.value) or "integer outside" in str(e.value)
+    with pytest.raises(ManifestError, match="beyond"):
+        manifest_from_data({**d, "config_hash": None})
+    with RunStore(store_path) as store:
+        assert store.count_runs() == 0
+
+
+@pytest.mark.parametrize("value", [1e21, 1.5e300, 2.0**53 - 1, 0.5 + 2**52, -1e-300])
+def test_config_numbers_that_read_back_are_accepted_and_do(value: float, store_path: Path) -> None:
+    d = realistic_manifest(6, seed=19)
+    d["config"] = {**d["config"], "big": value}
+    d["config_hash"] = None
+    m = manifest_from_data(d).sealed()
+    with RunStore(store_path) as store:
+        store.ingest(parse_manifest(m.to_json().encode()))
+    with RunStore(store_path) as store:
+        back = store.manifest(m.run_id)
+    assert back.config["big"] == value and back.to_json() == m.to_json()
+
+
+def test_sealing_marks_as_set_only_what_it_changed() -> None:
+    d = realistic_manifest(7, seed=19)
+    del d["config"], d["config_hash"]
+    m = manifest_from_data(d)
+    assert "config_hash" not in m.sealed().model_fields_set
+    assert "config_hash" not in m.sealed().model_dump(exclude_unset=True)
+
+
 # -- hash sensitivity ------------------------------------------------------------------
 
 Mutation = Callable[[dict[str, Any]], None]

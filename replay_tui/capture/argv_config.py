@@ -139,6 +139,12 @@ class ArgvConfig:
         return out
 
 
+def reads_back(f: float) -> bool:
+    """A float a manifest's config can hold: finite, and not a whole number between
+    2**53 and 1e21 (canonical JSON writes those as integers beyond the exact range)."""
+    return math.isfinite(f) and not (MAX_SAFE_INT < abs(f) < 1e21 and f.is_integer())
+
+
 def typed(raw: str) -> Any:
     """``raw`` as int, float, bool or None where that reading is the only one."""
     if raw in ("true", "True"):
@@ -152,7 +158,7 @@ def typed(raw: str) -> Any:
         return v if abs(v) <= MAX_SAFE_INT else raw
     if _FLOAT.fullmatch(raw):
         f = float(raw)
-        return f if math.isfinite(f) else raw
+        return f if reads_back(f) else raw
     return raw
 
 
@@ -346,7 +352,7 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, int):
         return value if abs(value) <= MAX_SAFE_INT else str(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
+        return value if reads_back(value) else str(value)
     if isinstance(value, _dt.date | _dt.time):
         return value.isoformat()
     if isinstance(value, Mapping):
