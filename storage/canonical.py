@@ -60,6 +60,7 @@ _OUTSIDE_BMP = re.compile(rb"[\xf0-\xf4]")
 _NON_FINITE = re.compile(rb"[g\xe7].{6}[\xf0-\xff][\x7f\xff]", re.DOTALL)
 
 _MAX = 2**53
+_MAX_SAFE = _MAX - 1
 _ENC = json.JSONEncoder(
     ensure_ascii=False,
     allow_nan=False,
@@ -74,6 +75,13 @@ _END_JSON = '\\u0000"'
 
 class _Fallback(Exception):
     pass
+
+
+def written_as_big_integer(f: float) -> bool:
+    """Whether the canonical text of the double ``f`` is an integer beyond +-(2**53 - 1):
+    ECMAScript writes a whole double below 1e21 without a fraction or an exponent, and
+    that text reads back as an integer outside the range a double holds exactly."""
+    return _MAX_SAFE < abs(f) < 1e21 and f.is_integer()
 
 
 def dumps(value: Any) -> bytes:

@@ -652,7 +652,7 @@ def _check_json(value: Any, path: tuple[Any, ...], depth: int) -> None:
     if t is float:
         if not math.isfinite(value):
             raise ManifestError("must be a finite number (no NaN or infinity)", _where(path))
-        if MAX_SAFE_INT < abs(value) < 1e21 and value.is_integer():
+        if canonical.written_as_big_integer(value):
             raise ManifestError(
                 "a whole number beyond +-2**53 (canonical JSON writes it as an integer, which"
                 " would not read back): keep it within the range, or give it as a string",

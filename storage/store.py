@@ -147,10 +147,10 @@ def collector_paused(n: int) -> Iterator[None]:
     """Python's cyclic garbage collector off while a batch is stored (or, in the
     commands, read and validated: ``runs ingest`` reads every file before it stores).
 
-    Validating, sealing and row building allocate many short-lived containers, and each time enough
-    have been allocated the collector walks every tracked object alive, the batch's
-    manifests included, though none of what a batch makes is cyclic (freed by reference
-    counting).  Measured alternately, batches of 1,000: 3,000 manifests, 526-680 us per
+    Validating, sealing and row building allocate many short-lived containers, and each
+    time enough have been allocated the collector walks every tracked object alive, the
+    batch's manifests included, though none of what a batch makes is cyclic (freed by
+    reference counting).  Measured alternately, batches of 1,000: 3,000 manifests, 526-680 us per
     manifest with it on, 464-688 us paused; 10,000 manifests, 1,394 -> 1,532/s and
     1,600 -> 1,540/s.  About 5 %, within the noise at the larger size.  Reading is where
     it matters: validating 1,000 sealed manifests that are all kept took 746-788 us each

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.capture.hashing import sha256_file
+from storage.canonical import written_as_big_integer
 
 POSITIONAL_KEY = "_positional"
 CONFIG_SUFFIXES: dict[str, str] = {
@@ -142,7 +143,7 @@ class ArgvConfig:
 def reads_back(f: float) -> bool:
     """A float a manifest's config can hold: finite, and not a whole number between
     2**53 and 1e21 (canonical JSON writes those as integers beyond the exact range)."""
-    return math.isfinite(f) and not (MAX_SAFE_INT < abs(f) < 1e21 and f.is_integer())
+    return math.isfinite(f) and not written_as_big_integer(f)
 
 
 def typed(raw: str) -> Any:
