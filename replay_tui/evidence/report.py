@@ -9,12 +9,14 @@ years later.  Every value comes from a manifest, which is untrusted input: it is
 from __future__ import annotations
 
 import html
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from replay_tui.evidence.gather import Evidence, ReplayEntry
+from replay_tui.evidence.svg import metric_svg
 from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
 from storage.manifest import ArtifactInfo, RunManifest
@@ -279,6 +281,13 @@ td.section { color: #57606a; }
 .sev-critical { color: #cf222e; font-weight: 700; }
 .sev-warning { color: #9a6700; font-weight: 700; }
 .meta { color: #57606a; }
+.metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr));
+  gap: 4px 24px; }
+figure.metric { margin: 10px 0 14px; min-width: 0; }
+figure.metric svg { display: block; max-width: 100%; height: auto;
+  border: 1px solid #d0d7de; border-radius: 6px; }
+figure.metric figcaption { margin-top: 4px; color: #57606a; }
+figure.metric figcaption code { color: #1b1f24; }
 """
 
 
@@ -306,6 +315,104 @@ def _html_table(
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+# -- metric plots -------------------------------------------------------------------------
+
+MAX_PLOTS = 24
+"""Metrics plotted in the HTML page (by name); the rest are counted, not drawn."""
+
+Band = Sequence[tuple[int, float, float]]
+"""A noise band: ``(step, lo, hi)`` per step, the range the replicas' values spanned."""
+NoiseBand = tuple[Band, int | None]
+"""A metric's noise band and the step where the latest replay leaves it (None: never)."""
+
+
+def _noise_bands(ev: Evidence) -> dict[str, NoiseBand]:
+    """The noise band of each metric, and where the latest replay leaves it.
+
+    The seam for the replicas' noise floor: ``Evidence`` has no such field yet, so this is
+    ``{}`` today.  Once it carries ``noise_bands: Mapping[str, tuple[band, exit_step]]``
+    (``band`` a sequence of ``(step, lo, hi)``, ``exit_step`` an int or None), the plots
+    shade the band and mark the exit.  An entry of another shape is left out, not fatal:
+    the report of a run must still be written.
+    """
+    raw = getattr(ev, "noise_bands", None)
+    if not isinstance(raw, Mapping):
+        return {}
+    out: dict[str, NoiseBand] = {}
+    for name, entry in raw.items():
+        try:
+            band_raw, exit_raw = entry
+            band = [(int(s), float(lo), float(hi)) for s, lo, hi in band_raw]
+            exit_step = None if exit_raw is None else int(exit_raw)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if isinstance(name, str):
+            out[name] = (band, exit_step)
+    return out
+
+
+def _metric_caption(
+    name: str, original: RunManifest, replay: RunManifest | None, nb: NoiseBand | None
+) -> str:
+    hist = original.outputs.metric_history[name]
+    parts = [f"<code>{_h(name)}</code>: {len(hist)} point{'s' if len(hist) != 1 else ''}"]
+    times = original.outputs.metric_times.get(name)
+    if times and math.isfinite(times[-1]):
+        parts.append(f"logged over {times[-1]:.1f}s of the original run")
+    if replay is None:
+        parts.append("no replay to compare")
+    elif name not in replay.outputs.metric_history:
+        parts.append("the latest replay logged no history of it")
+    else:
+        parts.append(f"latest replay: {len(replay.outputs.metric_history[name])} points")
+    if nb is not None and nb[1] is not None:
+        parts.append(f"leaves the noise band at step {nb[1]}")
+    return "; ".join(parts)
+
+
+def _metrics_section(ev: Evidence) -> list[str]:
+    """One plot per metric the original logged a history of: original solid, the latest
+    replay dashed, the noise band (when known) shaded."""
+    m = ev.original
+    latest = ev.latest
+    rep = latest.manifest if latest is not None else None
+    names = sorted(n for n, h in m.outputs.metric_history.items() if h)
+    out = [f"<h2>Metrics ({len(names)})</h2>"]
+    if not names:
+        out.append("<p>None: the original logged no metric history.</p>")
+        return out
+    bands = _noise_bands(ev)
+    out.append(
+        '<p class="meta">Each metric by step: the original solid, the latest replay dashed'
+        + (", the replicas' noise band shaded" if bands else "")
+        + ". Values that are not finite are left out.</p>"
+    )
+    out.append('<div class="metrics">')
+    for name in names[:MAX_PLOTS]:
+        nb = bands.get(name)
+        replay = rep.outputs.metric_history.get(name) if rep is not None else None
+        svg = metric_svg(
+            name,
+            m.outputs.metric_history[name],
+            replay,
+            nb[0] if nb is not None else None,
+            nb[1] if nb is not None else None,
+            xmlns=False,  # the HTML parser knows <svg>; the page names no URL
+        )
+        out.append(
+            f'<figure class="metric">{svg}'
+            f"<figcaption>{_metric_caption(name, m, rep, nb)}</figcaption></figure>"
+        )
+    out.append("</div>")
+    left = len(names) - MAX_PLOTS
+    if left > 0:
+        out.append(
+            f"<p>{left} more metric{'s' if left != 1 else ''} not plotted (the first"
+            f" {MAX_PLOTS} by name are); every history is in the manifests.</p>"
+        )
+    return out
 
 
 def html_page(ev: Evidence, exported_at: str) -> str:
@@ -337,6 +444,7 @@ def html_page(ev: Evidence, exported_at: str) -> str:
         f" <code>{_h(m.integrity.manifest_sha256)}</code>.<br>Command:"
         f" <code>{_h(' '.join(m.argv))}</code> (workdir <code>{_h(m.workdir)}</code>)</p>"
     )
+    parts += _metrics_section(ev)
     rows = side_by_side(m, latest.manifest if latest else None)
     parts.append("<h2>Original and latest replay, side by side</h2>")
     parts.append(

@@ -1,0 +1,1 @@
+"""The evidence bundle's human report: its plots, in unit tests and in a real browser."""
