@@ -24,18 +24,22 @@ from datetime import UTC, date, datetime
 from functools import partial
 from typing import Any, Literal
 
+from replay_tui.compare.floor import DEFAULT_REPLICAS
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay.fanout import fans_out, run_each, tagged
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.replay.runner import OnEvent, ReplayEvent
+from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome
 from replay_tui.replay.series import replay_many
-from replay_tui.verdicts import REPRODUCED
+from replay_tui.verdicts import MEANING, REPRODUCED, SEVERITY, WITHIN_NOISE, combine_exits
 from storage import integrity, ledger, readmodel
+from storage.manifest import RunManifest
 from storage.store import RunStore
+from storage.vocabulary import EXIT_CANCELLED, EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_OK
 
 Pick = Literal["random", "oldest", "unverified"]
 ItemStatus = Literal["reproduced", "not_reproduced", "error"]
 MAX_COUNT = 1000
+MAX_REPLICAS = 20
 
 
 @dataclass(frozen=True)
@@ -99,15 +103,12 @@ class DrillReport:
 
     @property
     def exit_code(self) -> int:
-        """1 a run did not reproduce, 130 the drill was cancelled or interrupted (Ctrl-C),
-        3 a run could not be replayed, 0 every run reproduced."""
-        if any(i.status == "not_reproduced" for i in self.items):
-            return 1
-        if self.cancelled:
-            return 130
-        if any(i.status == "error" for i in self.items):
-            return 3
-        return 0
+        """The items' codes combined (``storage.vocabulary.combine_exits``): 1 a run did
+        not reproduce, 130 the drill was cancelled or interrupted (Ctrl-C), 3 a run could
+        not be replayed, 0 every run reproduced."""
+        item = {"reproduced": EXIT_OK, "not_reproduced": EXIT_NOT_REPRODUCED, "error": EXIT_INFRA}
+        codes = [item[i.status] for i in self.items]
+        return combine_exits([*codes, *([EXIT_CANCELLED] if self.cancelled else [])], empty=0)
 
     def to_dict(self) -> dict[str, Any]:
         counts = {s: sum(1 for i in self.items if i.status == s) for s in _STATUSES}
@@ -187,10 +188,19 @@ def run_drill(
     options: ReplayOptions | None = None,
     on_event: OnEvent | None = None,
     should_cancel: Callable[[], bool] = lambda: False,
+    replicas: int = DEFAULT_REPLICAS,
 ) -> DrillReport:
-    """Pick ``count`` runs, replay and compare each, and store the drill in the ledger."""
+    """Pick ``count`` runs, replay and compare each, and store the drill in the ledger.
+
+    A run whose determinism was not fully on and that has no noise floor yet is replayed
+    ``replicas`` times first: its floor is measured and stored, and the original is
+    judged against it (``replay --times``).  A run with a floor is replayed once and
+    judged against the floor; a fully deterministic run once, as it must reproduce bit
+    for bit or within tolerance."""
     if not 1 <= count <= MAX_COUNT:
         raise BadInput(f"--count must be between 1 and {MAX_COUNT}")
+    if not 2 <= replicas <= MAX_REPLICAS:
+        raise BadInput(f"--replicas must be between 2 and {MAX_REPLICAS}")
     opts = options or ReplayOptions()
     emit = on_event or (lambda e: None)
     since_ts = parse_since(since) if since else None
@@ -218,7 +228,12 @@ def run_drill(
         emit(ReplayEvent("drill", "note", f"{len(chosen)} runs at once on {opts.backend}"))
         work = [
             partial(
-                _drill_in_thread, run_id=r, name=names[r], opts=opts, emit=tagged(emit, f"run {n}")
+                _drill_in_thread,
+                run_id=r,
+                name=names[r],
+                opts=opts,
+                emit=tagged(emit, f"run {n}"),
+                replicas=replicas,
             )
             for n, r in enumerate(chosen, 1)
         ]
@@ -230,7 +245,7 @@ def run_drill(
             report.cancelled = True
             break
         emit(ReplayEvent("drill", "note", f"run {n} of {len(chosen)}: {run_id}"))
-        item = _drill_one(store, run_id, names[run_id], opts, emit, should_cancel)
+        item = _drill_one(store, run_id, names[run_id], opts, emit, should_cancel, replicas)
         report.items.append(item)
         if _interrupted(item):  # Ctrl-C or a signal stopped the run: stop the drill too
             report.cancelled = True
@@ -264,8 +279,16 @@ def _drill_in_thread(
     name: str,
     opts: ReplayOptions,
     emit: OnEvent,
+    replicas: int,
 ) -> DrillItem:
-    return _drill_one(store, run_id, name, opts, emit, should_cancel)
+    return _drill_one(store, run_id, name, opts, emit, should_cancel, replicas)
+
+
+def needs_floor(m: RunManifest) -> bool:
+    """Whether a run can only be judged against its own noise: determinism was not fully
+    on (not switched on, unknown, or an op with no deterministic implementation ran)."""
+    d = m.determinism
+    return d.deterministic_algorithms is not True or bool(d.nondeterministic_ops)
 
 
 def _drill_one(
@@ -275,11 +298,27 @@ def _drill_one(
     opts: ReplayOptions,
     emit: OnEvent,
     should_cancel: Callable[[], bool],
+    replicas: int = DEFAULT_REPLICAS,
 ) -> DrillItem:
+    from replay_tui.compare.floor import stored_floor
+
     t0 = time.monotonic()
     before = max((f.id for f in store.replays_of(run_id)), default=0)
+    times = 1
+    if needs_floor(store.manifest(run_id)) and stored_floor(store, run_id) is None:
+        times = replicas
+        emit(
+            ReplayEvent(
+                "drill",
+                "note",
+                f"{run_id}: determinism not fully on and no noise floor yet: measuring one"
+                f" over {replicas} replicas",
+            )
+        )
     try:
-        rep = replay_many(store, run_id, opts, on_event=emit, should_cancel=should_cancel)
+        rep = replay_many(
+            store, run_id, opts, times=times, on_event=emit, should_cancel=should_cancel
+        )
     except KeyboardInterrupt:  # Ctrl-C while the backend waited: the attempt is recorded
         recorded = [f.id for f in store.replays_of(run_id) if f.id > before]
         return DrillItem(
@@ -309,7 +348,7 @@ def _drill_one(
     except Exception as e:  # one broken run must not stop the drill or go unrecorded
         why = f"{type(e).__name__}: {e}"
         return DrillItem(run_id, name, "error", None, None, None, why, time.monotonic() - t0)
-    out = rep.outcomes[0] if rep.outcomes else None
+    out = _worst(rep.outcomes)
     if out is None:
         return DrillItem(
             run_id, name, "error", None, None, None, "cancelled", time.monotonic() - t0
@@ -328,6 +367,8 @@ def _drill_one(
         reasons = out.comparison.get("reasons")
         if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
             reason = reasons[0]
+    if verdict == WITHIN_NOISE and reason is None:
+        reason = MEANING[WITHIN_NOISE]
     return DrillItem(
         run_id,
         name,
@@ -338,3 +379,14 @@ def _drill_one(
         reason,
         time.monotonic() - t0,
     )
+
+
+def _worst(outcomes: Sequence[ReplayOutcome]) -> ReplayOutcome | None:
+    """The outcome that speaks for a drilled run: an aborted one first (it was not
+    judged), else the completed one with the worst verdict."""
+    if not outcomes:
+        return None
+    aborted = [o for o in outcomes if o.status != "completed"]
+    if aborted:
+        return aborted[0]
+    return max(outcomes, key=lambda o: SEVERITY.get(o.verdict or "", len(SEVERITY)))

@@ -305,12 +305,26 @@ def environment_rules(m: RunManifest) -> Iterator[Gap]:
                 "record with the launcher on the GPU host (it reads NVML / nvidia-smi)",
             )
         if e.cuda_version is None:
+            # Why it cannot be known, where the manifest says: a torch recorded with no
+            # CUDA is a CPU (or ROCm) build; a package list without torch has none to ask.
+            torchless = e.packages is not None and not any(
+                p.partition("==")[0].lower() == "torch" for p in e.packages
+            )
+            if e.torch_version is not None:
+                why = f": the run's torch {e.torch_version} is built without CUDA (a CPU build)"
+                fix = "install a CUDA build of torch if the run was meant to use the GPU"
+            elif torchless:
+                why = ": torch is not installed in the run's environment (nothing to ask)"
+                fix = "if the run uses CUDA without torch, record its version with --tag cuda=..."
+            else:
+                why = ""
+                fix = "use the SDK in the training code: it records torch's CUDA and cuDNN versions"
             yield Gap(
                 "CUDA_VERSION_UNKNOWN",
                 "warning",
                 "environment.cuda_version",
-                "GPUs were used but the CUDA version is not recorded",
-                "use the SDK in the training code: it records torch's CUDA and cuDNN versions",
+                f"GPUs were used but the CUDA version is not recorded{why}",
+                fix,
             )
 
 

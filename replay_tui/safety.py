@@ -1,21 +1,16 @@
-"""Small guards for untrusted input: printing manifest strings, reading files.
+"""Small guards for untrusted input: printing manifest strings, memory sizes.
 
 Manifests, imported runs and bundles come from elsewhere.  A string in them may carry
 terminal escape sequences (an OSC or CSI sequence can retitle the window, move the
-cursor, or overwrite what was printed so a hostile command looks harmless), and a path
-given on the command line may name ``/dev/zero``, a FIFO or a huge file.  Everything that
-prints a manifest string goes through :func:`escape_control`; every read of a file that
-is not ours goes through :func:`read_bounded`.
+cursor, or overwrite what was printed so a hostile command looks harmless).  Everything
+that prints a manifest string goes through :func:`escape_control`.  Files that are not
+ours (a path given on the command line may name ``/dev/zero``, a FIFO or a huge file) are
+read through :mod:`replay_tui.door`, the one door for untrusted bytes.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-from pathlib import Path
-
-from replay_tui.errors import BadInput
 
 # Bidirectional overrides and isolates reorder what a terminal shows (CVE-2021-42574).
 _BIDI = frozenset(
@@ -56,48 +51,6 @@ def escape_control(text: str, *, keep_newlines: bool = False) -> str:
 def has_control(text: str) -> bool:
     """Whether ``text`` holds a character :func:`escape_control` would escape."""
     return any(is_unsafe_char(ch) for ch in text)
-
-
-def read_bounded(path: Path, limit: int, what: str) -> bytes:
-    """The bytes of the regular file ``path``, refusing anything else or anything larger.
-
-    Opened non-blocking (a FIFO does not hang the open), checked with ``fstat`` on the
-    open descriptor (no race with a swapped path), and read at most ``limit + 1`` bytes
-    so a file that grows while being read is still caught.  Errors are ``BadInput``
-    naming ``what`` and the path.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise BadInput(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise BadInput(f"{what} {path} is a folder, not a file") from None
-    except OSError as e:
-        raise BadInput(f"{what} {path}: cannot open it ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise BadInput(f"{what} {path} is a folder, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise BadInput(
-                f"{what} {path} is not a regular file (a device, FIFO or socket): refused"
-            )
-        if st.st_size > limit:
-            raise BadInput(f"{what} {path} is {st.st_size} bytes; the limit is {limit}")
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:
-            raise BadInput(f"{what} {path} is more than {limit} bytes; the limit is {limit}")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 _MEMORY = re.compile(r"([0-9]{1,15})([bkmg]?)", re.IGNORECASE)

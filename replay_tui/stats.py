@@ -4,8 +4,11 @@ Definitions (every figure is over *original* runs and the replays run from this 
 replays with determinism switched off are experiments and never count):
 
 - reproducible run rate: of original runs with a completed replay, the share whose latest
-  completed replay's verdict is IDENTICAL or EQUIVALENT.  Cancelled, interrupted,
-  timed-out and infrastructure-failed replays never count here (``replay_tui.verdicts``).
+  completed replay's verdict is reproduced (IDENTICAL, EQUIVALENT, or WITHIN_NOISE of the
+  run's own noise floor).  Cancelled, interrupted, timed-out and infrastructure-failed
+  replays never count here (``replay_tui.verdicts``).
+- bit-identical run rate: of the same runs, the share whose latest completed replay is
+  IDENTICAL (the stricter figure beside it).
 - aborted replay rate: of replays tried, the share that did not complete (cancelled,
   interrupted, timed out, infrastructure error), with the count per status.
 - checkpoint hash match rate: over (replay, checkpoint of its original with a sha256)
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.compare.metrics import is_timing_metric
-from replay_tui.verdicts import ABORTED, is_reproduced, summarize
+from replay_tui.verdicts import ABORTED, is_bit_identical, is_reproduced, summarize
 from storage import readmodel
 from storage.store import RunStore
 
@@ -82,6 +85,7 @@ class Stats:
     original_runs: int
     replays: int
     reproducible: Ratio
+    bit_identical: Ratio
     aborted: Ratio
     aborted_by_status: dict[str, int]
     checkpoint_match: Ratio
@@ -104,6 +108,7 @@ class Stats:
             "original_runs": self.original_runs,
             "replays": self.replays,
             "reproducible_run_rate": self.reproducible.to_dict(),
+            "bit_identical_run_rate": self.bit_identical.to_dict(),
             "aborted_replay_rate": {**self.aborted.to_dict(), "by_status": self.aborted_by_status},
             "checkpoint_hash_match_rate": self.checkpoint_match.to_dict(),
             "metric_variance": {**self.metric_variance.to_dict(), "worst": self.worst_metrics},
@@ -131,6 +136,7 @@ class Stats:
             ("original runs", str(self.original_runs)),
             ("replays", str(self.replays)),
             ("reproducible run rate", self.reproducible.text("runs with a completed replay")),
+            ("bit-identical run rate", self.bit_identical.text("runs with a completed replay")),
             (
                 "aborted replay rate",
                 self.aborted.text("replays tried")
@@ -185,6 +191,7 @@ def stats_from(f: readmodel.SliFacts, now: str) -> Stats:
     sums = [summarize(x) for x in f.replay_outcomes.values()]
     judged = [x for x in sums if x.verdict is not None]
     reproducible = Ratio(sum(is_reproduced(x.verdict) for x in judged), len(judged))
+    bit_identical = Ratio(sum(is_bit_identical(x.verdict) for x in judged), len(judged))
     by_status = {st: sum(x.aborted.get(st, 0) for x in sums) for st in ABORTED}
     aborted = Ratio(sum(by_status.values()), sum(x.attempts for x in sums))
     metric_values: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -205,6 +212,7 @@ def stats_from(f: readmodel.SliFacts, now: str) -> Stats:
         original_runs=f.original_runs,
         replays=f.replays,
         reproducible=reproducible,
+        bit_identical=bit_identical,
         aborted=aborted,
         aborted_by_status=by_status,
         checkpoint_match=Ratio(f.checkpoints_matched, f.checkpoints_compared),
@@ -245,8 +253,14 @@ def prometheus_samples(s: Stats) -> list[tuple[str, str, float]]:
         ("replays", "Replays run from this store (determinism as recorded).", s.replays),
         (
             "reproducible_run_ratio",
-            "Share of replayed runs whose latest completed replay is IDENTICAL or EQUIVALENT.",
+            "Share of replayed runs whose latest completed replay reproduced (IDENTICAL,"
+            " EQUIVALENT, or WITHIN_NOISE of the run's own noise floor).",
             _nan(s.reproducible.value),
+        ),
+        (
+            "bit_identical_run_ratio",
+            "Share of replayed runs whose latest completed replay is IDENTICAL (bit for bit).",
+            _nan(s.bit_identical.value),
         ),
         ("replayed_runs", "Original runs with a completed replay.", s.reproducible.denominator),
         (
@@ -337,6 +351,9 @@ def write_prometheus(s: Stats, path: Path) -> None:
         from replay_tui.errors import BadInput
 
         raise BadInput(f"--prometheus {path}: the folder {path.parent} does not exist")
+    from replay_tui.door import output_target
+
+    output_target(path, "--prometheus")  # /dev/full stays a device (written beside, renamed)
     try:
         write_to_textfile(str(path), registry)
     except OSError as e:

@@ -56,11 +56,12 @@ def tui_store_problem(path: Path) -> tuple[str, str] | None:
             f"pass the path of an existing store, or make one there with"
             f" `replay-tui --store {path} demo` or `record`",
         )
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as e:
-        return f"{named}: cannot be read ({e.strerror})", ""
+    from replay_tui.door import Refused, head_named  # standard library only, too
+
+    try:  # a regular file only: a FIFO or a device there is refused, never waited on
+        head = head_named(path, "store file", len(SQLITE_HEADER))
+    except Refused as e:
+        return f"{named}: cannot be read ({e.message})", ""
     if head and head != SQLITE_HEADER:
         return f"{named}: not a replay-tui store (not an SQLite database)", ""
     return None

@@ -1,8 +1,12 @@
 """The one definition of verdicts and replay statuses, and how they add up.
 
+The words themselves (verdict and status sets, the legacy map, exit-code precedence) are
+defined once in ``storage.vocabulary`` and re-exported here with the rules that use
+them.
+
 A **verdict** judges a comparison of two runs (``replay_tui.compare.verdict``):
-IDENTICAL, EQUIVALENT (both: *reproduced*), DIVERGED, INCOMPLETE (both: *not
-reproduced*).
+IDENTICAL, EQUIVALENT, WITHIN_NOISE (all three: *reproduced*; only the first is
+*bit-identical*), DIVERGED, INCOMPLETE (both: *not reproduced*).
 
 A **replay status** says how far a replay got (the ``status`` of a replay fact):
 
@@ -27,43 +31,80 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Protocol
 
-# -- verdicts -----------------------------------------------------------------------------
+from storage.vocabulary import (
+    ABORTED,
+    BIT_IDENTICAL,
+    CANCELLED,
+    COMPLETED,
+    DIVERGED,
+    DIVERGED_NO_FLOOR,
+    EQUIVALENT,
+    IDENTICAL,
+    INCOMPLETE,
+    INFRA_ERROR,
+    INTERRUPTED,
+    MEANING,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    SEVERITY,
+    STATUSES,
+    TIMED_OUT,
+    VERDICTS,
+    WITHIN_NOISE,
+    ReplayStatus,
+    Verdict,
+    combine_exits,
+    is_bit_identical,
+    is_reproduced,
+    normalize_status,
+    status_exit,
+    verdict_exit,
+)
 
-Verdict = Literal["IDENTICAL", "EQUIVALENT", "DIVERGED", "INCOMPLETE"]
-IDENTICAL: Final = "IDENTICAL"
-EQUIVALENT: Final = "EQUIVALENT"
-DIVERGED: Final = "DIVERGED"
-INCOMPLETE: Final = "INCOMPLETE"
-VERDICTS: Final[tuple[Verdict, ...]] = (IDENTICAL, EQUIVALENT, DIVERGED, INCOMPLETE)
-REPRODUCED: Final[tuple[Verdict, ...]] = (IDENTICAL, EQUIVALENT)
-NOT_REPRODUCED: Final[tuple[Verdict, ...]] = (DIVERGED, INCOMPLETE)
-SEVERITY: Final = {IDENTICAL: 0, EQUIVALENT: 1, INCOMPLETE: 2, DIVERGED: 3}
-"""Worse is larger: a sort by verdict severity puts DIVERGED last (first, descending)."""
-
-# -- replay statuses ----------------------------------------------------------------------
-
-ReplayStatus = Literal["completed", "cancelled", "interrupted", "timed_out", "infra-error"]
-COMPLETED: Final = "completed"
-CANCELLED: Final = "cancelled"
-INTERRUPTED: Final = "interrupted"
-TIMED_OUT: Final = "timed_out"
-INFRA_ERROR: Final = "infra-error"
-STATUSES: Final = (COMPLETED, CANCELLED, INTERRUPTED, TIMED_OUT, INFRA_ERROR)
-ABORTED: Final = (CANCELLED, INTERRUPTED, TIMED_OUT, INFRA_ERROR)
-
-_LEGACY: Final = {"succeeded": COMPLETED, "failed": COMPLETED, "error": INFRA_ERROR}
-
-
-def is_reproduced(verdict: str | None) -> bool:
-    return verdict in REPRODUCED
-
-
-def normalize_status(status: str | None) -> str:
-    """A replay fact's status in this vocabulary (older facts used the command's)."""
-    s = (status or "").strip().lower()
-    return _LEGACY.get(s, s if s in STATUSES else INFRA_ERROR)
+__all__ = [
+    "ABORTED",
+    "BIT_IDENTICAL",
+    "CANCELLED",
+    "COMPLETED",
+    "DIVERGED",
+    "DIVERGED_NO_FLOOR",
+    "EQUIVALENT",
+    "IDENTICAL",
+    "INCOMPLETE",
+    "INFRA_ERROR",
+    "INTERRUPTED",
+    "MEANING",
+    "NOT_REPRODUCED",
+    "REPRODUCED",
+    "SEVERITY",
+    "STATUSES",
+    "TIMED_OUT",
+    "VERDICTS",
+    "WITHIN_NOISE",
+    "Attempt",
+    "Outcome",
+    "ReplayStatus",
+    "Reproduction",
+    "Verdict",
+    "aborted_label",
+    "aborted_replays",
+    "combine_exits",
+    "counts_as_evidence",
+    "drill_item_word",
+    "environment_failure",
+    "exit_code",
+    "is_bit_identical",
+    "is_completed",
+    "is_reproduced",
+    "normalize_status",
+    "outcome_word",
+    "replay_status",
+    "status_exit",
+    "summarize",
+    "verdict_exit",
+]
 
 
 def is_completed(status: str | None) -> bool:
@@ -97,13 +138,8 @@ def replay_status(exec_status: str, *, cancel_requested: bool, exit_code: int | 
     return INFRA_ERROR
 
 
-def exit_code(status: str | None, verdict: str | None) -> int:
-    """The command's exit code for one replay: 0 reproduced, 1 not reproduced (completed
-    only), 3 the machine could not run it or it timed out, 130 cancelled or interrupted."""
-    s = normalize_status(status)
-    if s == COMPLETED:
-        return 0 if is_reproduced(verdict) else 1
-    return 130 if s in (CANCELLED, INTERRUPTED) else 3
+exit_code = status_exit
+"""One replay attempt's exit code (``storage.vocabulary.status_exit``)."""
 
 
 def aborted_label(status: str | None) -> str | None:

@@ -20,10 +20,20 @@ the verdict of some replay or comparison fact of the run.  What no check can cat
 consistent forgery appended *after* the last head noted elsewhere; that is why every
 drill report and every bundle carries the ledger head (``verify-store --anchor``).
 
-The origin of a run is a ledger event too: ``origin:<how>`` (``origin:ingest``,
-``origin:import:mlflow``), written in the ingest transaction for every run that did not
-come from this host's own recording or replay.  Manifest fields (host, user) are
-forgeable; this event is not.
+A run's origin (``local``: recorded or replayed on this host; else how it came in:
+``ingest``, ``import:mlflow``) is bound where no single deletion removes it: in its row
+(``runs.origin``) and in the kind of the ledger event that records its manifest
+(``ingest:<origin>``, subject the manifest's hash).  A foreign run also gets an
+``origin:<how>`` event at the end of its ingest.  Only positive proof makes a run local
+(:func:`origin_of`): its row says ``local`` and exactly one ``ingest:local`` event of the
+run names its manifest, intact where it stands (its own hash and its links to the events
+either side).  Anything missing, edited or inconsistent reads as foreign or
+:data:`UNPROVEN`, and the local backend asks before running either.  So cutting the
+ledger's tail (which only ``--anchor`` can see) never turns a foreign run local: that
+takes a forged ``ingest:local`` event *and* a matching row, a consistent forgery that
+``verify-store --anchor`` catches.  Manifest fields (host, user) are forgeable and are
+not read.  Runs stored before origins were bound got their ``ingest:<origin>`` event
+from migration ``m005_run_origin``.
 """
 
 from __future__ import annotations
@@ -32,12 +42,16 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from storage import ledger
+from storage.ledger import INGEST_PREFIX as INGEST_PREFIX
+from storage.ledger import LOCAL as LOCAL
+from storage.ledger import UNPROVEN as UNPROVEN
 from storage.ledger import state_event as state_event
 from storage.ledger import state_subject as state_subject
 
-LOCAL = "local"
 ORIGIN_PREFIX = "origin:"
 _ORIGIN = re.compile(r"[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9_.-]{1,64})?")
 # runs columns rebuilt from the manifest (the rest are state or bookkeeping)
@@ -64,7 +78,10 @@ MAX_PROBLEMS = 200
 
 
 def check_origin(origin: str) -> str:
-    """``origin`` if it is ``local`` or a well-formed ``how[:detail]``; ValueError if not."""
+    """``origin`` if it is ``local`` or a well-formed ``how[:detail]``; ValueError if not
+    (``unproven`` is what the store says of a run, never how one comes in)."""
+    if origin == UNPROVEN:
+        raise ValueError(f"origin {UNPROVEN!r} is reserved: it is not how a run comes in")
     if origin != LOCAL and not _ORIGIN.fullmatch(origin):
         raise ValueError(f"origin {origin!r} is not 'local' or 'how[:detail]'")
     return origin
@@ -98,23 +115,98 @@ def ingest_events(
     return out
 
 
-def run_origin(conn: sqlite3.Connection, run_id: str) -> str:
-    """How ``run_id`` entered the store: ``local``, or what its ``origin:`` event says."""
+@dataclass(frozen=True)
+class Origin:
+    """What the store can prove about where a run came from."""
+
+    origin: str  # LOCAL (proven), how a foreign run came in, or UNPROVEN
+    why: str | None = None  # why it is UNPROVEN
+
+    @property
+    def local(self) -> bool:
+        return self.origin == LOCAL
+
+
+def origin_of(conn: sqlite3.Connection, run_id: str) -> Origin:
+    """Where ``run_id`` came from, local only on positive proof: its row says ``local``
+    and exactly one ``ingest:local`` event of this run names the row's manifest, intact
+    where it stands.  A foreign claim anywhere (row or ledger) wins; anything else
+    missing or inconsistent is ``UNPROVEN`` with the reason.  Two indexed lookups and
+    the event's neighbours: no walk of the ledger."""
     row = conn.execute(
-        "SELECT kind FROM events WHERE run_id = ? AND kind LIKE 'origin:%' ORDER BY seq LIMIT 1",
-        (run_id,),
+        "SELECT origin, manifest_sha256 FROM runs WHERE id = ?", (run_id,)
     ).fetchone()
-    return LOCAL if row is None else str(row[0])[len(ORIGIN_PREFIX) :]
+    if row is None:
+        return Origin(UNPROVEN, "the store has no row for it")
+    have, sha = row
+    stated = [
+        e
+        for e in conn.execute(
+            "SELECT seq, ts, kind, run_id, subject_sha256, prev_hash, hash FROM events"
+            " WHERE subject_sha256 = ? ORDER BY seq",
+            (sha,),
+        )
+        if str(e[2]).startswith(INGEST_PREFIX)
+    ]
+    claims = [have, *(str(e[2])[len(INGEST_PREFIX) :] for e in stated)]
+    for claim in claims:
+        if claim not in (None, LOCAL, UNPROVEN) and _ORIGIN.fullmatch(str(claim)):
+            return Origin(str(claim))
+    if have is None:
+        return Origin(UNPROVEN, "its row in the store records no origin")
+    if have not in (LOCAL, UNPROVEN):
+        return Origin(UNPROVEN, "its row in the store holds a malformed origin")
+    if have == UNPROVEN:
+        return Origin(
+            UNPROVEN,
+            "it was stored before origins were bound, where the ledger could not show that"
+            " it was recorded on this host",
+        )
+    if not stated:
+        return Origin(UNPROVEN, "no ledger event records its manifest with its origin")
+    if len(stated) > 1 or stated[0][3] != run_id or claims[1] != LOCAL:
+        return Origin(UNPROVEN, "the ledger's record of its manifest disagrees with its row")
+    if not _intact(conn, stated[0]):
+        return Origin(UNPROVEN, "the ledger event that records its manifest was altered")
+    return Origin(LOCAL)
+
+
+def _intact(conn: sqlite3.Connection, event: Sequence[Any]) -> bool:
+    """``event`` hashes to its hash and links to the events either side of it."""
+    seq, ts, kind, run_id, subject, prev, h = event
+    if ledger.event_hash(seq, ts, kind, run_id, subject, prev) != h:
+        return False
+    before = conn.execute("SELECT hash FROM events WHERE seq = ?", (seq - 1,)).fetchone()
+    if (before[0] if before else ledger.GENESIS if seq == 1 else None) != prev:
+        return False
+    after = conn.execute(
+        "SELECT seq, prev_hash FROM events WHERE seq > ? ORDER BY seq LIMIT 1", (seq,)
+    ).fetchone()
+    return after is None or (after[0] == seq + 1 and after[1] == h)
+
+
+def run_origin(conn: sqlite3.Connection, run_id: str) -> str:
+    """``local`` (proven, see :func:`origin_of`), how the run came in (``ingest``,
+    ``import:mlflow``), or ``unproven``: anything but ``local`` is foreign to the host."""
+    return origin_of(conn, run_id).origin
 
 
 def foreign_runs(conn: sqlite3.Connection) -> dict[str, str]:
-    """Every run that came from elsewhere, with its origin (for SLIs and listings)."""
-    return {
-        str(r): str(k)[len(ORIGIN_PREFIX) :]
-        for r, k in conn.execute(
-            "SELECT run_id, kind FROM events WHERE kind LIKE 'origin:%' ORDER BY seq"
-        )
-    }
+    """Every run that its row or its ledger events do not call local, with its origin
+    (for SLIs and listings; :func:`origin_of` is the proof for one run)."""
+    out: dict[str, str] = {}
+    for rid, kind in conn.execute(
+        "SELECT run_id, kind FROM events WHERE substr(kind, 1, 7) IN ('ingest:', 'origin:')"
+        " ORDER BY seq"
+    ):
+        origin = str(kind).partition(":")[2]
+        if origin != LOCAL and rid is not None:
+            out.setdefault(str(rid), origin)
+    for rid, origin in conn.execute(
+        "SELECT id, origin FROM runs WHERE origin IS NULL OR origin != 'local'"
+    ):
+        out.setdefault(str(rid), str(origin or UNPROVEN))
+    return out
 
 
 def expected_triggers() -> dict[str, str]:
@@ -154,7 +246,17 @@ def check(conn: sqlite3.Connection) -> list[str]:
     rows = {
         r[0]: dict(
             zip(
-                ("id", *_FROM_MANIFEST, "manifest_sha256", "gc", "gw", "gi", "lv", "signed"),
+                (
+                    "id",
+                    *_FROM_MANIFEST,
+                    "manifest_sha256",
+                    "gc",
+                    "gw",
+                    "gi",
+                    "lv",
+                    "signed",
+                    "origin",
+                ),
                 r,
                 strict=True,
             )
@@ -162,8 +264,8 @@ def check(conn: sqlite3.Connection) -> list[str]:
         for r in conn.execute(
             "SELECT id, "
             + ", ".join(f'"{c}"' for c in _FROM_MANIFEST)
-            + ", manifest_sha256, gaps_critical, gaps_warning, gaps_info, last_verdict, signed"
-            " FROM runs"
+            + ", manifest_sha256, gaps_critical, gaps_warning, gaps_info, last_verdict, signed,"
+            " origin FROM runs"
         )
     }
     artifacts: dict[str, set[tuple[Any, ...]]] = {}
@@ -214,6 +316,7 @@ def check(conn: sqlite3.Connection) -> list[str]:
     for run_id in sorted((set(artifacts) | set(metrics)) - seen)[:20]:
         add(f"run {run_id}: artifacts or metrics rows with no stored manifest")
     _check_state(conn, rows, add)
+    _check_origins(conn, rows, add)
     _check_facts(conn, rows, add)
     return problems[:MAX_PROBLEMS]
 
@@ -307,6 +410,59 @@ def _check_state(conn: sqlite3.Connection, rows: dict[str, dict[str, Any]], add:
             )
     for run_id in sorted(set(loc_rows) - set(rows))[:20]:
         add(f"run {run_id}: locations rows with no run")
+
+
+def _check_origins(conn: sqlite3.Connection, rows: dict[str, dict[str, Any]], add: Any) -> None:
+    """Each run's ``runs.origin`` is what the one ``ingest:<origin>`` event naming its
+    manifest says, and a foreign run has its ``origin:<how>`` event (the last event of
+    its ingest: the one a cut tail takes first)."""
+    stated: dict[str, list[tuple[str | None, str]]] = {}
+    for sha, rid, kind in conn.execute(
+        "SELECT subject_sha256, run_id, kind FROM events WHERE substr(kind, 1, 7) = 'ingest:'"
+    ):
+        stated.setdefault(sha, []).append((rid, str(kind)[len(INGEST_PREFIX) :]))
+    told: dict[str, set[str]] = {}
+    for rid, kind in conn.execute(
+        "SELECT run_id, kind FROM events WHERE substr(kind, 1, 7) = 'origin:'"
+    ):
+        told.setdefault(rid, set()).add(str(kind)[len(ORIGIN_PREFIX) :])
+    for run_id, row in rows.items():
+        have = row["origin"]
+        events = stated.get(row["manifest_sha256"], [])
+        if not events:
+            add(
+                f"run {run_id}: no ledger event records its manifest with its origin"
+                " (deleted): its origin cannot be proven"
+            )
+            continue
+        if len(events) > 1 or events[0][0] != run_id:
+            add(f"run {run_id}: the ledger records its manifest more than once (forged)")
+            continue
+        origin = events[0][1]
+        extra = told.get(run_id, set())
+        if have != origin:
+            add(
+                f"run {run_id}: runs.origin was edited (the row says {_shown(have)},"
+                f" the ledger says {_shown(origin)})"
+            )
+        elif origin in (LOCAL, UNPROVEN):
+            if extra:
+                add(
+                    f"run {run_id}: the ledger records it as {origin} but also has an"
+                    f" origin:{_shown(sorted(extra)[0])} event for it (forged)"
+                )
+        elif origin not in extra:
+            add(
+                f"run {run_id}: its origin:{_shown(origin)} event is missing from the ledger"
+                f" (deleted; the run came in through {_shown(origin)})"
+            )
+
+
+def _shown(origin: str | None) -> str:
+    """An origin as a problem shows it: as stored if well-formed, else quoted (escaped)."""
+    if origin in (LOCAL, UNPROVEN) or (origin is not None and _ORIGIN.fullmatch(origin)):
+        return str(origin)
+    return repr(origin)
 
 
 def _verdict_backed(conn: sqlite3.Connection, run_id: str, verdict: str) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +56,22 @@ def state_event(kind: str, run_id: str, value: Any) -> tuple[str, str, str]:
     return (f"state:{kind}", run_id, state_subject(kind, run_id, value))
 
 
+LOCAL = "local"
+"""The origin of a run recorded (or replayed) on this host."""
+UNPROVEN = "unproven"
+"""The origin of a run whose ledger cannot show where it came from (``storage.integrity``)."""
+INGEST_PREFIX = "ingest:"
+
+
+def ingest_event(run_id: str, manifest_sha256: str, origin: str) -> tuple[str, str, str]:
+    """``(event kind, run_id, subject)`` of the event that records a manifest:
+    ``ingest:<origin>`` (``ingest:local``, ``ingest:import:mlflow``), its subject the
+    manifest's hash.  The origin is part of the one event that names the manifest, so it
+    cannot be removed without removing the manifest's record (``verify-store`` reports a
+    manifest no event names)."""
+    return (INGEST_PREFIX + origin, run_id, manifest_sha256)
+
+
 def append(
     conn: sqlite3.Connection, kind: str, run_id: str | None, subject_sha256: str | None
 ) -> Event:
@@ -69,6 +86,29 @@ def append(
         (seq, ts, kind, run_id, subject_sha256, prev, h),
     )
     return Event(seq, ts, kind, run_id, subject_sha256, prev, h)
+
+
+def append_many(
+    conn: sqlite3.Connection, events: Sequence[tuple[str, str | None, str | None]]
+) -> None:
+    """Chain ``(kind, run_id, subject_sha256)`` events onto the ledger, in order, with one
+    insert: the rows ``append`` would write one by one.  The caller holds the write lock."""
+    if not events:
+        return
+    row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+    seq, prev = (row[0], row[1]) if row else (0, GENESIS)
+    rows = []
+    for kind, run_id, subject in events:
+        seq += 1
+        ts = utc_now()
+        h = event_hash(seq, ts, kind, run_id, subject, prev)
+        rows.append((seq, ts, kind, run_id, subject, prev, h))
+        prev = h
+    conn.executemany(
+        "INSERT INTO events (seq, ts, kind, run_id, subject_sha256, prev_hash, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
 
 
 def walk(conn: sqlite3.Connection) -> tuple[int, str | None]:

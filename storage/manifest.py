@@ -444,6 +444,15 @@ def _unset(value: Any) -> bool:
     return value is None
 
 
+class LaunchInfo(_Model):
+    """A command started through a distributed launcher (torchrun, accelerate launch,
+    deepspeed): which, and the topology its command line says (None where it says none)."""
+
+    launcher: Label
+    processes_per_node: Count | None = None
+    nodes: Count | None = None
+
+
 class IntegrityInfo(_Model):
     manifest_sha256: Hex64 | None = None
     signature: Str | None = None
@@ -489,6 +498,7 @@ class RunManifest(_Model):
     # hash) when unset, so manifests stored before them keep their manifest_sha256
     config_source: ConfigSourceInfo | None = Field(default=None, exclude_if=_unset)
     source: SourceInfo | None = Field(default=None, exclude_if=_unset)
+    launch: LaunchInfo | None = Field(default=None, exclude_if=_unset)
     integrity: IntegrityInfo = Field(default_factory=IntegrityInfo)
 
     # -- hashing -------------------------------------------------------------------

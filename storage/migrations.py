@@ -357,6 +357,96 @@ def m004_verdict_badges(db: Database) -> None:
         ledger.append(conn, *ledger.state_event("verdict", run_id, want))
 
 
+@migrations()
+def m005_run_origin(db: Database) -> None:
+    """Bind each run's origin where one deletion cannot take it away.
+
+    Before, a foreign run's origin was only an ``origin:<how>`` event after its
+    ``ingest`` event: deleting the ledger's last event (invisible without
+    ``verify-store --anchor``) made a just-ingested foreign run look recorded here.  Now
+    the origin is in the run's row (``runs.origin``, added here) and in the event that
+    records its manifest (``ingest:<origin>``; see ``storage.integrity``).  Every run
+    already stored gets its row's origin and an ``ingest:<origin>`` event naming its
+    manifest, with the origin its ledger shows:
+
+    - the ``how`` of its ``origin:<how>`` event;
+    - ``local`` when it has none and the ledger proves none was cut: the chain is intact,
+      and an event follows its ``ingest`` that is not part of the same ingest (an
+      ingest's ``origin:`` event came last in its transaction, after its state events);
+    - ``unproven`` otherwise (the run whose ingest ends the ledger, or every such run of
+      a broken chain): the local backend asks before running it.
+
+    Foreign runs stored before origin events existed have none and read as local: the
+    ledger of that time did not record the difference.
+    """
+    from storage import ledger
+
+    conn = db.conn
+    if "origin" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN origin TEXT")
+    runs = conn.execute("SELECT id, manifest_sha256, origin FROM runs ORDER BY rowid").fetchall()
+    if not runs:
+        return
+    bound = {
+        sha: str(kind)[len(ledger.INGEST_PREFIX) :]
+        for sha, kind in conn.execute(
+            "SELECT subject_sha256, kind FROM events WHERE substr(kind, 1, 7) = 'ingest:'"
+        )
+    }
+    ingested = {
+        s for (s,) in conn.execute("SELECT subject_sha256 FROM events WHERE kind = 'ingest'")
+    }
+    told: dict[str, str] = {}
+    for run_id, kind in conn.execute(
+        "SELECT run_id, kind FROM events WHERE substr(kind, 1, 7) = 'origin:' ORDER BY seq"
+    ):
+        if str(kind)[7:] not in (ledger.LOCAL, ledger.UNPROVEN):
+            told.setdefault(run_id, str(kind)[7:])
+    _, broken = ledger.walk(conn)
+    cut = _last_ingest(conn)
+    origins: list[tuple[str, str]] = []
+    events: list[tuple[str, str | None, str | None]] = []
+    for run_id, sha, have in runs:
+        if sha in bound:  # recorded by a version that binds it already
+            if have is None:
+                origins.append((run_id, bound[sha]))
+            continue
+        if run_id in told:
+            origin = told[run_id]
+        elif broken is None and sha in ingested and run_id != cut:
+            origin = ledger.LOCAL
+        else:
+            origin = ledger.UNPROVEN
+        origins.append((run_id, origin))
+        events.append(ledger.ingest_event(run_id, sha, origin))
+    if origins:  # one UPDATE statement: the full-text trigger then writes one segment
+        conn.execute("CREATE TEMP TABLE _run_origins (id TEXT PRIMARY KEY, origin TEXT NOT NULL)")
+        conn.executemany("INSERT INTO temp._run_origins (id, origin) VALUES (?, ?)", origins)
+        conn.execute(
+            "UPDATE runs SET origin = (SELECT o.origin FROM temp._run_origins o"
+            " WHERE o.id = runs.id) WHERE id IN (SELECT id FROM temp._run_origins)"
+        )
+        conn.execute("DROP TABLE temp._run_origins")
+    ledger.append_many(conn, events)
+
+
+def _last_ingest(conn: sqlite3.Connection) -> str | None:
+    """The run whose bare ``ingest`` event is followed only by state events of its own
+    ingest (gap counts, locations), if any: an ``origin:`` event after them may have
+    been cut off the ledger's end, so nothing proves that run local."""
+    group = None
+    for kind, run_id in conn.execute("SELECT kind, run_id FROM events ORDER BY seq DESC"):
+        if kind in ("state:gaps", "state:locations"):
+            if group is not None and run_id != group:
+                return None
+            group = run_id
+            continue
+        if kind == "ingest" and (group is None or run_id == group):
+            return str(run_id)
+        return None
+    return None
+
+
 # every append-only table, whichever migration made it (m001 makes APPEND_ONLY's)
 FACT_TABLES = APPEND_ONLY + BISECT_TABLES
 

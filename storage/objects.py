@@ -40,14 +40,26 @@ class ObjectStore:
         dst = self.path_for(sha256)
         if dst.is_file():
             return dst
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        dst.parent.mkdir(mode=0o700, exist_ok=True)
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(src, flags)
+        try:
+            return self.put_fd(fd, sha256, name=os.fspath(src))
+        finally:
+            os.close(fd)
+
+    def put_fd(self, fd: int, sha256: str, *, name: str) -> Path:
+        """Keep a copy of what the open descriptor ``fd`` reads (a regular file, checked
+        here; the caller keeps and closes it), as :meth:`put` does; ``name`` is how
+        messages name it."""
+        dst = self.path_for(sha256)
+        if dst.is_file():
+            return dst
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        dst.parent.mkdir(mode=0o700, exist_ok=True)
         tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ValueError(f"{os.fspath(src)!r} is not a regular file")
+                raise ValueError(f"{name!r} is not a regular file")
             h = hashlib.sha256()
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
@@ -58,15 +70,13 @@ class ObjectStore:
             finally:
                 os.close(out)
             if h.hexdigest() != sha256:
-                raise ValueError(f"{os.fspath(src)!r} no longer hashes to {sha256[:12]}: not kept")
+                raise ValueError(f"{name!r} no longer hashes to {sha256[:12]}: not kept")
             os.chmod(tmp, 0o400)
             os.replace(tmp, dst)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        finally:
-            os.close(fd)
         return dst
 
     def verify(self, sha256: str) -> bool:

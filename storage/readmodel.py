@@ -16,12 +16,13 @@ from typing import Any
 
 from storage.records import REPLAY_SELECT, RUN_SELECT, ReplayFact, RunRecord
 from storage.store import RunQuery, RunStore, SearchReach, StoreError
+from storage.vocabulary import sql_completed
 
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
 # (to measure its cost) is an experiment, never evidence; failed attempts have no replay
 # info at all and count (as aborted).
 COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
-COMPLETED = "lower(trim(r.status)) IN ('completed', 'succeeded', 'failed')"
+COMPLETED = sql_completed("r.status")
 """A replay that ran to its end (``replay_tui.verdicts``; older facts said succeeded or
 failed): only such a replay's outputs are evidence.  Cancelled, interrupted, timed-out
 and infrastructure-failed attempts are counted apart and never in a rate."""

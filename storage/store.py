@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from storage import integrity, ledger, migrations
+from storage import integrity, ledger, migrations, vocabulary
 from storage.canonical import dumps as canonical_json
 from storage.records import (
     REPLAY_SELECT,
@@ -313,6 +313,10 @@ class RunStore:
     ) -> list[IngestResult]:
         """Store several manifests in one transaction: all of them or none.
 
+        ``origin``: ``local`` for runs recorded or replayed on this host, else how they
+        came in (``ingest``, ``import:mlflow``); kept in each run's row and in the ledger
+        event that records its manifest (``storage.integrity``).
+
         Rows go in with one ``executemany`` per table and the ledger events are chained
         in memory from the head read once under the write lock, in the same order as one
         call per manifest would write them (each manifest's new blobs, then its ingest).
@@ -383,6 +387,7 @@ class RunStore:
                 manifest_rows.append((sha, m.run_id, body, len(body.encode("utf-8")), now))
                 r = run_row(m, sha, gaps, now)
                 r["config_hash"] = chash  # m is the manifest as given, before sealing
+                r["origin"] = origin  # also in the ingest event below (storage.integrity)
                 run_cols = run_cols or ", ".join(f'"{c}"' for c in r)
                 run_rows.append(tuple(r.values()))
                 artifact_rows += [
@@ -400,7 +405,7 @@ class RunStore:
                     for n in sorted(set(m.outputs.metrics) | set(history))
                 ]
                 location_rows += [(m.run_id, loc.role, loc.name, loc.host_path) for loc in locs]
-                events.append(("ingest", m.run_id, sha))
+                events.append(ledger.ingest_event(m.run_id, sha, origin))
                 events += integrity.ingest_events(m.run_id, gaps, locs, origin)
                 results.append(IngestResult(m.run_id, sha, True))
             if blob_rows:
@@ -488,22 +493,7 @@ class RunStore:
     ) -> None:
         """Chain ``(kind, run_id, subject_sha256)`` events onto the ledger, in order, with
         one insert; the caller holds the write lock.  Same rows as ``ledger.append`` each."""
-        if not events:
-            return
-        row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        seq, prev = (row[0], row[1]) if row else (0, ledger.GENESIS)
-        rows = []
-        for kind, run_id, subject in events:
-            seq += 1
-            ts = ledger.utc_now()
-            h = ledger.event_hash(seq, ts, kind, run_id, subject, prev)
-            rows.append((seq, ts, kind, run_id, subject, prev, h))
-            prev = h
-        conn.executemany(
-            "INSERT INTO events (seq, ts, kind, run_id, subject_sha256, prev_hash, hash)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        ledger.append_many(conn, events)
 
     def _put_blob(
         self, conn: sqlite3.Connection, sha: str, kind: str, data: bytes, run_id: str | None
@@ -618,7 +608,7 @@ class RunStore:
         counts_as_evidence``: only a completed replay does).  None keeps the older rule
         for callers not yet passing it: a verdict of a command that ran to its end."""
         if sets_verdict is None:
-            sets_verdict = status in ("completed", "succeeded", "failed")
+            sets_verdict = status in vocabulary.COMPLETED_SPELLINGS
         with self._write() as conn:
             rid = self._append_fact(
                 conn,
@@ -655,6 +645,18 @@ class RunStore:
                 {"run_id": run_id, "times": times},
                 dict(body),
             )
+
+    def noise_floors_of(self, run_id: str) -> list[dict[str, Any]]:
+        """The noise-floor facts of ``run_id``, newest first (``id``, ``created_at``,
+        ``times``, decoded ``body``)."""
+        rows = self.conn.execute(
+            "SELECT id, created_at, times, body FROM noise_floors WHERE run_id = ?"
+            " ORDER BY id DESC",
+            (run_id,),
+        ).fetchall()
+        return [
+            {"id": r[0], "created_at": r[1], "times": r[2], "body": json.loads(r[3])} for r in rows
+        ]
 
     def add_drill(self, passed: bool, body: Mapping[str, Any]) -> int:
         with self._write() as conn:
@@ -977,7 +979,8 @@ class RunStore:
                         rep.problems.append(f"{table} #{fid} has no ledger event")
             manifest_shas = {s for (s,) in conn.execute("SELECT sha256 FROM manifests")}
             for s, run_id in conn.execute(
-                "SELECT subject_sha256, run_id FROM events WHERE kind = 'ingest'"
+                "SELECT subject_sha256, run_id FROM events"
+                " WHERE kind = 'ingest' OR substr(kind, 1, 7) = 'ingest:'"
             ):
                 if s not in manifest_shas:
                     rep.problems.append(f"the manifest of run {run_id} ({s[:12]}) is missing")

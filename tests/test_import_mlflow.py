@@ -289,7 +289,16 @@ def test_import_through_a_tracking_server(tracked: dict[str, Any], tmp_path: Pat
             assert time.monotonic() < deadline, "mlflow server did not answer /health"
             time.sleep(1)
         store = tmp_path / "runs.db"
-        proc = _cli(store, "import", "mlflow", uri, "--run-id", tracked["ok"], "--json")
+        # the server names artifacts by a file:// path on this machine: not taken unless
+        # the user names that folder (a server could name ~/.ssh just as well)
+        refused = _cli(store, "import", "mlflow", uri, "--run-id", tracked["ok"])
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        assert "outside the tracking store's artifact root" in refused.stderr
+        root = Path(tracked["db"][len("sqlite:///") :]).parent
+        proc = _cli(
+            store, "import", "mlflow", uri, "--run-id", tracked["ok"], "--json",
+            "--artifact-root", str(root),
+        )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         (row,) = json.loads(proc.stdout)["runs"]
         with RunStore(store) as s:

@@ -358,3 +358,31 @@ def test_outputs_at_the_top_of_the_workdir(store: Path, repo: Path, train_image:
     code, rep, err = replay(store, str(data["run_id"]), "--repo", str(repo))
     assert code == 0, err[-2000:]
     assert rep["replays"][0]["verdict"] == "IDENTICAL"
+
+
+def test_a_floor_measuring_series_in_docker_reads_within_noise(
+    store: Path, repo: Path, train_image: str
+) -> None:
+    """``replay --times 2`` of a nondeterministic program in the sandboxed container: the
+    floor is measured from the two replicas and stored, and the original is judged
+    against it.  A wrong verdict (DIVERGED) needs an endpoint outside a prediction
+    interval of family-wise error 1e-7 (``--alpha 1e-7``): a chance below 1e-7."""
+    import shutil
+
+    from tests.training import ROOT, git
+
+    shutil.copy(ROOT / "examples" / "train_noisy.py", repo / "train_noisy.py")
+    git(repo, "add", "train_noisy.py")
+    git(repo, "commit", "-q", "-m", "noisy training")
+    rid = record_in(store, repo, train_image, "train_noisy.py", "--steps", "30")
+    code, rep, err = replay(store, rid, "--times", "2", "--alpha", "1e-7")
+    assert code == 0, err[-3000:]
+    assert [r["verdict"] for r in rep["replays"]] == ["WITHIN_NOISE", "WITHIN_NOISE"], rep
+    assert rep["noise_floor"]["replicas"] == 2 and rep["noise_floor"]["floor_id"]
+    with RunStore(store) as s:
+        floors = [f for f in s.facts("noise_floors") if "floor" in f["body"]]
+        assert len(floors) == 1 and floors[0]["run_id"] == rid
+        replicas = floors[0]["body"]["replicas"]
+        assert sorted(replicas) == sorted(r["replay_run"] for r in rep["replays"])
+        assert all(s.manifest(x).replay.backend == "docker" for x in replicas)  # type: ignore[union-attr]
+        assert s.verify().ok

@@ -218,6 +218,12 @@ def test_replay_times_two_fans_out_to_two_jobs(store: Path, recorded: dict[str, 
     assert [r["verdict"] for r in rep["replays"]] == ["IDENTICAL", "IDENTICAL"]
     assert rep["noise_floor"]["replicas"] == 2
     assert rep["noise_floor"]["largest_identical_group"] == 2
+    with RunStore(store) as s:  # a floor-measuring series: the floor is stored, ledgered
+        floors = [f for f in s.facts("noise_floors") if "floor" in f["body"]]
+        assert [f["id"] for f in floors] == [rep["noise_floor"]["floor_id"]]
+        assert sorted(floors[0]["body"]["replicas"]) == sorted(
+            r["replay_run"] for r in rep["replays"]
+        )
     jobs = [job_of(store, r["replay_run"])["job_id"] for r in rep["replays"]]
     assert len(set(jobs)) == 2
     assert wait_for_sacct(jobs) == dict.fromkeys(jobs, "COMPLETED")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def _executor(tmp_path: Path, *, gpus: int, options: SlurmOptions) -> SlurmExecu
         IMAGE,
         [dk.Mount(str(tmp_path / "wt"), dk.CONTAINER_ROOT, True), dk.Mount(str(data), "/d")],
         dk.CONTAINER_ROOT,
-        dk.Sandbox(gpus=gpus > 0, memory_limit="2g", pids_limit=256),
+        dk.Sandbox(gpus=gpus, memory_limit="2g", pids_limit=256),
     )
     return SlurmExecutor(
         container, tmp_path / "spool", options, gpus=gpus, memory=slurm_memory("2g")
@@ -148,8 +149,13 @@ def test_job_script_runs_the_docker_backends_sandbox(
         "--mount type=bind,source={},target=/workspace,readonly".format(tmp_path / "wt") in joined
     )
     assert f"type=bind,source={spec.handoff_dir},target={dk.HANDOFF_MOUNT}" in joined
-    # the SDK comes from the spool (compute nodes see it), not from this checkout
-    assert f"source={tmp_path / 'spool' / 'sdk'}" in joined
+    # the SDK comes from the job's own owner-only folder in the spool (compute nodes see
+    # it), copied fresh for this job: not from this checkout, nor from a shared copy
+    assert f"source={jobdir / 'sdk' / 'replay_tui'}" in joined
+    assert (jobdir / "sdk" / "replay_tui" / "sdk.py").is_file()
+    assert stat.S_IMODE(jobdir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((jobdir / "output.log").stat().st_mode) == 0o600
+    assert "umask 077" in script
     assert '--env NOTE=it\'s a "quoted" $value' in joined  # survives the shell intact
     assert words[-4:] == ["python3", "train.py", "--lr", "0.1"]
     assert IMAGE in words

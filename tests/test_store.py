@@ -553,7 +553,7 @@ def test_event_edited_with_triggers_dropped_is_caught(
     conn.close()
     code, out = verify_cli(cli)
     assert code == 1
-    assert "event 3 (ingest) was altered" in out
+    assert "event 3 (ingest:local) was altered" in out
 
 
 def test_event_rehashed_after_editing_breaks_the_next_link(
@@ -574,7 +574,7 @@ def test_event_rehashed_after_editing_breaks_the_next_link(
     conn.close()
     code, out = verify_cli(cli)
     assert code == 1
-    assert "event 3 (ingest) does not link to the hash of event 2" in out
+    assert "event 3 (ingest:local) does not link to the hash of event 2" in out
 
 
 def test_deleted_manifest_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
@@ -725,7 +725,7 @@ def test_two_processes_ingesting_at_once_lose_nothing(tmp_path: Path) -> None:
         assert stored == expected
         events = s.events()
         assert [e.seq for e in events] == list(range(1, 2 * n + 1))
-        assert {e.run_id for e in events if e.kind == "ingest"} == expected
+        assert {e.run_id for e in events if e.kind == "ingest:local"} == expected
         rep = s.verify()
         assert rep.ok, rep.problems[:5]
         assert rep.manifests == 2 * n
@@ -776,7 +776,7 @@ def check_after_kill(path: Path) -> set[str]:
     with RunStore(path) as s:
         rep = s.verify()
         assert rep.ok, rep.problems[:5]
-        ingest_events = [e for e in s.events() if e.kind == "ingest"]
+        ingest_events = [e for e in s.events() if e.kind == "ingest:local"]
         assert s.count_runs() == len(ingest_events) == rep.manifests
         ids = {r.id for r in s.list_runs(RunQuery(limit=100_000))}
         assert ids == {e.run_id for e in ingest_events}

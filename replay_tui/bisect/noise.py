@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from replay_tui.compare.distance import metric_gap, weight_rel_l2
 from replay_tui.compare.verdict import Comparison, compare_runs
+from replay_tui.verdicts import is_reproduced
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 
@@ -121,7 +122,7 @@ class Judgement:
 
 
 def _close(cmp: Comparison, d: Distance, floor: Distance) -> bool:
-    return cmp.verdict in ("IDENTICAL", "EQUIVALENT") or d.within(floor)
+    return is_reproduced(cmp.verdict) or d.within(floor)
 
 
 def judge(

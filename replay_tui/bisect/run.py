@@ -39,6 +39,7 @@ from replay_tui.bisect.verdict import BisectResult, ProbeRecord, noun
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
+from replay_tui.verdicts import is_reproduced
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -414,7 +415,6 @@ def run_bisect(
     persist: bool = True,
 ) -> BisectResult:
     """Bisect GOOD against BAD (module doc); stored unless ``persist`` is False."""
-    from replay_tui.compare.verdict import compare_runs
 
     t0 = time.monotonic()
     if opts.budget < 1:
@@ -437,7 +437,12 @@ def run_bisect(
     runner = _Runner(store, good, bad, opts, on_event, should_cancel, docker_client, res)
     rtol, atol = runner.rtol, runner.atol
     objects = runner.objects
-    gb_cmp = compare_runs(good_m, bad_m, objects=objects, rtol=rtol, atol=atol)
+    from replay_tui.replay.runner import compare_pair
+
+    # GOOD against BAD as every command judges a pair: with GOOD's stored noise floor,
+    # when there is one (BAD within GOOD's own noise has nothing to explain)
+    tol = opts.replay.tolerance
+    gb_cmp = compare_pair(store, good_m, bad_m, type(tol).of(rtol, atol, tol.alpha, tol.margin))
     gb_dist = distance(good_m, bad_m, objects)
     step = first_divergent_step(gb_cmp)
     at_step = [m for m in gb_cmp.metrics if not m.timing and m.first_step_differs == step]
@@ -448,10 +453,11 @@ def run_bisect(
         "first_divergent_step": step,
         "metric": metric,
     }
-    if gb_cmp.verdict in ("IDENTICAL", "EQUIVALENT") and good_m.status == bad_m.status:
+    if is_reproduced(gb_cmp.verdict) and good_m.status == bad_m.status:
         raise BadInput(
-            f"GOOD and BAD agree ({gb_cmp.verdict} within rtol={rtol:g}, atol={atol:g}):"
-            " there is no divergence to explain"
+            f"GOOD and BAD agree ({gb_cmp.verdict} within rtol={rtol:g}, atol={atol:g}"
+            + (", and GOOD's noise floor" if gb_cmp.noise is not None else "")
+            + "): there is no divergence to explain"
         )
 
     # factors and what can be tested here

@@ -24,18 +24,21 @@ reader can tell.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import importlib
 import json
 import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from replay_tui.capture.hashing import sha256_file
+from replay_tui.capture.hashing import sha256_regular_file
+from replay_tui.door import LIMITS, Refused, open_under, read_named, read_under
 from storage.canonical import written_as_big_integer
 
 POSITIONAL_KEY = "_positional"
@@ -49,7 +52,7 @@ CONFIG_SUFFIXES: dict[str, str] = {
     ".ini": "ini",
 }
 PARSED_FORMATS = ("yaml", "json", "toml")
-MAX_PARSE_BYTES = 4 * 1024 * 1024  # bigger config files are hashed, not parsed
+MAX_PARSE_BYTES = LIMITS["config file"]  # 4 MiB: bigger config files are hashed, not parsed
 MAX_BLOB_BYTES = 1024 * 1024  # config files up to this size are kept in the store
 MAX_KEY = 256
 MAX_VALUE = 4096
@@ -129,12 +132,10 @@ class ArgvConfig:
         out: dict[str, tuple[str, bytes]] = {}
         for f in self.files:
             if f.size_bytes <= MAX_BLOB_BYTES:
-                try:
-                    data = f.abs_path.read_bytes()
-                except OSError:
+                try:  # the user's file, through the door: a regular file only, bounded
+                    data = read_named(f.abs_path, "config file", limit=MAX_BLOB_BYTES)
+                except Refused:
                     continue
-                import hashlib
-
                 if hashlib.sha256(data).hexdigest() == f.sha256:
                     out[f.sha256] = ("config", data)
         return out
@@ -220,8 +221,18 @@ def parse_argv(
     argv: Sequence[str],
     cwd: Path | None = None,
     repo_root: Path | None = None,
+    *,
+    confine: bool = False,
 ) -> ArgvConfig:
-    """Read the configuration ``argv`` carries; with ``cwd``, hash (and parse) config files."""
+    """Read the configuration ``argv`` carries; with ``cwd``, hash (and parse) config files.
+
+    At record time argv is the user's own command line: a config file it names is theirs,
+    wherever it lies (read with ``door.read_named``).  A replay's argv comes from a
+    manifest (maybe someone else's): with ``confine``, a config file is taken only inside
+    ``repo_root`` (the replay's checkout), opened through the door from there (no link
+    followed, a regular file only, bounded); an absolute path, ``~`` or a path leaving the
+    checkout names a file of this host and is never read.
+    """
     program, args = split_program(argv)
     out = ArgvConfig(program=program)
     file_tokens: list[str] = []
@@ -274,7 +285,10 @@ def parse_argv(
             continue
         out.positional.append(tok[:MAX_VALUE])
         file_tokens.append(tok)
-    if cwd is not None:
+    if cwd is not None and confine:
+        if repo_root is not None:
+            _confined_config_files(out, file_tokens, cwd, repo_root)
+    elif cwd is not None:
         _config_files(out, file_tokens, cwd, repo_root)
     return out
 
@@ -303,37 +317,70 @@ def _config_files(
         if p in seen:
             continue
         seen.add(p)
-        try:
-            digest = sha256_file(p)
-            size = p.stat().st_size
+        try:  # a regular file only (never a FIFO swapped in after the check above)
+            digest, size = sha256_regular_file(p)
         except (OSError, ValueError, RuntimeError):
             continue
         in_repo = None
         if repo_root is not None and p.is_relative_to(repo_root.resolve()):
             in_repo = p.relative_to(repo_root.resolve()).as_posix()
         cf = ConfigFile(tok, p, digest, size, fmt, in_repo=in_repo)
-        if fmt in PARSED_FORMATS:
-            if size > MAX_PARSE_BYTES:
-                cf.problem = f"over {MAX_PARSE_BYTES} bytes: hashed, not parsed"
-            else:
-                try:
-                    data = _load(p, fmt)
-                except Exception as e:  # any parser error: the file is still pinned by hash
-                    cf.problem = f"not parsed: {str(e).splitlines()[0][:160] if str(e) else e}"
-                else:
-                    if isinstance(data, Mapping):
-                        for k, v in data.items():
-                            key = _clip_key(str(k))
-                            if key is not None:
-                                out.file_values[key] = jsonable(v)
-                        cf.parsed = True
-                    else:
-                        cf.problem = "not a mapping at the top level: hashed, not merged"
+        _merge_file(out, cf, partial(read_named, p, "config file"))
         out.files.append(cf)
 
 
-def _load(path: Path, fmt: str) -> Any:
-    text = path.read_bytes()
+def _confined_config_files(
+    out: ArgvConfig, tokens: Sequence[str], cwd: Path, repo_root: Path
+) -> None:
+    """:func:`_config_files` for a replay: only files inside ``repo_root``, each opened
+    through the door from there (``parse_argv``'s ``confine``)."""
+    top = Path(os.path.realpath(repo_root))
+    here = os.path.relpath(os.path.realpath(cwd), top)
+    seen: set[str] = set()
+    for tok in tokens:
+        fmt = CONFIG_SUFFIXES.get(Path(tok).suffix.lower())
+        if fmt is None or "\x00" in tok or len(tok) > MAX_VALUE or os.path.isabs(tok):
+            continue
+        rel = os.path.normpath(os.path.join(here, tok))
+        if rel == ".." or rel.startswith("../") or os.path.isabs(rel) or rel in seen:
+            continue  # it would leave the checkout: a file of this host, never read
+        seen.add(rel)
+        try:
+            with open_under(top, rel, "config file", limit=LIMITS["run output"]) as f:
+                h = hashlib.sha256()
+                for chunk in f.chunks():
+                    h.update(chunk)
+                size = f.size
+        except (Refused, OSError):
+            continue
+        cf = ConfigFile(tok, top / rel, h.hexdigest(), size, fmt, in_repo=rel)
+        _merge_file(out, cf, partial(read_under, top, rel, "config file"))
+        out.files.append(cf)
+
+
+def _merge_file(out: ArgvConfig, cf: ConfigFile, read: Callable[[], bytes]) -> None:
+    """Parse ``cf`` (its bytes from ``read``) and merge its top-level keys into ``out``."""
+    if cf.format not in PARSED_FORMATS:
+        return
+    if cf.size_bytes > MAX_PARSE_BYTES:
+        cf.problem = f"over {MAX_PARSE_BYTES} bytes: hashed, not parsed"
+        return
+    try:
+        data = _parse(read(), cf.format)
+    except Exception as e:  # any parser error: the file is still pinned by hash
+        cf.problem = f"not parsed: {str(e).splitlines()[0][:160] if str(e) else e}"
+        return
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            key = _clip_key(str(k))
+            if key is not None:
+                out.file_values[key] = jsonable(v)
+        cf.parsed = True
+    else:
+        cf.problem = "not a mapping at the top level: hashed, not merged"
+
+
+def _parse(text: bytes, fmt: str) -> Any:
     if fmt == "json":
         return json.loads(text.decode("utf-8"))
     if fmt == "toml":

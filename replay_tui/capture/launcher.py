@@ -433,25 +433,19 @@ def read_inside(handoff_dir: Path) -> dict[str, Any]:
     is kept, the dropped part shows as the gap it leaves (no seed, no metrics...), and
     the reasons are listed under ``"problems"``.
     """
-    path = handoff_dir / INSIDE_FILE
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        return {"problems": [f"handoff file {INSIDE_FILE}: cannot open it ({e.strerror})"]}
-    try:
-        import stat as st_mod
+    from replay_tui.door import Refused, exists_under, read_under
 
-        if not st_mod.S_ISREG(os.fstat(fd).st_mode):
-            return {"problems": [f"handoff file {INSIDE_FILE} is not a regular file: ignored"]}
-        with os.fdopen(os.dup(fd), "rb") as f:
-            raw = f.read(MAX_HANDOFF_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_HANDOFF_BYTES:
-        return {"problems": [f"handoff file {INSIDE_FILE} is over {MAX_HANDOFF_BYTES} bytes"]}
+    if not exists_under(handoff_dir, INSIDE_FILE):
+        return {}
+    try:
+        raw = read_under(handoff_dir, INSIDE_FILE, "handoff file", limit=MAX_HANDOFF_BYTES)
+    except Refused as e:
+        why = str(e)
+        if "not a regular file" in why:
+            why += ": ignored"
+        elif "does not exist" not in why and "limit" not in why:
+            why = f"handoff file {INSIDE_FILE}: cannot open it ({why})"
+        return {"problems": [why]}
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as e:
@@ -596,7 +590,12 @@ def collect_outputs(
     if before is not None:
         stale.mark_stale(cwd, artifacts, refused, before)
     if metrics_file:
-        series.merge(read_metrics_file(cwd / metrics_file))
+        from replay_tui.door import Refused
+
+        try:
+            series.merge(read_metrics_file(cwd, metrics_file))
+        except Refused as e:  # its numbers are not taken: the metrics show as missing
+            refused.append(str(e))
     log_bytes = log_path.read_bytes() if log_path.exists() else b""
     return Collected(
         inside,
@@ -669,6 +668,11 @@ def build_manifest(
     det = dict(inside.get("determinism") or {})
     ienv = dict(inside.get("environment") or {})
     env_view = {**ienv, **result.environment}
+    # torch, CUDA, cuDNN, NCCL: the SDK's view where it saw torch in the run (all four as
+    # the run saw them), else what the run's installed torch says (read before the run)
+    torch_view: Mapping[str, Any] = (
+        env_view if env_view.get("torch_version") else outside.python.torch_versions()
+    )
     gpus = inside.get("gpus")
     if gpus is None and outside.gpus.gpus:
         gpus = outside.gpus.gpus
@@ -725,10 +729,10 @@ def build_manifest(
             "python_version": env_view.get("python_version") or outside.python.python_version,
             "packages": env_view.get("packages", outside.python.packages),
             "packages_sha256": env_view.get("packages_sha256", outside.python.packages_sha256),
-            "torch_version": env_view.get("torch_version"),
-            "cuda_version": env_view.get("cuda_version"),
-            "cudnn_version": env_view.get("cudnn_version"),
-            "nccl_version": env_view.get("nccl_version"),
+            "torch_version": torch_view.get("torch_version"),
+            "cuda_version": torch_view.get("cuda_version"),
+            "cudnn_version": torch_view.get("cudnn_version"),
+            "nccl_version": torch_view.get("nccl_version"),
             "os": env_view.get("os") or probes.os_description(),
             "kernel": probes.kernel(),
             "hostname": probes.hostname(),
@@ -751,6 +755,7 @@ def build_manifest(
         },
         "capture": dict(capture) if capture else None,
         "replay": dict(replay) if replay else None,
+        "launch": probes.launch_info(argv),
     }
     if config:
         from storage.manifest import config_hash
@@ -801,7 +806,9 @@ def record(
         MetricRegex(pat, opts.metric_name)  # validate before running anything
     regexes = [MetricRegex(p, opts.metric_name) for p in opts.metric_regex]
     cache = StatCache(store.path.parent / "hashcache.db") if store.path.name else None
-    interpreter = probes.interpreter_for(opts.argv, sys.executable)
+    # the run's Python: argv[0] when it is a python, else the interpreter a launcher
+    # script names (torchrun's, accelerate's, deepspeed's shebang line)
+    interpreter = probes.interpreter_for(opts.argv, sys.executable, opts.cwd)
     try:
         outside = probe_outside(opts, cache, interpreter)
         argv_cfg = parse_argv(opts.argv, opts.cwd, outside.git.root)

@@ -104,18 +104,26 @@ def _num(v: Any) -> float | None:
     return float(v)
 
 
-def read_metrics_file(path: Path) -> MetricSeries:
-    """Read metrics the script wrote.
+def read_metrics_file(root: Path, rel: str) -> MetricSeries:
+    """Read metrics the script wrote to ``root/rel`` (the run's working folder and the
+    recorded ``capture.metrics_file``).
+
+    The file was written by the run (in a replay: by code from a manifest), so it is read
+    through ``replay_tui.door``: never through a link, a regular file only, at most
+    ``LIMITS["metrics file"]``; a refusal raises ``door.Refused`` for the caller to list.
+    A file that is not there gives no metrics.
 
     JSON: ``{"name": value}`` finals, or ``{"name": [[step, value], ...]}`` histories.
     JSONL: one object per line, either ``{"name": n, "step": s, "value": v}`` or
     ``{"step": s, "loss": v, "acc": w}``.
     """
+    from replay_tui.door import read_under_or_none
+
     out = MetricSeries()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+    raw = read_under_or_none(root, rel, "metrics file")
+    if raw is None:
         return out
+    text = raw.decode("utf-8", "replace")
     stripped = text.strip()
     if not stripped:
         return out

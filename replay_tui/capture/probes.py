@@ -14,10 +14,12 @@ import platform
 import re
 import shutil
 import socket
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 # Variables that change what training computes.  Prefixes end with '_'.
@@ -120,9 +122,18 @@ def probe_git(cwd: Path) -> GitState:
 
 # -- packages, OS ---------------------------------------------------------------------
 
+# 'torch': the folders of the torch package ``import torch`` would load, found by
+# ``find_spec`` (which runs nothing of torch; the caller reads torch/version.py itself,
+# bounded), [] where there is none, None where the lookup failed.
 _PACKAGES_SNIPPET = (
-    "import importlib.metadata as m, json, sys;"
-    "print(json.dumps({'python': sys.version.split()[0], 'packages': sorted({"
+    "import importlib.metadata as m, importlib.util as u, json, sys\n"
+    "try:\n"
+    "    s = u.find_spec('torch')\n"
+    "    t = None if s and s.submodule_search_locations is None else"
+    " [str(p) for p in (s.submodule_search_locations if s else ())]\n"
+    "except Exception:\n"
+    "    t = None\n"
+    "print(json.dumps({'python': sys.version.split()[0], 'torch': t, 'packages': sorted({"
     "f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions() if d.metadata['Name']})}))"
 )
 
@@ -132,6 +143,22 @@ class PythonEnv:
     python_version: str | None = None
     packages: list[str] | None = None
     packages_sha256: str | None = None
+    # torch as its installed files say (torch/version.py, the nvidia-* packages), read
+    # without importing it; None where unknown.  A CPU build has a torch_version and no
+    # CUDA, cuDNN or NCCL version.
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    cudnn_version: str | None = None
+    nccl_version: str | None = None
+
+    def torch_versions(self) -> dict[str, str | None]:
+        """The four versions, keyed as the manifest's ``environment`` keys them."""
+        return {
+            "torch_version": self.torch_version,
+            "cuda_version": self.cuda_version,
+            "cudnn_version": self.cudnn_version,
+            "nccl_version": self.nccl_version,
+        }
 
 
 def packages_sha256(packages: Sequence[str]) -> str:
@@ -152,16 +179,325 @@ def probe_python(interpreter: str) -> PythonEnv:
     except (OSError, subprocess.SubprocessError, ValueError):
         return PythonEnv()
     pkgs = [str(p) for p in data["packages"]]
-    return PythonEnv(str(data["python"]), pkgs, packages_sha256(pkgs))
+    env = PythonEnv(str(data["python"]), pkgs, packages_sha256(pkgs))
+    torch_dirs = data.get("torch")
+    if isinstance(torch_dirs, list):
+        fill_torch_versions(env, [str(d) for d in torch_dirs])
+    return env
 
 
-def interpreter_for(argv: Sequence[str], fallback: str) -> str:
-    """The Python that will run ``argv``: argv[0] when it is a python, else ``fallback``."""
+# -- torch, CUDA, cuDNN and NCCL from the installed files ----------------------------
+
+MAX_VERSION_FILE = 16 * 1024
+_QUOTED = r"""'([^'"\\\x00-\x1f\x7f]{1,200})'|"([^'"\\\x00-\x1f\x7f]{1,200})"|(None)"""
+_VERSION_LINE = re.compile(rf"(__version__|cuda)\s*(?::[^=]*)?=\s*(?:{_QUOTED})\s*(?:#.*)?")
+_CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+_DIST_VERSION = re.compile(r"([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
+
+
+def read_head(path: str | Path, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of a regular file; None for anything else (a FIFO, a
+    device, a folder) and for what cannot be opened.  Opened non-blocking and checked
+    once open, so a file swapped for a FIFO is never waited on."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def torch_version_file(torch_dirs: Sequence[str]) -> tuple[str, str | None] | None:
+    """``(torch.__version__, torch.version.cuda)`` read as text from ``version.py`` in the
+    first of ``torch_dirs`` that has one (never run; at most 16 KiB).  None where the
+    file or either assignment is missing, so ``cuda = None`` (a CPU or ROCm build) is
+    told apart from not knowing."""
+    for d in torch_dirs:
+        raw = read_head(Path(d) / "version.py", MAX_VERSION_FILE + 1)
+        if raw is None:
+            continue
+        if len(raw) > MAX_VERSION_FILE:
+            return None
+        found: dict[str, str | None] = {}
+        for line in raw.decode("utf-8", "replace").splitlines():
+            m = _VERSION_LINE.fullmatch(line.strip())
+            if m and m.group(1) not in found:
+                found[m.group(1)] = m.group(2) or m.group(3)  # None for `= None`
+        version, cuda = found.get("__version__"), found.get("cuda", "")
+        if not version or cuda == "" or (cuda is not None and not _CUDA_VERSION.fullmatch(cuda)):
+            return None
+        return version, cuda
+    return None
+
+
+def _dist_version(packages: Sequence[str], name: str) -> str | None:
+    """The version of distribution ``name`` (normalised: ``nvidia-cudnn-cu13``) in a
+    ``name==version`` list."""
+    for p in packages:
+        n, sep, v = p.partition("==")
+        if sep and re.sub(r"[-_.]+", "-", n).lower() == name:
+            return v
+    return None
+
+
+def cudnn_version_number(version: str) -> str | None:
+    """A cuDNN release (``9.19.0.56``: the nvidia-cudnn package's version) as the number
+    ``torch.backends.cudnn.version()`` gives and the SDK records (``"91900"``): from
+    cuDNN 9 on, major*10000 + minor*100 + patch (cudnn_version.h's CUDNN_VERSION); up to
+    cuDNN 8, major*1000 + minor*100 + patch (8.9.2 -> ``"8902"``)."""
+    m = _DIST_VERSION.match(version)
+    if not m:
+        return None
+    major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    if minor > 99 or patch > 99:
+        return None
+    return str(major * (10000 if major >= 9 else 1000) + minor * 100 + patch)
+
+
+def nccl_version_text(version: str) -> str | None:
+    """An NCCL release (``2.27.5``: the nvidia-nccl package's version) as the SDK records
+    ``torch.cuda.nccl.version()``: its three numbers joined by dots."""
+    m = _DIST_VERSION.match(version)
+    if not m or m.group(3) is None:
+        return None
+    return f"{int(m.group(1))}.{int(m.group(2))}.{int(m.group(3))}"
+
+
+def _bundled(torch_dirs: Sequence[str], prefix: str) -> bool:
+    """Whether torch carries its own copy of a library (``torch/lib/libcudnn*``): an
+    nvidia-* package's version is then not known to be the one loaded."""
+    for d in torch_dirs:
+        with contextlib.suppress(OSError):
+            if any(n.startswith(prefix) for n in os.listdir(Path(d) / "lib")):
+                return True
+    return False
+
+
+def fill_torch_versions(env: PythonEnv, torch_dirs: Sequence[str]) -> None:
+    """Fill ``env``'s torch, CUDA, cuDNN and NCCL versions from the installed files.
+
+    torch and CUDA come from torch/version.py (``torch.__version__``,
+    ``torch.version.cuda``); cuDNN and NCCL from the nvidia-cudnn-cuNN and
+    nvidia-nccl-cuNN packages of that CUDA's major version (what a pip-installed torch
+    loads), in the form the SDK records them.  A CPU build leaves CUDA, cuDNN and NCCL
+    unknown; a torch that ships its own cuDNN or NCCL leaves that one unknown.
+    """
+    found = torch_version_file(torch_dirs)
+    if found is None:
+        return
+    env.torch_version, env.cuda_version = found
+    if env.cuda_version is None or not env.packages:
+        return
+    suffix = f"cu{env.cuda_version.split('.')[0]}"
+    cudnn = _dist_version(env.packages, f"nvidia-cudnn-{suffix}")
+    if cudnn and not _bundled(torch_dirs, "libcudnn"):
+        env.cudnn_version = cudnn_version_number(cudnn)
+    nccl = _dist_version(env.packages, f"nvidia-nccl-{suffix}")
+    if nccl and not _bundled(torch_dirs, "libnccl"):
+        env.nccl_version = nccl_version_text(nccl)
+
+
+# -- which interpreter runs a command ------------------------------------------------
+
+SHEBANG_BYTES = 512
+_PYTHON_NAME = re.compile(r"python[0-9.]*")
+# pip's (distlib's) and uv's form for an interpreter path too long for a shebang line or
+# with a space in it: `#!/bin/sh`, then `'''exec' "/path/bin/python" "$0" "$@"`
+_SH_EXEC = re.compile(r"""'''exec' (?:"([^"]+)"|(\S+)) "\$0" "\$@\"""")
+
+
+def _which(cmd: str, cwd: Path | None) -> str | None:
+    if cwd is not None and "/" in cmd and not os.path.isabs(cmd):
+        cmd = str(cwd / cmd)
+    return shutil.which(cmd)
+
+
+def script_interpreter(path: str) -> str | None:
+    """The Python a script runs under, from its shebang line: ``#!/venv/bin/python3``,
+    ``#!/usr/bin/env python3`` (looked up on PATH) or pip's ``#!/bin/sh`` + ``'''exec'``
+    form.  Reads at most 512 bytes, of a regular file only; None where ``path`` is not
+    such a script or its interpreter is not a python."""
+    head = read_head(path, SHEBANG_BYTES)
+    if head is None or not head.startswith(b"#!"):
+        return None
+    lines = head.decode("utf-8", "replace").splitlines()
+    words = lines[0][2:].split()
+    if not words:
+        return None
+    prog = words[0]
+    name = Path(prog).name
+    if name == "env":  # env [-S] [NAME=value...] python3 [args]
+        rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        prog = rest[0] if rest else ""
+    elif name in ("sh", "bash", "dash") and len(lines) > 1:
+        m = _SH_EXEC.match(lines[1])
+        prog = (m.group(1) or m.group(2)) if m else ""
+    if not _PYTHON_NAME.fullmatch(Path(prog).name):
+        return None
+    if "/" in prog and not os.path.isabs(prog):
+        return None  # relative to wherever the script is run from: not known here
+    return shutil.which(prog)
+
+
+def interpreter_for(argv: Sequence[str], fallback: str, cwd: Path | None = None) -> str:
+    """The Python that will run ``argv``: argv[0] when it is a python; the interpreter of
+    argv[0]'s shebang line when argv[0] is a Python script (a launcher such as
+    ``torchrun``, ``accelerate`` or ``deepspeed``, or ``./train.py``); else ``fallback``.
+    ``cwd`` is where a relative ``./script`` is found (the run's working directory)."""
     if argv:
-        exe = shutil.which(argv[0])
-        if exe and re.fullmatch(r"python[0-9.]*", Path(argv[0]).name):
+        exe = _which(argv[0], cwd)
+        if exe and _PYTHON_NAME.fullmatch(Path(argv[0]).name):
             return exe
+        if exe:
+            return script_interpreter(exe) or fallback
     return fallback
+
+
+# -- launch topology -------------------------------------------------------------------
+
+# Options of each launcher that take no value: any other option without '=' takes the
+# next word, so the walk stops at the training script, whose own options are not read.
+_TORCHRUN_FLAGS = frozenset(
+    {"standalone", "no_python", "run_path", "module", "m", "use_env", "virtual_local_rank"}
+)
+_ACCELERATE_FLAGS = frozenset(
+    {
+        "cpu", "multi_gpu", "tpu", "ipex", "use_xpu", "use_deepspeed", "use_fsdp",
+        "use_megatron_lm", "same_network", "module", "m", "no_python", "debug", "quiet",
+        "q", "downcast_bf16", "enable_cpu_affinity", "tpu_use_cluster", "tpu_use_sudo",
+    }
+)  # fmt: skip
+_DEEPSPEED_FLAGS = frozenset(
+    {
+        "no_python", "no_local_rank", "no_ssh_check", "no_ssh", "force_multi", "save_pid",
+        "elastic_training", "bind_cores_to_rank", "module", "m",
+    }
+)  # fmt: skip
+_TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def _launcher_options(words: Sequence[str], flags: frozenset[str]) -> dict[str, str | None]:
+    """A launcher's own options (``--nproc-per-node 2`` -> ``{"nproc_per_node": "2"}``),
+    up to the first word that is not one: the training script."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "--" or not w.startswith("-") or w == "-":
+            break
+        name, eq, value = w.lstrip("-").partition("=")
+        name = name.replace("-", "_")
+        if eq:
+            out.setdefault(name, value)
+        elif name in flags:
+            out.setdefault(name, None)
+        else:
+            out.setdefault(name, words[i + 1] if i + 1 < len(words) else None)
+            i += 1
+        i += 1
+    return out
+
+
+def _python_module(argv: Sequence[str]) -> tuple[str, list[str]] | None:
+    """``python [options] -m MODULE args...`` -> ``(MODULE, args)``."""
+    i = 1
+    while i < len(argv):
+        w = argv[i]
+        if w == "-m" and i + 1 < len(argv):
+            return argv[i + 1], list(argv[i + 2 :])
+        if w.startswith("-m") and len(w) > 2:
+            return w[2:], list(argv[i + 1 :])
+        if w in ("-X", "-W"):  # options of python that take a value
+            i += 2
+            continue
+        if not w.startswith("-") or w in ("-c", "-", "--"):
+            return None
+        i += 1
+    return None
+
+
+def _count(value: str | None) -> int | None:
+    """A positive count; None for ``auto``, ``gpu``, a ``1:4`` range or anything else."""
+    if value is None or not value.isdigit() or len(value) > 6 or int(value) < 1:
+        return None
+    return int(value)
+
+
+def launch_topology(argv: Sequence[str]) -> tuple[int | None, int | None]:
+    """``(processes per node, nodes)`` as a distributed launcher's command line says them;
+    None for what it does not say (never a launcher's default, which may come from a
+    config file or the host).
+
+    - ``torchrun`` / ``python -m torch.distributed.run`` (or ``.launch``):
+      ``--nproc-per-node``/``--nproc_per_node`` and ``--nnodes`` (``--standalone``: one)
+    - ``accelerate launch``: ``--num_processes`` (the total over all machines) and
+      ``--num_machines``; per node is known only with both
+    - ``deepspeed``: ``--num_gpus`` (per node) and ``--num_nodes``
+    """
+    _, per_node, nodes = _launch(argv)
+    return per_node, nodes
+
+
+def launch_info(argv: Sequence[str]) -> dict[str, Any] | None:
+    """The manifest's ``launch`` group: which distributed launcher started the command
+    and the topology its command line says; None for a command started directly."""
+    kind, per_node, nodes = _launch(argv)
+    if not kind:
+        return None
+    return {"launcher": kind, "processes_per_node": per_node, "nodes": nodes}
+
+
+def _launch(argv: Sequence[str]) -> tuple[str, int | None, int | None]:
+    if not argv:
+        return "", None, None
+    prog = Path(argv[0]).name
+    kind, words = "", list(argv[1:])
+    if _PYTHON_NAME.fullmatch(prog):
+        mod = _python_module(argv)
+        if mod is None:
+            return "", None, None
+        module, words = mod
+        kind = {
+            **dict.fromkeys(_TORCHRUN_MODULES, "torchrun"),
+            "accelerate.commands.launch": "accelerate",
+            "deepspeed.launcher.runner": "deepspeed",
+        }.get(module, "")
+    elif prog == "torchrun":
+        kind = "torchrun"
+    elif prog == "accelerate" and words[:1] == ["launch"]:
+        kind, words = "accelerate", words[1:]
+    elif prog == "deepspeed":
+        kind = "deepspeed"
+    if kind == "torchrun":
+        o = _launcher_options(words, _TORCHRUN_FLAGS)
+        nodes = _count(o.get("nnodes"))
+        if nodes is None and "standalone" in o and "nnodes" not in o:
+            nodes = 1
+        return kind, _count(o.get("nproc_per_node")), nodes
+    if kind == "accelerate":
+        o = _launcher_options(words, _ACCELERATE_FLAGS)
+        total, nodes = _count(o.get("num_processes")), _count(o.get("num_machines"))
+        per_node = total // nodes if total and nodes and total % nodes == 0 else None
+        return kind, per_node, nodes
+    if kind == "deepspeed":
+        o = _launcher_options(words, _DEEPSPEED_FLAGS)
+        return kind, _count(o.get("num_gpus")), _count(o.get("num_nodes"))
+    return "", None, None
 
 
 def os_description() -> str:

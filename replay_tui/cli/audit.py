@@ -8,8 +8,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
+from replay_tui.cli.common import (
+    Ctx,
+    backend_option,
+    echo_json,
+    handled,
+    json_option,
+    print_event,
+    tolerance_options,
+)
 from replay_tui.cli.slurm_flags import check_backend, slurm_flags
+from replay_tui.compare.tolerance import Tolerance
 
 if TYPE_CHECKING:
     from replay_tui.replay.runner import ReplayEvent
@@ -187,6 +196,15 @@ def verify(
 @slurm_flags
 @click.option("--allow-cpu", is_flag=True, help="Replay GPU-recorded runs on CPU (a gap).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@click.option(
+    "--replicas",
+    type=click.IntRange(2, 20),
+    default=3,
+    show_default=True,
+    help="Replays that measure the noise floor of a run whose determinism was not fully on"
+    " and that has none yet (then the original is judged against it).",
+)
+@tolerance_options
 @click.option("--quiet", is_flag=True, help="Only the summary.")
 @json_option
 @click.pass_obj
@@ -200,11 +218,14 @@ def drill(
     backend: str,
     allow_cpu: bool,
     timeout: float | None,
+    replicas: int,
+    tolerance: Tolerance,
     quiet: bool,
     as_json: bool,
     backend_options: tuple[tuple[str, str], ...] = (),
 ) -> None:
-    """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce."""
+    """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce
+    (WITHIN_NOISE of the run's own noise floor counts as reproduced)."""
     from replay_tui import render
     from replay_tui.drill import run_drill
     from replay_tui.replay.plan import ReplayOptions
@@ -214,6 +235,7 @@ def drill(
         allow_cpu=allow_cpu,
         timeout_s=timeout,
         backend_options=backend_options,
+        tolerance=tolerance,
     )
     check_backend(backend, backend_options)
 
@@ -229,6 +251,7 @@ def drill(
         since=since,
         options=opts,
         on_event=on_event,
+        replicas=replicas,
     )
     if as_json:
         echo_json(rep.to_dict())

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import click
 
-from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
+from replay_tui.cli.common import (
+    Ctx,
+    backend_option,
+    echo_json,
+    handled,
+    json_option,
+    print_event,
+    tolerance_options,
+)
+from replay_tui.compare.tolerance import Tolerance
 
 
 @click.command("bisect")
@@ -40,8 +49,7 @@ from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_
     show_default=True,
     help="Probes at a time: the one-factor probes run concurrently (Slurm jobs, containers).",
 )
-@click.option("--rtol", type=float, default=None, help="Relative tolerance (default 1e-5).")
-@click.option("--atol", type=float, default=None, help="Absolute tolerance (default 1e-8).")
+@tolerance_options
 @click.option("--allow-cpu", is_flag=True, help="Run GPU-recorded runs on CPU (a gap).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds a probe.")
 @click.option(
@@ -63,8 +71,7 @@ def bisect_cmd(
     factors: str | None,
     budget: int,
     parallel: int,
-    rtol: float | None,
-    atol: float | None,
+    tolerance: Tolerance,
     allow_cpu: bool,
     timeout: float | None,
     repo: Path | None,
@@ -75,8 +82,6 @@ def bisect_cmd(
     say which difference makes BAD diverge.  Exit 0 cause found, 1 unexplained, 2 bad
     input, 3 infrastructure failure."""
     from replay_tui.bisect.run import BisectOptions, check_factor_names, run_bisect
-    from replay_tui.cli.replay import _tolerance
-    from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
 
@@ -84,13 +89,19 @@ def bisect_cmd(
     if factors is not None:
         names = check_factor_names([f.strip() for f in factors.split(",") if f.strip()])
     opts = BisectOptions(
-        replay=ReplayOptions(backend=backend, allow_cpu=allow_cpu, timeout_s=timeout, repo=repo),
+        replay=ReplayOptions(
+            backend=backend,
+            allow_cpu=allow_cpu,
+            timeout_s=timeout,
+            repo=repo,
+            tolerance=tolerance,
+        ),
         times=times,
         factors=names,
         budget=budget,
         parallel=parallel,
-        rtol=_tolerance("rtol", rtol, DEFAULT_RTOL),
-        atol=_tolerance("atol", atol, DEFAULT_ATOL),
+        rtol=tolerance.rtol,
+        atol=tolerance.atol,
     )
 
     def on_event(ev: ReplayEvent) -> None:

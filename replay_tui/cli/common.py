@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -148,6 +148,32 @@ def backend_option(fn: F) -> F:
         show_default=True,
         help="Where the replay runs (see the backends in the README).",
     )(fn)
+
+
+def tolerance_options(fn: F) -> F:
+    """``--rtol``, ``--atol``, ``--alpha``, ``--margin`` (``compare.tolerance``: one set of
+    defaults, help and validation for every command that judges); the command receives
+    one ``tolerance`` (a ``Tolerance``), a bad value is exit 2 naming the flag."""
+    from replay_tui.compare.tolerance import HELP, Tolerance, ToleranceError
+
+    @functools.wraps(fn)
+    def wrapper(
+        *args: Any,
+        rtol: float | None,
+        atol: float | None,
+        alpha: float | None,
+        margin: float | None,
+        **kwargs: Any,
+    ) -> Any:
+        try:
+            tol = Tolerance.of(rtol, atol, alpha, margin)
+        except ToleranceError as e:
+            raise click.BadParameter(str(e)) from None
+        return fn(*args, tolerance=tol, **kwargs)
+
+    for name in ("margin", "alpha", "atol", "rtol"):
+        wrapper = click.option(f"--{name}", type=float, default=None, help=HELP[name])(wrapper)
+    return cast(F, wrapper)
 
 
 def print_event(ev: ReplayEvent, *, as_json: bool, logs: bool) -> None:

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import click
 
-from replay_tui.cli.common import Ctx, backend_option, echo_json, handled, json_option, print_event
+from replay_tui.cli.common import (
+    Ctx,
+    backend_option,
+    echo_json,
+    handled,
+    json_option,
+    print_event,
+    tolerance_options,
+)
 from replay_tui.cli.slurm_flags import check_backend, slurm_flags
-from replay_tui.errors import BadInput
+from replay_tui.compare.tolerance import Tolerance
 from replay_tui.safety import escape_control, memory_limit_arg
 
 
@@ -64,7 +72,8 @@ from replay_tui.safety import escape_control, memory_limit_arg
     type=click.IntRange(1, 100),
     default=1,
     show_default=True,
-    help="Replay N times and report the noise floor.",
+    help="Replay N times (N >= 2: measure and store the run's noise floor, then judge"
+    " the original against it; docs/noise.md).",
 )
 @click.option(
     "--determinism",
@@ -73,6 +82,7 @@ from replay_tui.safety import escape_control, memory_limit_arg
     show_default=True,
     help="'off' also runs a deterministic replay and reports determinism_cost_pct.",
 )
+@tolerance_options
 @click.option("--quiet", is_flag=True, help="Do not stream the run's output.")
 @json_option
 @click.pass_obj
@@ -96,9 +106,11 @@ def replay(
     determinism: str,
     quiet: bool,
     as_json: bool,
+    tolerance: Tolerance,
     backend_options: tuple[tuple[str, str], ...] = (),
 ) -> None:
-    """Replay RUN from its image digest and git commit; exit 0 if reproduced, else 1."""
+    """Replay RUN from its image digest and git commit; exit 0 if reproduced (IDENTICAL,
+    EQUIVALENT, or WITHIN_NOISE of a stored noise floor), else 1."""
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
     from replay_tui.replay.series import replay_many
@@ -117,6 +129,7 @@ def replay(
         allow_env=allow_env,
         fetch_repo=fetch_repo,
         allow_foreign_on_host=allow_foreign_on_host,
+        tolerance=tolerance,
     )
     check_backend(backend, backend_options)
 
@@ -133,21 +146,10 @@ def replay(
     sys.exit(report.exit_code)
 
 
-def _tolerance(name: str, value: float | None, default: float) -> float:
-    import math
-
-    if value is None:
-        return default
-    if not math.isfinite(value) or value < 0:
-        raise BadInput(f"--{name} must be a finite number >= 0 (got {value})")
-    return value
-
-
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--rtol", type=float, default=None, help="Relative tolerance (default 1e-5).")
-@click.option("--atol", type=float, default=None, help="Absolute tolerance (default 1e-8).")
+@tolerance_options
 @click.option("--no-store", is_flag=True, help="Do not record the comparison in the store.")
 @json_option
 @click.pass_obj
@@ -156,23 +158,18 @@ def compare_cmd(
     obj: Ctx,
     run_a: str,
     run_b: str,
-    rtol: float | None,
-    atol: float | None,
+    tolerance: Tolerance,
     no_store: bool,
     as_json: bool,
 ) -> None:
-    """Compare any two runs: artifacts, checkpoints, metrics, environment; exit 0 if reproduced."""
+    """Compare any two runs: artifacts, checkpoints, metrics, environment, against the
+    noise floor that speaks for them when one is stored; exit 0 if reproduced."""
     from replay_tui.compare.render import comparison_text
-    from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, compare_runs
-    from storage.objects import ObjectStore
+    from replay_tui.replay.runner import compare_pair
 
-    rtol_v = _tolerance("rtol", rtol, DEFAULT_RTOL)
-    atol_v = _tolerance("atol", atol, DEFAULT_ATOL)
     a, b = obj.store.resolve(run_a), obj.store.resolve(run_b)
     ma, mb = obj.store.manifest(a), obj.store.manifest(b)
-    result = compare_runs(
-        ma, mb, objects=ObjectStore.beside(obj.store_path), rtol=rtol_v, atol=atol_v
-    )
+    result = compare_pair(obj.store, ma, mb, tolerance)
     body = result.to_dict()
     if not no_store:
         body["comparison_id"] = obj.store.add_comparison(
@@ -180,8 +177,8 @@ def compare_cmd(
             b,
             result.verdict,
             result.to_dict(),
-            rtol=rtol_v,
-            atol=atol_v,
+            rtol=result.rtol,
+            atol=result.atol,
             set_verdict_on=b if mb.replay_of == a else None,
         )
     # a replay that did not complete has partial outputs: comparing them is no verdict

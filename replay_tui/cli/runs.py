@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from replay_tui.cli.common import Ctx, echo_json, fail, handled, json_option
+from replay_tui.door import Refused, read_named
 from replay_tui.errors import BadInput
 from replay_tui.verdicts import VERDICTS
 from storage.manifest import (
@@ -46,17 +47,10 @@ def _ingest_files(store: RunStore, files: Sequence[Path]) -> tuple[list[IngestRe
     manifests: list[RunManifest] = []
     errors: list[str] = []
     for f in files:
-        try:
-            with f.open("rb") as fh:  # bounded: never read a huge file or /dev/zero whole
-                raw = fh.read(MAX_MANIFEST_BYTES + 1)
-        except OSError as e:
-            errors.append(f"{f}: cannot read: {e.strerror}")
-            continue
-        if len(raw) > MAX_MANIFEST_BYTES:
-            errors.append(
-                f"{f}: manifest is more than {MAX_MANIFEST_BYTES} bytes;"
-                f" the limit is {MAX_MANIFEST_BYTES}"
-            )
+        try:  # through the door: a regular file only (never /dev/zero or a FIFO), bounded
+            raw = read_named(f, "manifest file", limit=MAX_MANIFEST_BYTES)
+        except Refused as e:
+            errors.append(_unreadable(f, e.message))
             continue
         try:
             manifests.append(parse_manifest(raw, source=str(f)))
@@ -69,6 +63,23 @@ def _ingest_files(store: RunStore, files: Sequence[Path]) -> tuple[list[IngestRe
     no_blobs: dict[str, tuple[str, bytes]] = {}
     items = [(m, gap_counts(m), (), no_blobs) for m in manifests]
     return store.ingest_many(items, origin="ingest"), []  # foreign: never runs unasked
+
+
+def _unreadable(f: Path, why: str) -> str:
+    """``ingest``'s line for a manifest file the door refused: ``FILE: cannot read: ...``
+    when it cannot be opened, ``FILE: manifest ...`` when it is not one to read (a
+    folder, a device or FIFO, over the limit)."""
+    reason = why.removeprefix(f"manifest file {f}").lstrip(": ")
+    if reason.startswith("does not exist"):
+        return f"{f}: cannot read: it does not exist"
+    if reason.startswith("cannot open it"):
+        return f"{f}: cannot read: {reason.removeprefix('cannot open it').strip(' ()')}"
+    if "the limit for a manifest file" in reason:
+        return (
+            f"{f}: manifest is more than {MAX_MANIFEST_BYTES} bytes;"
+            f" the limit is {MAX_MANIFEST_BYTES}"
+        )
+    return f"{f}: manifest {reason}"
 
 
 @click.command()
@@ -205,14 +216,16 @@ def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
 @click.pass_obj
 @handled
 def show(obj: Ctx, run: str, as_json: bool) -> None:
-    """Show one run's manifest, gaps and replays."""
+    """Show one run's manifest, gaps, replays and whether its noise floor is measured."""
     from replay_tui import render
+    from replay_tui.compare.floor import floor_line, stored_floor
     from replay_tui.gaps import evaluate
 
     rec = obj.store.get_run(run)
     m = obj.store.manifest(rec.id)
     gaps = evaluate(m)
     replays = obj.store.replays_of(rec.id)
+    floor = stored_floor(obj.store, rec.id)
     if as_json:
         echo_json(
             {
@@ -221,10 +234,12 @@ def show(obj: Ctx, run: str, as_json: bool) -> None:
                 "gaps": [g.to_dict() for g in gaps],
                 "replays": [f.to_dict() for f in replays],
                 "locations": [loc.__dict__ for loc in obj.store.locations(rec.id)],
+                "noise_floor": floor.to_ref() if floor is not None else None,
             }
         )
     else:
         click.echo(render.manifest_text(rec, m, gaps, replays))
+        click.echo(floor_line(floor))
 
 
 @click.command("verify-store")

@@ -16,6 +16,7 @@ from replay_tui.compare.environment import CLASS_ORDER, CLASS_TITLES, Environmen
 from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.verdict import TOLERANCE_RULE, Comparison
 from replay_tui.textfmt import gap_lines, short, table
+from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
 
 ARTIFACT_MARKS: dict[str, str] = {
     "match": "==",
@@ -118,8 +119,18 @@ def banner(c: Comparison) -> str:
     lines.append(
         "  (metrics: reference |a| as numpy.isclose; tensors: reference |b| as torch.allclose)"
     )
-    status = "reproduced" if c.exit_code == 0 else "not reproduced"
-    lines.append(f"verdict: {c.verdict}  exit code {c.exit_code} ({status})")
+    if c.floor is not None:
+        f = c.floor
+        lines.append(
+            f"noise: floor #{f.get('fact_id')} of {f.get('run_id')} ({f.get('k')} replicas,"
+            f" measured {f.get('created_at')}), alpha={c.alpha:g}"
+            + (f", margin={c.margin:g}" if c.margin is not None else "")
+            + f"; candidate: run {str(f.get('candidate', '')).upper()}   (docs/noise.md)"
+        )
+    meaning = MEANING.get(c.verdict, "")
+    if c.verdict == "DIVERGED" and c.floor is None:
+        meaning = DIVERGED_NO_FLOOR
+    lines.append(f"verdict: {c.verdict}  exit code {c.exit_code}: {meaning}")
     if c.a_run == c.b_run:
         lines.append("warning: A and B are the same run: this comparison proves nothing")
     return "\n".join(lines)

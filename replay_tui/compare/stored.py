@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from replay_tui.compare.artifacts import ArtifactDiff
 from replay_tui.compare.environment import EnvironmentDiff, EnvRow, PackagesDiff
 from replay_tui.compare.metrics import MetricDiff
+from replay_tui.compare.noise_rule import NoiseJudgement
 from replay_tui.compare.tensors import CheckpointDiff, TensorDiff
 from replay_tui.compare.verdict import Comparison
 from replay_tui.gaps import Gap
@@ -175,4 +176,15 @@ def comparison_from_dict(body: Mapping[str, Any]) -> Comparison:
         gap_counts=dict(counts) if isinstance(counts, Mapping) else {},
         rtol=_num(body.get("rtol")) if body.get("rtol") is not None else math.nan,
         atol=_num(body.get("atol")) if body.get("atol") is not None else math.nan,
+        noise=_noise(body.get("noise")),
+        floor=dict(body["floor"]) if isinstance(body.get("floor"), Mapping) else None,
     )
+
+
+def _noise(v: Any) -> NoiseJudgement | None:
+    if not isinstance(v, Mapping):
+        return None
+    try:
+        return NoiseJudgement.from_dict(v)
+    except (ValueError, KeyError, TypeError) as e:
+        raise StoredComparisonError(f"comparison noise judgement: {e}") from None

@@ -5,8 +5,13 @@
 - ``EQUIVALENT``: not identical, but every metric within tolerance and every differing
   checkpoint holds the same tensors or tensors within tolerance.  Other files whose
   bytes differ (logs, for instance) are reported but have no tolerance to judge by.
-- ``DIVERGED``: a metric or a tensor is outside tolerance, or checkpoints differ in
-  keys, shapes or dtypes beyond tolerance.
+- ``WITHIN_NOISE``: a metric or tensor is outside tolerance, but a noise floor of the
+  run's own replicas is stored and every endpoint of the candidate (the run of the pair
+  that is not one of the replicas) lies within that noise (``compare/floor.py``,
+  ``compare/noise_rule.py``, docs/noise.md): reproduced within this run's noise; not
+  bit-identical.  Checkpoints that differ in keys, shapes or dtypes are never noise.
+- ``DIVERGED``: a metric or a tensor is outside tolerance and outside the measured
+  noise (or no noise was measured), or checkpoints differ in keys, shapes or dtypes.
 - ``INCOMPLETE``: either run did not succeed, or something needed to compare is
   missing (an artifact or metric on one side only, an unhashed artifact, a checkpoint
   that cannot be found or opened, nothing to compare at all).
@@ -30,19 +35,29 @@ from typing import TYPE_CHECKING, Any
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
+from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
 from replay_tui.gaps import Gap, evaluate, evaluate_pair, probable_causes
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict
+from replay_tui.verdicts import verdict_exit
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 
 if TYPE_CHECKING:
+    from replay_tui.compare.floor import NoiseContext
+    from replay_tui.compare.noise_rule import NoiseJudgement
     from replay_tui.compare.tensors import TensorDiff
 
-DEFAULT_RTOL = 1e-5
-DEFAULT_ATOL = 1e-8
-TOLERANCE_RULE = "|a - b| <= atol + rtol * |reference|"
-"""Metrics take A as the reference (numpy.isclose); tensors take B (torch.allclose)."""
+__all__ = [
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "TOLERANCE_RULE",
+    "VERDICTS",
+    "Comparison",
+    "Verdict",
+    "compare_runs",
+    "json_safe",
+]
 COMPARISON_VERSION = 1
 
 _MAX_TENSOR_REASONS = 5
@@ -71,11 +86,19 @@ class Comparison:
     probable_causes: tuple[str, ...] = ()
     """For a divergence: what the manifests already explain it by (the pair's critical
     gaps, then A's own gaps such as no seed recorded)."""
+    alpha: float = DEFAULT_ALPHA
+    margin: float | None = None
+    noise: NoiseJudgement | None = None
+    """The candidate judged against the stored noise floor (only when the pair was beyond
+    the tolerance and a floor speaks for it)."""
+    floor: dict[str, Any] | None = None
+    """Which floor judged it: ``fact_id``, ``run_id``, ``created_at``, ``replicas``,
+    ``k``, ``candidate`` (``a`` or ``b``), ``in_sample``."""
 
     @property
     def exit_code(self) -> int:
-        """0 when reproduced (IDENTICAL or EQUIVALENT), 1 otherwise."""
-        return 0 if self.verdict in ("IDENTICAL", "EQUIVALENT") else 1
+        """0 when reproduced (``storage.vocabulary.REPRODUCED``), 1 otherwise."""
+        return verdict_exit(self.verdict)
 
     @property
     def reproduced(self) -> bool:
@@ -93,6 +116,8 @@ class Comparison:
             "exit_code": self.exit_code,
             "rtol": self.rtol,
             "atol": self.atol,
+            "alpha": self.alpha,
+            "margin": self.margin,
             "tolerance_rule": TOLERANCE_RULE,
             "reasons": list(self.reasons),
             "probable_causes": list(self.probable_causes),
@@ -103,6 +128,9 @@ class Comparison:
             "gaps": [g.to_dict() for g in self.gaps],
             "gap_counts": self.gap_counts,
         }
+        if self.noise is not None:
+            body["noise"] = self.noise.to_dict()
+            body["floor"] = self.floor
         cleaned: dict[str, Any] = json_safe(body)
         return cleaned
 
@@ -247,11 +275,14 @@ def compare_runs(
     atol: float = DEFAULT_ATOL,
     files_a: Mapping[str, str | Path] | None = None,
     files_b: Mapping[str, str | Path] | None = None,
+    noise: NoiseContext | None = None,
 ) -> Comparison:
     """Compare run A (the reference, e.g. the original) with run B; see the module doc.
 
     Checkpoint files are looked up in ``objects`` by sha256, or in ``files_a`` /
-    ``files_b`` (artifact path -> local file), which win.
+    ``files_b`` (artifact path -> local file), which win.  ``noise`` (from
+    ``compare.floor.noise_context``) judges what is beyond the tolerance against a stored
+    noise floor.
     """
     if not (math.isfinite(rtol) and math.isfinite(atol)) or rtol < 0 or atol < 0:
         raise ValueError(f"rtol and atol must be finite and >= 0 (got {rtol}, {atol})")
@@ -306,6 +337,17 @@ def compare_runs(
         verdict, reasons = "EQUIVALENT", f.notes
     own_a, own_b = evaluate(a), evaluate(b)
     pair = evaluate_pair(a, b)
+    judgement: NoiseJudgement | None = None
+    floor_ref: dict[str, Any] | None = None
+    if verdict == "DIVERGED" and noise is not None:
+        judgement = noise.judge(a if noise.candidate == "a" else b)
+        floor_ref = {
+            **noise.stored.to_ref(),
+            "candidate": noise.candidate,
+            "in_sample": noise.in_sample,
+        }
+        verdict, reasons = _noise_verdict(judgement, noise, arts, f)
+        pair = [*pair, *_too_wide_gaps(judgement, noise)]
     return Comparison(
         a_run=a.run_id,
         b_run=b.run_id,
@@ -327,7 +369,79 @@ def compare_runs(
         b_status=b.status,
         b_replays_a=b.replay_of == a.run_id,
         probable_causes=tuple(probable_causes(own_a, pair)) if verdict == "DIVERGED" else (),
+        alpha=noise.params.alpha if noise is not None else DEFAULT_ALPHA,
+        margin=noise.params.margin if noise is not None else None,
+        noise=judgement,
+        floor=floor_ref,
     )
+
+
+def _structural(arts: tuple[ArtifactDiff, ...]) -> list[str]:
+    """Checkpoint differences no noise explains: keys on one side, other shapes or types."""
+    out = []
+    for x in arts:
+        d = x.tensors
+        if d is None or x.checkpoint != "out_of_tolerance":
+            continue
+        if d.only_a or d.only_b:
+            out.append(f"checkpoint {x.path}: its tensors are not the same set")
+        bad = [t.name for t in d.tensors if t.status in ("shape_mismatch", "dtype_mismatch")]
+        if bad:
+            out.append(f"checkpoint {x.path}: {len(bad)} tensor(s) of another shape or type")
+    return out
+
+
+def _noise_verdict(
+    j: NoiseJudgement, noise: NoiseContext, arts: tuple[ArtifactDiff, ...], f: _Findings
+) -> tuple[Verdict, list[str]]:
+    """WITHIN_NOISE or DIVERGED for a pair beyond the tolerance, and why."""
+    side = "A" if noise.candidate == "a" else "B"
+    st = noise.stored
+    head = (
+        f"judged against noise floor #{st.fact_id} of {st.run_id} ({st.floor.k} replicas,"
+        f" measured {st.created_at}; run {side} is the candidate"
+        + ("; it is one of the replicas, so the judgement is lenient" if noise.in_sample else "")
+        + ")"
+    )
+    beyond = [f"beyond the fixed tolerance: {r}" for r in f.divergent]
+    structural = _structural(arts)
+    if j.within and not structural and not f.missing:
+        return "WITHIN_NOISE", [
+            head,
+            *j.reasons,
+            *beyond,
+            *f.notes,
+        ]
+    why = list(j.reasons)
+    if structural:
+        why = [*structural, "(a difference in structure is never noise)", *why]
+    if not j.within and j.status != "OUTSIDE_NOISE":
+        why.append(f"the noise rule could not judge: {j.status.replace('_', ' ').lower()}")
+    return "DIVERGED", [head, *why, *f.divergent, *f.missing, *f.notes]
+
+
+def _too_wide_gaps(j: NoiseJudgement, noise: NoiseContext) -> tuple[Gap, ...]:
+    """NOISE_TOO_WIDE: the floor's band is wider than the margin the user declared, so a
+    pass within it means little."""
+    seen: set[str] = set()
+    out = []
+    for w in j.too_wide:
+        if w.metric in seen:
+            continue
+        seen.add(w.metric)
+        out.append(
+            Gap(
+                "NOISE_TOO_WIDE",
+                "warning",
+                f"outputs.metrics.{w.metric}",
+                f"the noise band of {w.metric} is ±{w.relative_width:.3%} of its value,"
+                f" wider than the declared margin {w.margin:.3%}: a pass within this noise"
+                " says little",
+                "reduce the run's nondeterminism (deterministic algorithms, fixed reduction"
+                " order), or measure the floor with more replicas",
+            )
+        )
+    return tuple(out)
 
 
 def _identical_reasons(arts: list[ArtifactDiff], judged: list[MetricDiff]) -> list[str]:

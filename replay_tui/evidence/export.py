@@ -7,6 +7,8 @@ Layout::
     comparison.json                each replay's comparison; the verdict and its replay
     gaps.json                      gaps of the run, of each replay, and of each pair
     bisects.json                   every bisect with the run as GOOD or BAD (when any)
+    noise_floor.json               the run's noise floor and the rule's parameters (when
+                                   measured: what a WITHIN_NOISE verdict was judged by)
     logs/<run>.log                 captured output of the run and of each replay
     report.md, report.html         the human report (the page is standalone)
     signer.pub                     the public key (when signed)
@@ -223,6 +225,8 @@ def export_bundle(
         bisects = store.bisects_of(m.run_id)
         if bisects:  # bisects with this run as GOOD or BAD (replay-tui bisect)
             _write(tmp, "bisects.json", _json({"run_id": m.run_id, "bisects": bisects}))
+        if ev.floor is not None:  # what WITHIN_NOISE was judged against, and how
+            _write(tmp, "noise_floor.json", _json({"run_id": m.run_id, **ev.floor}))
         for lm in [m, *(r.manifest for r in ev.replays if r.manifest is not None)]:
             data = log_bytes(store, lm)
             if data is not None:

@@ -83,6 +83,22 @@ class Evidence:
     replays: list[ReplayEntry]
     chosen: str | None = None
     """A replay run id picked by the caller (``export --replay``) over the latest."""
+    floor: dict[str, Any] | None = None
+    """The run's latest noise-floor fact (``id``, ``created_at``, ``times``, ``body``:
+    the replicas, their statistics, the rule's parameters), when one was measured."""
+
+    @property
+    def noise_bands(self) -> dict[str, tuple[list[tuple[int, float, float]], int | None]]:
+        """Per metric, the replicas' band and the step the latest replay's curve leaves it
+        (from the latest comparison's noise judgement; empty when there was none)."""
+        latest = self.latest
+        cmp = latest.comparison if latest is not None else None
+        if cmp is None or cmp.noise is None:
+            return {}
+        return {
+            b.metric: ([(p.step, p.lo, p.hi) for p in b.points], b.leaves_band_at)
+            for b in cmp.noise.bands
+        }
 
     @property
     def latest(self) -> ReplayEntry | None:
@@ -159,7 +175,10 @@ def gather(store: RunStore, run_ref: str, *, replay: str | None = None) -> Evide
     chosen = None
     if replay is not None:
         chosen = _pick_replay(store, rec.id, replay, replays)
-    return Evidence(rec, original, evaluate(original), replays, chosen)
+    floors = [f for f in store.noise_floors_of(rec.id) if "floor" in f["body"]]
+    return Evidence(
+        rec, original, evaluate(original), replays, chosen, floors[0] if floors else None
+    )
 
 
 def _pick_replay(store: RunStore, run_id: str, ref: str, replays: list[ReplayEntry]) -> str:
@@ -184,10 +203,11 @@ def log_bytes(store: RunStore, m: RunManifest) -> bytes | None:
         data = store.get_blob(m.outputs.log_sha256)
         if data is not None:
             return data
-    kept = store.path.parent / "logs" / f"{m.run_id}.log"
-    try:
-        data = kept.read_bytes()
-    except OSError:
+    from replay_tui.door import Refused, read_under
+
+    try:  # what the run printed: a regular file, no link, at most LIMITS["run log"]
+        data = read_under(store.path.parent / "logs", f"{m.run_id}.log", "run log")
+    except Refused:
         return None
     if m.outputs.log_sha256 and sha256_hex(data) != m.outputs.log_sha256:
         return None  # a copy that no longer matches the recorded hash is not evidence

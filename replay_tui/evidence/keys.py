@@ -16,9 +16,10 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from replay_tui.door import LIMITS, read_named
 from replay_tui.errors import BadInput
 
-MAX_KEY_FILE_BYTES = 64 * 1024
+MAX_KEY_FILE_BYTES = LIMITS["key file"]  # 64 KiB
 BUNDLE_KEY_NAME = "signer.pub"  # the signer's public key, inside a signed bundle
 
 
@@ -82,10 +83,9 @@ def generate(
 
 
 def _read_key_file(path: Path) -> bytes:
-    """A key file's bytes: a regular file of at most 64 KiB (never /dev/zero or a FIFO)."""
-    from replay_tui.safety import read_bounded
-
-    return read_bounded(path, MAX_KEY_FILE_BYTES, "key file")
+    """A key file's bytes: a regular file of at most 64 KiB (never /dev/zero or a FIFO),
+    read through the door (a path the user named: a link in it is followed)."""
+    return read_named(path, "key file")
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
@@ -123,7 +123,7 @@ def parse_public_key(data: bytes, source: str) -> Ed25519PublicKey:
 # -- trusted keys -----------------------------------------------------------------------
 
 TRUSTED_KEYS_ENV = "REPLAY_TUI_TRUSTED_KEYS"
-MAX_TRUSTED_KEYS_BYTES = 1024 * 1024
+MAX_TRUSTED_KEYS_BYTES = LIMITS["trusted-keys file"]  # 1 MiB
 _PEM_BLOCK = re.compile(
     rb"-----BEGIN PUBLIC KEY-----\r?\n[A-Za-z0-9+/=\r\n]*?-----END PUBLIC KEY-----"
 )
@@ -145,12 +145,10 @@ def trusted_keys_path() -> Path:
 
 def load_trusted_keys(path: Path | None = None) -> list[Ed25519PublicKey]:
     """The keys of the trusted-keys file; none when it does not exist."""
-    from replay_tui.safety import read_bounded
-
     path = path or trusted_keys_path()
     if not path.exists() and not path.is_symlink():
         return []
-    raw = read_bounded(path, MAX_TRUSTED_KEYS_BYTES, "trusted-keys file")
+    raw = read_named(path, "trusted-keys file")
     blocks = _PEM_BLOCK.findall(raw)
     if not blocks and raw.strip():
         raise BadInput(f"trusted-keys file {path} holds no PEM public key")

@@ -26,6 +26,12 @@ State = Literal["same", "differs", "info"]
 VERDICT_TEXT = {
     "IDENTICAL": "every artifact's sha256 and every metric are bit-for-bit equal",
     "EQUIVALENT": "not bit-identical, but every metric and tensor is within tolerance",
+    "WITHIN_NOISE": (
+        "reproduced within this run's noise; not bit-identical: the replay is beyond the"
+        " fixed tolerance, but every metric's final value and its mean over the last steps"
+        " lie within the prediction interval of the run's own replicas (its measured noise"
+        " floor)"
+    ),
     "DIVERGED": "the replay left tolerance: the run did not reproduce",
     "INCOMPLETE": "the replay failed, or something needed to compare it is missing",
 }
@@ -144,10 +150,31 @@ def _verdict_line(ev: Evidence) -> tuple[str, str]:
         )
     v = ev.verdict
     if v:
-        return v, VERDICT_TEXT.get(v, "")
+        return v, VERDICT_TEXT.get(v, "") + _noise_clause(ev)
     if ev.replays:
         return "NO VERDICT", NO_VERDICT
     return "NOT REPLAYED", NOT_REPLAYED
+
+
+def _noise_clause(ev: Evidence) -> str:
+    """How the latest comparison was judged against the noise floor, in plain words."""
+    latest = ev.latest
+    cmp = latest.comparison if latest is not None else None
+    if cmp is None or cmp.noise is None or cmp.floor is None:
+        return ""
+    f = cmp.floor
+    rule = (
+        f"; judged against noise floor #{f.get('fact_id')} ({f.get('k')} replicas, measured"
+        f" {f.get('created_at')}) with alpha={cmp.alpha:g}"
+        + (f", margin={cmp.margin:g}" if cmp.margin is not None else "")
+        + f", rtol={cmp.rtol:g}, atol={cmp.atol:g} (noise_floor.json holds the floor)"
+    )
+    if cmp.verdict == "DIVERGED":
+        exits = [b for b in cmp.noise.bands if b.leaves_band_at is not None]
+        if exits:
+            first = min(exits, key=lambda b: b.leaves_band_at or 0)
+            rule += f"; {first.metric} leaves the noise band at step {first.leaves_band_at}"
+    return rule
 
 
 def _all_gaps(ev: Evidence) -> list[tuple[str, Gap]]:

@@ -8,11 +8,15 @@ the trusted-keys file): a forger can re-sign a forged bundle with a key of their
 put that key inside it.  Checking with the key inside the bundle needs an explicit
 ``allow_embedded_key`` and is reported as such, with its fingerprint; an unsigned bundle
 needs ``allow_unsigned``.  A signature beside the trusted one, an added empty folder, a
-link or a special file are each reported.  Every file is read bounded.
+link or a special file are each reported.  Every file is opened through
+``replay_tui.door`` under the bundle folder (a link is never followed, a FIFO never
+waited on) and read bounded (``LIMITS["bundle file"]``, a run log ``LIMITS["run log"]``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any, Literal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.dsse import Envelope
 
+from replay_tui.door import LIMITS, Refused, open_under, read_under
 from replay_tui.errors import BadInput, ReplayTuiError
 from replay_tui.evidence import checksums, keys
 from replay_tui.evidence.statement import (
@@ -32,7 +37,7 @@ from replay_tui.evidence.statement import (
     statement_of,
     verify_signature,
 )
-from replay_tui.safety import escape_control, read_bounded
+from replay_tui.safety import escape_control
 from storage.manifest import sha256_hex
 
 MAX_SUMS_BYTES = 16 * 1024 * 1024
@@ -142,17 +147,37 @@ def _dig(d: Any, *path: str) -> Any:
     return d
 
 
-def _read(path: Path, limit: int, chk: BundleCheck) -> bytes | None:
-    """A bundle file's bytes, bounded; None (with a problem unless it is absent) otherwise."""
-    if not path.exists() and not path.is_symlink():
+def _read(bundle: Path, name: str, limit: int, chk: BundleCheck) -> bytes | None:
+    """The bytes of the bundle file ``bundle/name``, opened under the bundle folder
+    through the door (never through a link), bounded; None when it is absent or a link
+    (the walk reports a link as "added: not a regular file"), else b"" with a problem."""
+    if not os.path.lexists(bundle / name) or os.path.islink(bundle / name):
         return None
-    if path.is_symlink():
-        return None  # reported as "added: not a regular file" by the walk
     try:
-        return read_bounded(path, limit, "bundle file")
-    except ReplayTuiError as e:
-        chk.problems.append(Problem(path.name, "malformed", e.message))
+        return read_under(bundle, name, "bundle file", limit=limit)
+    except Refused as e:
+        chk.problems.append(Problem(name, "malformed", e.message))
         return b""
+
+
+def _member_limit(name: str) -> int:
+    """The most bytes hashed of the bundle file ``name``: a run's log (``logs/``) as much
+    as a run log may hold, any other file ``LIMITS["bundle file"]``."""
+    return LIMITS["run log"] if name.startswith("logs/") else LIMITS["bundle file"]
+
+
+def _hash_member(bundle: Path, name: str, chk: BundleCheck) -> str | None:
+    """sha256 of the bundle file ``bundle/name``, streamed through the door; None with a
+    problem when it is refused (a link swapped in, a special file, over its limit)."""
+    try:
+        with open_under(bundle, name, "bundle file", limit=_member_limit(name)) as f:
+            h = hashlib.sha256()
+            for chunk in f.chunks():
+                h.update(chunk)
+            return h.hexdigest()
+    except Refused as e:
+        chk.problems.append(Problem(name, "malformed", e.message))
+        return None
 
 
 def verify_bundle(
@@ -182,7 +207,7 @@ def verify_bundle(
             bad(Problem(name, "added", "not a regular file; a bundle holds only files"))
     # -- the envelope: its form, then its signature, then the statement it carries
     stmt: dict[str, Any] | None = None
-    raw_env = _read(path / ENVELOPE_NAME, MAX_ENVELOPE_READ, chk)
+    raw_env = _read(path, ENVELOPE_NAME, MAX_ENVELOPE_READ, chk)
     if raw_env is None:
         bad(Problem(ENVELOPE_NAME, "missing", "the signed statement is gone"))
     else:
@@ -206,7 +231,7 @@ def verify_bundle(
     replays = _dig(predicate, "replay", "replays")
     chk.replays = len(replays) if isinstance(replays, list) else 0
     # -- the checksum list, against the statement
-    raw_sums = _read(path / checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
+    raw_sums = _read(path, checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
     listed: dict[str, str] = {}
     if raw_sums is None:
         bad(Problem(checksums.SUMS_NAME, "missing", "the checksum list is gone"))
@@ -233,8 +258,8 @@ def verify_bundle(
                 bad(Problem(name, "missing", "listed in SHA256SUMS but not in the bundle"))
             continue
         chk.files_checked += 1
-        actual = checksums.hash_files(path, [name])[name]
-        if actual != digest:
+        actual = _hash_member(path, name, chk)
+        if actual is not None and actual != digest:
             bad(Problem(name, "changed", f"sha256 is {actual[:16]}, listed as {digest[:16]}"))
     for name in sorted(present - set(listed) - {checksums.SUMS_NAME, ENVELOPE_NAME}):
         bad(Problem(name, "added", "not listed in SHA256SUMS"))
@@ -345,7 +370,7 @@ def _extra_signatures(ids: Sequence[str], checked: set[str], chk: BundleCheck) -
 
 
 def _bundled_key(path: Path, chk: BundleCheck) -> Ed25519PublicKey | None:
-    raw = _read(path / keys.BUNDLE_KEY_NAME, keys.MAX_KEY_FILE_BYTES, chk)
+    raw = _read(path, keys.BUNDLE_KEY_NAME, keys.MAX_KEY_FILE_BYTES, chk)
     if raw is None:
         chk.problems.append(
             Problem(keys.BUNDLE_KEY_NAME, "missing", "signed, but no public key to check it with")

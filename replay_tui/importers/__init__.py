@@ -40,7 +40,8 @@ class SourceRun:
     """One run in a tracker, as ``discover`` found it.
 
     ``handle`` is the tracker's own object (an MLflow ``Run``, a W&B run folder).
-    ``to_manifest`` fills ``files`` (artifact sha256 -> a local copy to keep) and
+    ``to_manifest`` fills ``files`` (artifact sha256 -> where to read it: a root folder
+    and a path under it, opened through ``replay_tui.door`` when it is copied) and
     ``blobs`` (sha256 -> (kind, bytes): a diff, a log) for the store.
     """
 
@@ -49,9 +50,12 @@ class SourceRun:
     run_id: str
     handle: Any = None
     label: str = ""
-    files: dict[str, Path] = field(default_factory=dict)
+    files: dict[str, tuple[Path, str]] = field(default_factory=dict)
     blobs: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     skip_reason: str | None = None  # set by discover: listed but not importable
+    refused: list[str] = field(default_factory=list)
+    """Files of the run not taken, and why (a link leading out, a special file, a file
+    over its limit): each is also listed without a hash in the manifest, a gap."""
 
 
 class Importer(Protocol):
@@ -134,6 +138,7 @@ class Outcome:
     reason: str | None = None
     name: str = ""
     gaps: dict[str, int] | None = None
+    refused: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,6 +148,7 @@ class Outcome:
             "reason": self.reason,
             "name": self.name,
             "gaps": self.gaps,
+            "refused": list(self.refused),
         }
 
 
@@ -189,20 +195,22 @@ def import_runs(store: RunStore, importer: Importer, source: str, **filters: Any
                 None,
                 m.name,
                 {"critical": counts.critical, "warning": counts.warning, "info": counts.info},
+                tuple(run.refused),
             )
         )
     if items:
         # artifacts go to the same object store as recorded runs' (put re-checks each
         # sha256 while copying); content-addressed, so a failed ingest leaves no record
+        from replay_tui.door import open_under
+
         objects = ObjectStore.beside(store.path)
         for _m, run in ready:
-            for sha, path in run.files.items():
+            for sha, (root, rel) in run.files.items():
                 try:
-                    objects.put(path, sha)
+                    with open_under(root, rel, "saved file") as f:
+                        objects.put_fd(f.fd, sha, name=f.shown)
                 except (OSError, ValueError) as e:
-                    raise BadInput(
-                        f"cannot keep artifact {path.name} of {run.label}: {e}"
-                    ) from None
+                    raise BadInput(f"cannot keep artifact {rel} of {run.label}: {e}") from None
         store.ingest_many(items, origin=f"import:{importer.name}")  # foreign: never run unasked
     return outcomes
 

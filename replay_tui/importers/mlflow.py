@@ -15,6 +15,14 @@ Any tracking URI the client takes works: ``sqlite:///mlflow.db``, an ``mlruns/``
 
 MLflow records no seed, no package list, no hardware, no data hashes and not whether the
 tree was dirty: those stay ``None`` and show as gaps.
+
+What the client reads on this machine is untrusted (``replay_tui.door``): an ``mlruns/``
+folder is scanned before the client opens it (no link anywhere, regular files only, each
+within its limit), and a run's artifacts are taken only from inside the tracking store's
+own artifact root (the ``mlruns/`` folder; for ``sqlite:///``, the folder that holds the
+database file), a folder named with ``--artifact-root``, or through the tracking server the
+user named (``mlflow-artifacts:``).  An artifact URI anywhere else is refused, with its
+path shown, before a byte of it is read.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ class MlflowImporter:
 
     def __init__(self) -> None:
         self._tmp: list[tempfile.TemporaryDirectory[str]] = []
+        self._roots: list[Path] = []  # where a run's local artifacts may lie
+        self._server = False  # the user named a tracking server
 
     # -- discovery -----------------------------------------------------------------
 
@@ -58,9 +68,16 @@ class MlflowImporter:
         *,
         experiments: Sequence[str] = (),
         run_ids: Sequence[str] = (),
+        artifact_roots: Sequence[str] = (),
         **_: Any,
     ) -> Iterator[SourceRun]:
         uri = _check_uri(source)
+        self._roots = [*_store_roots(uri), *(Path(r).resolve() for r in artifact_roots)]
+        self._server = uri.startswith(("http://", "https://"))
+        if uri.startswith("file://"):  # the client reads these files itself: look first
+            from replay_tui.door import scan_tree
+
+            scan_tree(Path(uri[len("file://") :]), _mlruns_kind, "MLflow store")
         client = _client(uri)
         if run_ids:
             for rid in run_ids:
@@ -176,6 +193,8 @@ class MlflowImporter:
 
         tmp = tempfile.TemporaryDirectory(prefix="replay-tui-mlflow-")
         self._tmp.append(tmp)  # the files must outlive to_manifest: import_runs copies them
+        _, r, _ = run.handle
+        self._check_artifact_uri(str(getattr(r.info, "artifact_uri", "") or ""), run)
         listed = _call(lambda: client.list_artifacts(run.run_id), run.uri, run.label)
         if not listed:
             return []
@@ -185,14 +204,62 @@ class MlflowImporter:
             run.uri,
             f"the artifacts of {run.label}",
         )
-        entries = artifact_entries(dst, ["**/*"], [])
+        entries = artifact_entries(dst, ["**/*"], [], run.refused)
         for e in entries:
             if e["sha256"] is not None:
-                run.files[e["sha256"]] = dst / e["path"]
+                run.files[e["sha256"]] = (dst, e["path"])
         return entries
+
+    def _check_artifact_uri(self, uri: str, run: SourceRun) -> None:
+        """Refuse (BadInput) artifacts that lie outside the store's own artifact root,
+        a folder named with ``--artifact-root``, or the tracking server named; scan a
+        local artifact folder like an ``mlruns/`` folder before the client copies it."""
+        from urllib.parse import unquote, urlparse
+
+        from replay_tui.door import scan_tree, under_any
+
+        if uri.startswith("mlflow-artifacts:") and self._server:
+            return  # served by the tracking server the user named
+        parsed = urlparse(uri)
+        if parsed.scheme not in ("", "file"):
+            raise BadInput(
+                f"cannot import {run.label}: its artifacts are at {uri}, not in the tracking"
+                " store's artifact root nor on the tracking server named",
+                "import from the tracking server that serves them",
+            )
+        path = Path(unquote(parsed.path) if parsed.scheme == "file" else uri)
+        if not path.is_absolute() or not under_any(path, self._roots):
+            roots = ", ".join(str(r) for r in self._roots) or "none"
+            raise BadInput(
+                f"cannot import {run.label}: its artifact location {path} is outside the"
+                f" tracking store's artifact root ({roots}): refused",
+                "if those files are really the run's, name their folder with --artifact-root",
+            )
+        if path.exists():
+            scan_tree(path, lambda _rel: "saved file", "MLflow artifacts")
 
 
 IMPORTER = MlflowImporter()
+
+
+def _store_roots(uri: str) -> list[Path]:
+    """The tracking store's own artifact root: the ``mlruns/`` folder, or the folder that
+    holds a ``sqlite:///`` database (MLflow's default ``./mlruns`` lies there)."""
+    if uri.startswith("file://"):
+        return [Path(uri[len("file://") :])]
+    if uri.startswith("sqlite:///"):
+        return [Path(uri[len("sqlite:///") :]).resolve().parent]
+    return []
+
+
+def _mlruns_kind(rel: Any) -> str:
+    """The door's kind of a file in an ``mlruns/`` folder, for its size limit."""
+    parts = rel.parts
+    if len(parts) >= 3 and parts[2] == "artifacts":
+        return "saved file"
+    if len(parts) >= 3 and parts[2] == "metrics":
+        return "tracker metric file"
+    return "tracker file"
 
 
 def _check_uri(source: str) -> str:

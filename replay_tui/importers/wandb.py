@@ -12,10 +12,18 @@ What maps where: config -> ``config``; every history row -> ``outputs.metric_his
 git remote + commit, program and args (``argv``), Python, OS, host, CPU, GPUs, CUDA,
 docker image; ``files/diff.patch`` when present -> the stored diff;
 ``files/requirements.txt`` -> the package list; ``files/output.log`` -> the log.
+
+Everything in the run folder is untrusted and read through ``replay_tui.door``: no link
+below the run folder is followed (``files/`` itself included), except a saved file's link
+in ``files/``, which ``wandb.save`` leaves pointing at the program's own file: it is
+followed only to a regular file under ``--files-root`` (by default the project folder
+that holds the ``wandb/`` folder).  A saved file anywhere else is listed as refused,
+without a hash (a gap), as ``record`` lists a link in its outputs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import struct
@@ -24,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from replay_tui.door import LIMITS, Refused, open_under, read_under, resolve_link_under
 from replay_tui.errors import BadInput
 from replay_tui.importers import (
     SourceRun,
@@ -42,7 +51,7 @@ BLOCK = 32768
 IDENT, MAGIC, VERSION = b":W&B", 0xBEE1, 0
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 MAX_RECORD = 256 * 1024 * 1024
-MAX_FILE_BYTES = 64 * 1024 * 1024  # diff, requirements, log read into the store
+MAX_FILE_BYTES = LIMITS["tracker file"]  # diff, requirements, log read into the store
 USER_FILE_SKIP = {
     "wandb-metadata.json",
     "wandb-summary.json",
@@ -58,9 +67,12 @@ class WandbLogError(ValueError):
 
 
 def read_records(path: Path) -> Iterator[Any]:
-    """Every record of a ``.wandb`` log, decoded by the wandb package's protobuf classes."""
+    """Every record of the ``.wandb`` log ``path``, decoded by the wandb package's protobuf
+    classes (read through the door: a regular file, no link, at most ``LIMITS["W&B
+    log"]``)."""
     pb = require("wandb.proto.wandb_internal_pb2", "wandb")
-    for offset, raw in _chunks(path):
+    data = read_under(path.parent, path.name, "W&B log")
+    for offset, raw in _chunks(path, data):
         rec = pb.Record()
         try:
             rec.ParseFromString(raw)
@@ -69,8 +81,7 @@ def read_records(path: Path) -> Iterator[Any]:
         yield rec
 
 
-def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
-    data = path.read_bytes()
+def _chunks(path: Path, data: bytes) -> Iterator[tuple[int, bytes]]:
     if len(data) < HEADER.size:
         raise WandbLogError(f"{path}: {len(data)} bytes, shorter than the W&B log header")
     ident, magic, version = HEADER.unpack_from(data, 0)
@@ -131,8 +142,9 @@ def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
 class RunFolder:
     """What a run folder's log and files say, gathered record by record."""
 
-    def __init__(self, folder: Path, log: Path) -> None:
+    def __init__(self, folder: Path, log: Path, files_root: Path | None = None) -> None:
         self.folder, self.log = folder, log
+        self.files_root = files_root if files_root is not None else default_files_root(folder)
         self.run: Any = None
         self.envs: list[Any] = []
         self.config: dict[str, Any] = {}
@@ -240,10 +252,17 @@ def _json(text: str) -> Any:
         return text
 
 
+def default_files_root(folder: Path) -> Path:
+    """Where saved files' links may lead by default: the project folder holding the
+    ``wandb/`` folder that holds the run folder (the program's own working folder)."""
+    parent = folder.parent
+    return parent.parent if parent.name == "wandb" else parent
+
+
 def find_log(folder: Path) -> Path:
     if not folder.is_dir():
         raise BadInput(f"{folder}: no such run folder")
-    logs = sorted(folder.glob("run-*.wandb"))
+    logs = sorted(p for p in folder.glob("run-*.wandb") if not p.is_symlink())
     if not logs:
         raise BadInput(
             f"{folder}: no run-*.wandb file: not a W&B run folder",
@@ -258,13 +277,21 @@ class WandbImporter:
     name = TRACKER
 
     def discover(
-        self, source: str, *, folders: Sequence[str] = (), **_: Any
+        self,
+        source: str,
+        *,
+        folders: Sequence[str] = (),
+        files_root: str | None = None,
+        **_: Any,
     ) -> Iterator[SourceRun]:
         for f in [source, *folders]:
             folder = Path(f).resolve()
             log = find_log(folder)
+            root = Path(files_root).resolve() if files_root else None
+            if root is not None and not root.is_dir():
+                raise BadInput(f"--files-root {files_root}: no such folder")
             try:
-                rf = RunFolder(folder, log)
+                rf = RunFolder(folder, log, root)
             except WandbLogError as e:
                 raise BadInput(f"cannot import {folder}: {e}") from None
             except OSError as e:
@@ -285,7 +312,6 @@ class WandbImporter:
 
         rf: RunFolder = run.handle
         r = rf.run
-        files = rf.folder / "files"
         start = r.start_time.seconds + r.start_time.nanos / 1e9
         runtime = _runtime(rf)
         exit_code = int(rf.exit.exit_code) if rf.exit is not None else None
@@ -300,20 +326,20 @@ class WandbImporter:
             source["source"] = "tracker"
         elif source is None and config:
             source = {"source": "tracker"}
-        diff = _read(files / "diff.patch")
+        diff = _read(rf.folder, "files/diff.patch")
         diff_sha = None
         if diff:
             diff_sha = sha256_hex(diff)
             run.blobs[diff_sha] = ("diff", diff)
-        log = _read(files / "output.log")
+        log = _read(rf.folder, "files/output.log")
         if log is None and rf.output:
             log = "".join(rf.output).encode("utf-8", "replace")
         log_sha = None
         if log is not None:
             log_sha = sha256_hex(log)
             run.blobs[log_sha] = ("log", log)
-        packages = _requirements(files / "requirements.txt")
-        artifacts = _saved_files(run, files, rf.user_files)
+        packages = _requirements(rf.folder, "files/requirements.txt")
+        artifacts = _saved_files(run, rf, rf.user_files)
         gpus = [
             {
                 "name": g.name,
@@ -399,39 +425,65 @@ class WandbImporter:
 IMPORTER = WandbImporter()
 
 
-def _saved_files(run: SourceRun, files: Path, saved: Sequence[str]) -> list[dict[str, Any]]:
+def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[dict[str, Any]]:
     """Files the run saved (``wandb.save``), hashed, for the object store.
 
     W&B keeps a saved file as a link from ``files/`` to where the program wrote it and
-    uploads what the link names, so the link is followed here too, to a regular file
-    only; the code snapshot (``code/``) and W&B's own files are not outputs.
+    uploads what the link names, so such a link is followed, but only to a regular file
+    under ``rf.files_root``; a file W&B copied into ``files/`` is read where it lies.
+    Either way no other link is followed and the size is bounded (``LIMITS["saved
+    file"]``).  A file refused is listed without a hash (an ARTIFACT_NO_HASH gap) and why
+    goes to ``run.refused``.  The code snapshot (``code/``) and W&B's own files are not
+    outputs.
     """
-    from replay_tui.capture.hashing import sha256_file
     from replay_tui.capture.launcher import CHECKPOINT_SUFFIXES, _rel_path_ok, _tensor_digest
 
     out: list[dict[str, Any]] = []
-    root = files.resolve()
     for rel in sorted(set(saved)):
         if rel in USER_FILE_SKIP or rel.startswith("code/") or not _rel_path_ok(rel):
             continue
-        p = root / rel
-        if not p.resolve().is_relative_to(root) and not p.is_symlink():
-            continue
+        member = f"files/{rel}"
         try:
-            target = p.resolve(strict=True)
-            if not target.is_file():
-                continue
-            digest, size = sha256_file(target), target.stat().st_size
-        except (OSError, ValueError, RuntimeError):
+            root, inner = _saved_file_place(rf, member)
+            with open_under(root, inner, "saved file") as f:
+                digest = hashlib.sha256()
+                for chunk in f.chunks():
+                    digest.update(chunk)
+                size = f.size
+                shown = Path(f.shown)
+        except Refused as e:
+            run.refused.append(str(e))
             out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
             continue
-        kind = "checkpoint" if target.suffix in CHECKPOINT_SUFFIXES else "file"
-        entry: dict[str, Any] = {"path": rel, "sha256": digest, "size_bytes": size, "kind": kind}
+        except OSError as e:
+            run.refused.append(f"saved file {rf.folder / member}: cannot read it ({e.strerror})")
+            out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
+            continue
+        sha = digest.hexdigest()
+        kind = "checkpoint" if shown.suffix in CHECKPOINT_SUFFIXES else "file"
+        entry: dict[str, Any] = {"path": rel, "sha256": sha, "size_bytes": size, "kind": kind}
         if kind == "checkpoint":
-            entry["tensor_sha256"] = _tensor_digest(target)
+            entry["tensor_sha256"] = _tensor_digest(shown)
         out.append(entry)
-        run.files[digest] = target
+        run.files[sha] = (root, inner)
     return out
+
+
+def _saved_file_place(rf: RunFolder, member: str) -> tuple[Path, str]:
+    """(root, path under it) to open a saved file by: the link's target under the files
+    root when ``member`` is a link, else ``member`` in the run folder."""
+    import os
+    import stat
+
+    try:
+        st = os.lstat(rf.folder / member)
+    except OSError:
+        return rf.folder, member  # open_under says what is missing, and where
+    if not stat.S_ISLNK(st.st_mode):
+        return rf.folder, member
+    target = resolve_link_under(rf.folder, member, rf.files_root, "saved file")
+    top = Path(os.path.realpath(rf.files_root))
+    return top, target.relative_to(top).as_posix()
 
 
 def _runtime(rf: RunFolder) -> float | None:
@@ -452,17 +504,18 @@ def _utc(seconds: float) -> str:
     return out
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_FILE_BYTES:
-            return None
-        return path.read_bytes()
-    except OSError:
+def _read(folder: Path, member: str) -> bytes | None:
+    """A W&B file of the run folder, None when it is not there; a link, a special file or
+    a file over ``LIMITS["tracker file"]`` is refused (the import stops, naming it)."""
+    from replay_tui.door import exists_under
+
+    if not exists_under(folder, member):
         return None
+    return read_under(folder, member, "tracker file")
 
 
-def _requirements(path: Path) -> list[str] | None:
-    raw = _read(path)
+def _requirements(folder: Path, member: str) -> list[str] | None:
+    raw = _read(folder, member)
     if raw is None:
         return None
     lines = raw.decode("utf-8", "replace").splitlines()

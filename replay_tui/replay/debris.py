@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replay_tui.door import Refused, read_under
+
 SCRATCH_PREFIX = "replay-tui-replay-"
 OWNER_FILE = ".replay-tui-owner.json"
 
@@ -92,9 +94,13 @@ def sweep_scratch(
         except OSError:
             continue
         for folder in entries:
+            # anyone can leave a folder of that name in a shared temporary folder: its
+            # owner file is read through the door from ``root`` (the folder itself and
+            # the file never through a link, a regular file only, bounded)
             try:
-                owner = json.loads((folder / OWNER_FILE).read_text())
-            except (OSError, ValueError):
+                raw = read_under(root, f"{folder.name}/{OWNER_FILE}", "owner file")
+                owner = json.loads(raw.decode("utf-8"))
+            except (Refused, ValueError):
                 continue  # not claimed (kept on purpose, or not ours)
             if not isinstance(owner, dict) or owner_alive(owner):
                 continue

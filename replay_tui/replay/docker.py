@@ -131,7 +131,8 @@ def git_masks(host_root: Path, container_root: str) -> list[Mount]:
 @dataclass
 class Sandbox:
     network: str = "none"
-    gpus: bool = False
+    gpus: int = 0
+    """GPUs to request: the recorded count (0: none; never every GPU of the host)."""
     pids_limit: int = 512
     memory_limit: str | None = None
     read_only_rootfs: bool = True
@@ -196,13 +197,22 @@ _PROBE = (
 
 
 def probe_image(c: Any, image_id: str, cache_dir: Path | None) -> dict[str, Any]:
-    """Python version, packages and OS inside an image; cached per image id (immutable)."""
+    """Python version, packages and OS inside an image; cached per image id (immutable).
+
+    The cache (beside the store) is read through ``replay_tui.door``: a regular file, no
+    link, at most ``LIMITS["image probe"]``; anything else there is probed afresh."""
+    from replay_tui.door import Refused, read_under_or_none
+
     key = image_id.replace(":", "_")
-    cached = cache_dir / f"{key}.json" if cache_dir else None
-    if cached and cached.is_file():
-        with contextlib.suppress(ValueError):
-            data: dict[str, Any] = json.loads(cached.read_text())
-            return data
+    name = f"{key}.json"
+    if cache_dir is not None:
+        try:
+            raw = read_under_or_none(cache_dir, name, "image probe")
+            kept = json.loads(raw) if raw is not None else None
+        except (Refused, ValueError):
+            kept = None
+        if isinstance(kept, dict):
+            return kept
     try:
         out = c.containers.run(
             image_id,
@@ -214,13 +224,16 @@ def probe_image(c: Any, image_id: str, cache_dir: Path | None) -> dict[str, Any]
             stdout=True,
             stderr=False,
         )
-        data = json.loads(out)
+        data: dict[str, Any] = json.loads(out)
     except Exception:
         return {}
     data["packages_sha256"] = probes.packages_sha256(data.get("packages") or [])
-    if cached:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(data))
+    if cache_dir is not None:  # written beside, then renamed: never through a link there
+        with contextlib.suppress(OSError):
+            cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = cache_dir / f".{name}.{os.getpid()}.{threading.get_ident()}"
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, cache_dir / name)
     return data
 
 
@@ -275,7 +288,12 @@ class DockerExecutor:
             kwargs["mem_limit"] = sb.memory_limit
             kwargs["memswap_limit"] = sb.memory_limit
         if sb.gpus:
-            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+            # The recorded number of GPUs, never every GPU of the host (count=-1): a
+            # replay of a 1-GPU run on a shared 8-GPU node takes one, as the slurm
+            # backend asks --gres=gpu:N.  ``sandbox.gpus`` is that count; a bare True
+            # (a caller that gives no count) asks for one.
+            count = max(1, int(sb.gpus))
+            kwargs["device_requests"] = [DeviceRequest(count=count, capabilities=[["gpu"]])]
         return kwargs
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:

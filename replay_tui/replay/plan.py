@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from replay_tui.compare.tolerance import Tolerance
 from replay_tui.errors import BadInput
 from replay_tui.replay.envpolicy import check_env
 from storage.manifest import DataInfo, RunManifest
@@ -37,6 +38,10 @@ class ReplayOptions:
     allow_env: tuple[str, ...] = ()  # --allow-env: more manifest variables to pass on
     fetch_repo: bool = False  # --fetch-repo: clone/fetch the manifest's repo_url
     allow_foreign_on_host: bool = False  # run an ingested/imported run's command unsandboxed
+    tolerance: Tolerance = field(default_factory=Tolerance)  # how the replay is judged
+    defer_judgement: bool = False
+    """Run and hash, but leave the comparison and the replay fact to the caller (a replica
+    of ``replay --times K``, judged once the series' noise floor is measured)."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import parse_argv
@@ -30,6 +30,7 @@ from replay_tui.capture.launcher import (
     keep_run,
 )
 from replay_tui.capture.metrics import MetricRegex
+from replay_tui.compare.tolerance import Tolerance
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris
 from replay_tui.replay.backends import get_backend
@@ -53,6 +54,9 @@ from storage.ledger import utc_now
 from storage.manifest import RunManifest, canonical_json
 from storage.objects import ObjectStore
 from storage.store import Location, RunStore
+
+if TYPE_CHECKING:
+    from replay_tui.compare.verdict import Comparison
 
 __all__ = [
     "STAGES",
@@ -80,6 +84,25 @@ class ReplayOutcome:
     duration_s: float
     status: str = "completed"  # replay_tui.verdicts: completed / cancelled / interrupted ...
     comparison_id: int | None = None  # the stored comparison of original and replay
+    pending: Pending | None = None
+    """Set when ``options.defer_judgement``: what :func:`judge_pending` needs."""
+
+
+@dataclass
+class Pending:
+    """A replay that ran and was hashed (its manifest stored), its judgement not yet made:
+    the comparison and the replay fact are written by :func:`judge_pending`."""
+
+    original: RunManifest
+    replay: RunManifest
+    status: str
+    reason: str | None
+    host_fault: str | None
+    duration_s: float
+    replay_info: dict[str, Any]
+    options: ReplayOptions
+    emit: Callable[[str, str, str], None]
+    t0: float
 
 
 def _noop(_: ReplayEvent) -> None:
@@ -525,7 +548,8 @@ def stage_hash(ctx: ReplayContext) -> None:
         replay_of=m.run_id,
         replay=ctx.replay_info,
         capture=m.capture.model_dump() if m.capture else None,
-        argv_config=parse_argv(plan.argv, cwd, ctx.worktree.path),  # config as recorded
+        # config as recorded; argv is the manifest's: files only inside the checkout
+        argv_config=parse_argv(plan.argv, cwd, ctx.worktree.path, confine=True),
     )
     if ctx.persist:
         keep_run(
@@ -544,7 +568,6 @@ def stage_hash(ctx: ReplayContext) -> None:
 def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     m, rm, result = ctx.plan.original, ctx.replay, ctx.result
     assert rm is not None and result is not None
-    ctx.emit("compare", "start")
     # how far the replay got (replay_tui.verdicts): only a completed one is evidence
     status = replay_status(
         result.status, cancel_requested=ctx.should_cancel(), exit_code=result.exit_code
@@ -556,25 +579,50 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     reason = host_fault or result.reason
     if status == CANCELLED and not (reason or "").startswith("cancelled"):
         reason = "cancelled on request: the command was stopped"  # not "interrupted"
-    verdict, body, cid = compare_and_store(ctx.store, m, rm)
-    fid = ctx.store.add_replay(
+    pending = Pending(
+        m,
+        rm,
+        status,
+        reason,
+        host_fault,
+        result.duration_s,
+        dict(ctx.replay_info),
+        ctx.plan.options,
+        ctx.emit,
+        ctx.t0,
+    )
+    if ctx.plan.options.defer_judgement:
+        ctx.emit("compare", "note", "judged once every replica has run")
+        return ReplayOutcome(
+            m, rm, None, None, 1, reason, None, time.monotonic() - ctx.t0, status, None, pending
+        )
+    return judge_pending(ctx.store, pending)
+
+
+def judge_pending(store: RunStore, p: Pending) -> ReplayOutcome:
+    """Compare a replay with its original (against the run's noise floor, when one is
+    stored), store the comparison and the replay fact, and say the verdict."""
+    m, rm, status, reason = p.original, p.replay, p.status, p.reason
+    p.emit("compare", "start", "")
+    verdict, body, cid = compare_and_store(store, m, rm, tolerance=p.options.tolerance)
+    fid = store.add_replay(
         m.run_id,
         replay_run=rm.run_id,
-        backend=ctx.plan.options.backend,
+        backend=p.options.backend,
         status=status,
         verdict=verdict,
         reason=reason,
-        duration_s=result.duration_s,
+        duration_s=p.duration_s,
         comparison_id=cid,
         body={
-            "replay": ctx.replay_info,
+            "replay": p.replay_info,
             "verdict": verdict,
-            "duration_s": result.duration_s,
-            "run_status": result.status,
+            "duration_s": p.duration_s,
+            "run_status": rm.status,
         },
-        sets_verdict=counts_as_evidence(status, verdict, ctx.plan.options.determinism),
+        sets_verdict=counts_as_evidence(status, verdict, p.options.determinism),
     )
-    ctx.emit(
+    p.emit(
         "compare",
         "done",
         verdict
@@ -582,10 +630,10 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
         else f"{outcome_word(status, verdict)}: not counted as evidence"
         f" (its outputs compared {verdict or 'nothing'})",
     )
-    if host_fault:
-        ctx.emit("replay", "failed", host_fault)
+    if p.host_fault:
+        p.emit("replay", "failed", p.host_fault)
     code = verdict_exit_code(status, verdict)
-    t = time.monotonic() - ctx.t0
+    t = time.monotonic() - p.t0
     return ReplayOutcome(m, rm, verdict, body, code, reason, fid, t, status, cid)
 
 
@@ -594,19 +642,13 @@ def compare_and_store(
     a: RunManifest,
     b: RunManifest,
     *,
-    rtol: float | None = None,
-    atol: float | None = None,
+    tolerance: Tolerance | None = None,
+    set_verdict_on: str | None = "b",
 ) -> tuple[str, dict[str, Any], int]:
-    """Compare two runs with the full comparison and store the result."""
-    from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, compare_runs
-
-    cmp = compare_runs(
-        a,
-        b,
-        objects=ObjectStore.beside(store.path),
-        rtol=DEFAULT_RTOL if rtol is None else rtol,
-        atol=DEFAULT_ATOL if atol is None else atol,
-    )
+    """Compare two runs with the full comparison, against the noise floor that speaks for
+    the pair when one is stored (``compare.floor``), and store the result.
+    ``set_verdict_on``: ``"b"`` (B's badge takes the verdict) or None."""
+    cmp = compare_pair(store, a, b, tolerance or Tolerance())
     body = cmp.to_dict()
     cid = store.add_comparison(
         a.run_id,
@@ -615,6 +657,24 @@ def compare_and_store(
         body,
         rtol=cmp.rtol,
         atol=cmp.atol,
-        set_verdict_on=b.run_id,
+        set_verdict_on=b.run_id if set_verdict_on == "b" else None,
     )
     return cmp.verdict, body, cid
+
+
+def compare_pair(
+    store: RunStore, a: RunManifest, b: RunManifest, tolerance: Tolerance
+) -> Comparison:
+    """The full comparison of A and B as every command makes it: the objects beside the
+    store, the tolerance given, and the noise floor that speaks for the pair."""
+    from replay_tui.compare.floor import noise_context
+    from replay_tui.compare.verdict import compare_runs
+
+    return compare_runs(
+        a,
+        b,
+        objects=ObjectStore.beside(store.path),
+        rtol=tolerance.rtol,
+        atol=tolerance.atol,
+        noise=noise_context(store, a, b, tolerance),
+    )

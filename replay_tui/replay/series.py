@@ -1,7 +1,11 @@
 """Several replays of one run: the noise floor (``--times N``) and the determinism cost.
 
-The noise floor is the spread across same-seed replays: the largest metric gap between
-any two replicas, the largest relative L2 between their weights, and how many replicas
+With ``--times K`` (K >= 2) the K replicas run first, unjudged; their noise floor is
+measured (``compare.floor``: per-step means and spreads, endpoint statistics, pairwise
+weight distances) and stored as a ledgered fact; then each replica is judged, the
+original against the replicas' noise (docs/noise.md).  A replica that did not complete
+is judged as it ended.  The spread is also summarised for people: the largest metric gap
+between any two replicas, the largest relative L2 between their weights, and how many
 were bit-identical to each other.  ``determinism_cost_pct`` compares the run time of a
 replay with the SDK's deterministic mode on against one with it switched off.
 """
@@ -14,38 +18,95 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from replay_tui.compare.distance import metric_gap, weight_rel_l2
+from replay_tui.compare.distance import metric_gap
+from replay_tui.compare.floor import floor_body, measure_floor
+from replay_tui.compare.noise_rule import NoiseFloor
 from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome, replay_run
-from replay_tui.verdicts import outcome_word
+from replay_tui.replay.runner import (
+    OnEvent,
+    ReplayEvent,
+    ReplayOutcome,
+    judge_pending,
+    replay_run,
+)
+from replay_tui.verdicts import COMPLETED, MEANING, WITHIN_NOISE, combine_exits, outcome_word
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The replicas' spread in a few numbers people read."""
+
+    replicas: int
+    max_metric_gap: float
+    max_weight_rel_l2: float
+    identical_groups: tuple[int, ...]
+    floor_id: int | None = None
+    """The stored noise-floor fact that judges this run from now on."""
+
+    @property
+    def largest_identical_group(self) -> int:
+        return max(self.identical_groups) if self.identical_groups else 0
+
+    @property
+    def all_identical(self) -> bool:
+        return len(self.identical_groups) == 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replicas": self.replicas,
+            "max_metric_gap": self.max_metric_gap,
+            "max_weight_rel_l2": self.max_weight_rel_l2,
+            "largest_identical_group": self.largest_identical_group,
+            "identical_groups": list(self.identical_groups),
+            "all_identical": self.all_identical,
+            "floor_id": self.floor_id,
+        }
+
+
+@dataclass(frozen=True)
+class DeterminismCost:
+    deterministic_s: float
+    nondeterministic_s: float
+    note: str
+    off_verdict: str | None
+
+    @property
+    def cost_pct(self) -> float:
+        return (self.deterministic_s - self.nondeterministic_s) / self.nondeterministic_s * 100
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deterministic_s": self.deterministic_s,
+            "nondeterministic_s": self.nondeterministic_s,
+            "determinism_cost_pct": self.cost_pct,
+            "note": self.note,
+            "off_verdict": self.off_verdict,
+        }
 
 
 @dataclass
 class ReplayReport:
     original_id: str
     outcomes: list[ReplayOutcome] = field(default_factory=list)
-    noise_floor: dict[str, Any] | None = None
-    determinism: dict[str, Any] | None = None
+    noise_floor: Spread | None = None
+    determinism: DeterminismCost | None = None
     first_number: int = 1
     """The per-run number of this call's first replay (``show`` numbers them 1, 2, …)."""
 
     @property
     def exit_code(self) -> int:
-        """0 every counted replay reproduced, 1 one completed and did not (that wins), else
-        the code of an aborted one (3 infrastructure or timeout, 130 cancelled)."""
-        checked = [
-            o
+        """Every counted replay's code combined (``storage.vocabulary.combine_exits``): 1
+        one completed and did not reproduce, else 130 one was cancelled, else 3 one could
+        not run, else 0; 1 when none counted."""
+        return combine_exits(
+            o.exit_code
             for o in self.outcomes
             if not (o.replay and o.replay.replay and o.replay.replay.determinism == "off")
-        ]
-        if not checked or any(o.exit_code == 1 for o in checked):
-            return 1
-        aborted = [o.exit_code for o in checked if o.exit_code != 0]
-        return aborted[-1] if aborted else 0
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,8 +127,8 @@ class ReplayReport:
                 }
                 for o in self.outcomes
             ],
-            "noise_floor": self.noise_floor,
-            "determinism": self.determinism,
+            "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
+            "determinism": self.determinism.to_dict() if self.determinism else None,
         }
 
     def text(self) -> str:
@@ -89,42 +150,42 @@ class ReplayReport:
         if self.noise_floor:
             nf = self.noise_floor
             lines.append(
-                f"noise floor over {nf['replicas']} replicas:"
-                f" max metric gap {nf['max_metric_gap']:.3g},"
-                f" max weight rel L2 {nf['max_weight_rel_l2']:.3g},"
-                f" largest identical group {nf['largest_identical_group']}/{nf['replicas']}"
+                f"noise floor over {nf.replicas} replicas:"
+                f" max metric gap {nf.max_metric_gap:.3g},"
+                f" max weight rel L2 {nf.max_weight_rel_l2:.3g},"
+                f" largest identical group {nf.largest_identical_group}/{nf.replicas}"
+                + (f"; stored as floor #{nf.floor_id}" if nf.floor_id is not None else "")
             )
         if self.determinism:
             d = self.determinism
             lines.append(
-                f"determinism cost: {d['determinism_cost_pct']:+.1f}% "
-                f"(deterministic {d['deterministic_s']:.2f}s vs off {d['nondeterministic_s']:.2f}s)"
-                f" — {d['note']}"
+                f"determinism cost: {d.cost_pct:+.1f}% "
+                f"(deterministic {d.deterministic_s:.2f}s vs off {d.nondeterministic_s:.2f}s)"
+                f" — {d.note}"
             )
         code = self.exit_code
+        words = [o.verdict for o in self.outcomes if o.verdict]
+        if code == 0 and words and all(w == WITHIN_NOISE for w in words):
+            lines.append(f"=> REPRODUCED: {MEANING[WITHIN_NOISE]}")
+            return "\n".join(lines)
         verdict = {0: "REPRODUCED", 1: "NOT REPRODUCED"}.get(code, "NOT JUDGED (replay aborted)")
         lines.append(f"=> {verdict}")
         return "\n".join(lines)
 
 
-def noise_floor(replicas: list[RunManifest], objects: ObjectStore) -> dict[str, Any]:
+def spread(replicas: list[RunManifest], floor: NoiseFloor | None) -> Spread:
+    """The replicas' spread; the pairwise weight distances come from ``floor`` (measured
+    once), the metric gaps from the manifests."""
     groups: dict[tuple[str | None, ...], int] = {}
     for r in replicas:
         key = tuple(sorted(f"{a.path}:{a.sha256}" for a in r.outputs.artifacts))
         groups[key] = groups.get(key, 0) + 1
     gap = 0.0
-    l2 = 0.0
     for a, b in itertools.combinations(replicas, 2):
         gap = max(gap, metric_gap(a, b))
-        l2 = max(l2, weight_rel_l2(a, b, objects))
-    return {
-        "replicas": len(replicas),
-        "max_metric_gap": gap,
-        "max_weight_rel_l2": l2,
-        "largest_identical_group": max(groups.values()) if groups else 0,
-        "identical_groups": sorted(groups.values(), reverse=True),
-        "all_identical": len(groups) == 1,
-    }
+    weights = floor.weights_pairwise if floor is not None else None
+    l2 = max(weights) if weights else 0.0
+    return Spread(len(replicas), gap, l2, tuple(sorted(groups.values(), reverse=True)))
 
 
 def _replica(
@@ -148,10 +209,14 @@ def replay_many(
     on_event: OnEvent | None = None,
     should_cancel: Callable[[], bool] = lambda: False,
 ) -> ReplayReport:
-    """``times`` replays (plus one with determinism off when asked) and their spread."""
+    """``times`` replays (plus one with determinism off when asked) and their spread;
+    with ``times`` >= 2 the replicas' noise floor is stored before any is judged."""
     emit = on_event or (lambda e: None)
     original_id = store.resolve(run_ref)
     report = ReplayReport(original_id, first_number=len(store.replays_of(original_id)) + 1)
+    judged = options
+    if times > 1:
+        options = replace(options, defer_judgement=True)
     if times > 1 and fans_out(options):  # N jobs at once, each waited on in its own thread
         from replay_tui.replay.fanout import run_each, tagged
 
@@ -171,10 +236,12 @@ def replay_many(
         )
         if should_cancel():
             break
-    replicas = [o.replay for o in report.outcomes if o.replay and o.replay.status == "succeeded"]
-    if times > 1 and len(replicas) > 1:
-        report.noise_floor = noise_floor(replicas, ObjectStore.beside(store.path))
-        store.add_noise_floor(original_id, len(replicas), report.noise_floor)
+    if times > 1:
+        report.noise_floor = _measure(store, original_id, report.outcomes, judged, emit)
+        report.outcomes = [
+            judge_pending(store, o.pending) if o.pending is not None else o for o in report.outcomes
+        ]
+    options = judged
     if determinism == "off":
         emit(ReplayEvent("replay", "note", "replay with deterministic mode switched off"))
         off = replay_run(
@@ -191,7 +258,6 @@ def replay_many(
         )
         if on and on.replay and off.replay and on.replay.duration_s and off.replay.duration_s:
             t_on, t_off = on.replay.duration_s, off.replay.duration_s
-            cost = (t_on - t_off) / t_off * 100.0
             gpu = bool(on.original.hardware.gpus) and bool(on.replay.hardware.gpus)
             note = (
                 "measured on GPU"
@@ -199,12 +265,43 @@ def replay_many(
                 else "measured on CPU, where deterministic mode changes few kernels:"
                 " a cost near zero is expected and run-to-run timing noise dominates"
             )
-            report.determinism = {
-                "deterministic_s": t_on,
-                "nondeterministic_s": t_off,
-                "determinism_cost_pct": cost,
-                "note": note,
-                "off_verdict": off.verdict,
-            }
-            store.add_noise_floor(original_id, 2, {"determinism": report.determinism})
+            report.determinism = DeterminismCost(t_on, t_off, note, off.verdict)
+            store.add_noise_floor(original_id, 2, {"determinism": report.determinism.to_dict()})
     return report
+
+
+def _measure(
+    store: RunStore,
+    original_id: str,
+    outcomes: list[ReplayOutcome],
+    options: ReplayOptions,
+    emit: OnEvent,
+) -> Spread | None:
+    """Measure and store the floor of the replicas that completed and succeeded (K >= 2);
+    None when fewer did (each is then judged without a floor of this series)."""
+    replicas = [
+        o.replay
+        for o in outcomes
+        if o.replay is not None
+        and o.pending is not None
+        and o.pending.status == COMPLETED
+        and o.replay.status == "succeeded"
+    ]
+    if len(replicas) < 2:
+        return None
+    tol = options.tolerance
+    floor, check = measure_floor(replicas, ObjectStore.beside(store.path), tol)
+    fid = store.add_noise_floor(
+        original_id,
+        len(replicas),
+        {**floor_body(floor, check, tol, original_id), "spread": spread(replicas, floor).to_dict()},
+    )
+    emit(
+        ReplayEvent(
+            "compare",
+            "note",
+            f"noise floor #{fid} measured over {len(replicas)} replicas"
+            + (f"; self-check: {check.message}" if check is not None else ""),
+        )
+    )
+    return replace(spread(replicas, floor), floor_id=fid)

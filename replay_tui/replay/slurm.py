@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import io
 import json
 import math
@@ -182,8 +181,13 @@ class SlurmOptions:
 
 
 def spool_dir(options: SlurmOptions, store_path: Path) -> Path:
-    """The spool: ``options.spool``, else ``slurm-spool`` beside the store."""
-    return (options.spool or store_path.parent / "slurm-spool").resolve()
+    """The spool: ``options.spool``, else ``slurm-spool`` beside the store; made
+    owner-only when missing, and refused when someone else could write into it
+    (``door.private_folder``): its content runs in the replay's container."""
+    from replay_tui.door import private_folder
+
+    spool = (options.spool or store_path.parent / "slurm-spool").resolve()
+    return private_folder(spool, "Slurm spool")
 
 
 def slurm_memory(docker_limit: str) -> str:
@@ -303,6 +307,7 @@ _SCRIPT = """\
 # A replay-tui replay job: runs one sandboxed container and records what happened in
 # the job folder.  It never touches the replay-tui store.
 set -u
+umask 077
 JOBDIR={jobdir}
 NAME="replay-tui-${{SLURM_JOB_ID:-$$}}"
 date -u +%s.%N > "$JOBDIR/start.tmp" && mv "$JOBDIR/start.tmp" "$JOBDIR/start"
@@ -326,14 +331,12 @@ wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
 date -u +%s.%N > "$JOBDIR/end"
 docker image inspect --format '{{{{json .}}}}' {image} > "$JOBDIR/image.json" 2>/dev/null || true
-ID=$(docker image inspect --format '{{{{.Id}}}}' {image} 2>/dev/null | tr ':' '_')
-PROBE={probes}/"$ID.json"
-if [ -n "$ID" ] && [ ! -s "$PROBE" ] && [ "$rc" -lt 128 ]; then
+PROBE="$JOBDIR/probe.json"
+if [ {want_probe} = 1 ] && [ "$rc" -lt 128 ]; then
   docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \\
     --entrypoint python3 {image} -I -c {probe} > "$PROBE.$$" 2>/dev/null \\
     && mv "$PROBE.$$" "$PROBE" || rm -f "$PROBE.$$"
 fi
-[ -s "$PROBE" ] && cp "$PROBE" "$JOBDIR/probe.json"
 echo "$rc" > "$JOBDIR/exit_code.tmp" && mv "$JOBDIR/exit_code.tmp" "$JOBDIR/exit_code"
 exit "$rc"
 """
@@ -360,7 +363,7 @@ def job_script(
     docker_args: Sequence[str],
     command: Sequence[str],
     *,
-    probe_dir: Path,
+    want_probe: bool,
     gpus: bool,
 ) -> str:
     from replay_tui.replay.docker import _PROBE
@@ -381,39 +384,24 @@ def job_script(
         docker_args=_lines(args),
         image=shlex.quote(image),
         command=_lines(list(command), "  "),
-        probes=shlex.quote(str(probe_dir)),
+        want_probe=1 if want_probe else 0,
         probe=shlex.quote(_PROBE),
     )
 
 
-_sdk_lock = threading.Lock()
-
-
-def sdk_copy(spool: Path) -> Path:
+def sdk_copy(jobdir: Path) -> Path:
     """The replay_tui package (what the container imports as the SDK) copied into the
-    spool once per content, so compute nodes that cannot see this checkout have it."""
+    job's own owner-only folder, fresh for each job, so compute nodes that cannot see
+    this checkout have it, and nothing another user left in the spool is ever run."""
     from replay_tui.replay.docker import _SDK_DIR
 
-    files = sorted(p for p in _SDK_DIR.rglob("*") if p.is_file() and p.suffix in (".py", ".typed"))
-    h = hashlib.sha256()
-    for p in files:
-        h.update(p.relative_to(_SDK_DIR).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-    dest = spool / "sdk" / h.hexdigest()[:16] / "replay_tui"
-    with _sdk_lock:
-        if dest.is_dir():
-            return dest
-        tmp = Path(tempfile.mkdtemp(prefix=".sdk-", dir=spool))
-        for p in files:
-            target = tmp / p.relative_to(_SDK_DIR)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, target)
-        for d in [tmp, *(q for q in tmp.rglob("*") if q.is_dir())]:
-            d.chmod(0o755)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.rename(dest)
-        except OSError:  # another process put the same content there first
-            shutil.rmtree(tmp, ignore_errors=True)
+    dest = jobdir / "sdk" / "replay_tui"
+    for p in sorted(_SDK_DIR.rglob("*")):
+        if p.suffix not in (".py", ".typed") or p.is_symlink() or not p.is_file():
+            continue
+        target = dest / p.relative_to(_SDK_DIR)
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
     return dest
 
 
@@ -432,10 +420,15 @@ def _tool(name: str) -> str:
     return path
 
 
-def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], timeout: float = 60, umask: int = -1) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            umask=umask,
         )
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]} timed out after {timeout}s")
@@ -543,6 +536,38 @@ class SlurmExecutor:
     job_info: dict[str, Any] = field(default_factory=dict)  # where it ran, for the manifest
     image_info: dict[str, Any] = field(default_factory=dict)  # filled from the node
     infra_fault: str | None = None  # the cluster, not the command, ended the run
+    probe_cache: Path | None = None
+    """Where this host keeps what an image holds (Python, packages, OS), by image digest:
+    beside the store, never in the spool.  A job probes only an image not in it."""
+
+    def _probe_key(self) -> str | None:
+        image = str(self.container.image)
+        if "@sha256:" not in image:
+            return None
+        return "digest-" + image.split("@", 1)[1].replace(":", "_") + ".json"
+
+    def _cached_probe(self) -> dict[str, Any] | None:
+        key = self._probe_key()
+        if self.probe_cache is None or key is None:
+            return None
+        from replay_tui.door import Refused, read_under_or_none
+
+        try:
+            raw = read_under_or_none(self.probe_cache, key, "image probe")
+            data = json.loads(raw) if raw is not None else None
+        except (Refused, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _keep_probe(self, data: Mapping[str, Any]) -> None:
+        key = self._probe_key()
+        if self.probe_cache is None or key is None:
+            return
+        with contextlib.suppress(OSError):
+            self.probe_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.probe_cache / f".{key}.{os.getpid()}.{threading.get_ident()}"
+            tmp.write_text(json.dumps(dict(data)))
+            os.replace(tmp, self.probe_cache / key)
 
     def sbatch_argv(self, jobdir: Path, script: Path, timeout_s: float | None) -> list[str]:
         o = self.options
@@ -580,13 +605,13 @@ class SlurmExecutor:
 
     def submit(self, spec: ExecSpec) -> tuple[str, Path]:
         """Write the job folder and script, submit it; (job id, job folder)."""
-        jobs = self.spool / "jobs"
-        jobs.mkdir(parents=True, exist_ok=True)
-        jobdir = Path(tempfile.mkdtemp(prefix="", dir=jobs))
-        jobdir.chmod(0o755)
-        (jobdir / "output.log").touch()
+        from replay_tui.door import private_folder
+
+        jobs = private_folder(self.spool / "jobs", "Slurm spool's jobs folder")
+        jobdir = Path(tempfile.mkdtemp(prefix="", dir=jobs))  # 0700
+        os.close(os.open(jobdir / "output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         kwargs = container_kwargs(self.container, spec)
-        sdk = sdk_copy(self.spool)  # the compute node sees the spool, not this checkout
+        sdk = sdk_copy(jobdir)  # the compute node sees the spool, not this checkout
         for m in kwargs.get("mounts") or []:
             if m.get("Target") == f"{SDK_MOUNT}/replay_tui":
                 m["Source"] = str(sdk)
@@ -594,8 +619,6 @@ class SlurmExecutor:
             args, command = docker_cli_args(kwargs)
         except ValueError as e:
             raise InfraError(f"cannot express the sandbox as docker run flags: {e}") from None
-        probe_dir = self.spool / "image-probes"
-        probe_dir.mkdir(parents=True, exist_ok=True)
         script = jobdir / "job.sh"
         script.write_text(
             job_script(
@@ -603,14 +626,14 @@ class SlurmExecutor:
                 self.container.image,
                 args,
                 command,
-                probe_dir=probe_dir,
+                want_probe=self._cached_probe() is None,
                 gpus=self.gpus > 0,
             )
         )
-        script.chmod(0o755)
+        script.chmod(0o700)
         argv = self.sbatch_argv(jobdir, script, spec.timeout_s)
         (jobdir / "sbatch.json").write_text(json.dumps(argv))
-        p = _run(argv, timeout=120)
+        p = _run(argv, timeout=120, umask=0o077)  # the job's files: owner-only
         if p.returncode != 0:
             shutil.rmtree(jobdir, ignore_errors=True)  # nothing ran
             err = (p.stderr or p.stdout).strip()[-600:]
@@ -760,12 +783,12 @@ class SlurmExecutor:
             self.job_info["reason"] = st.reason
 
     def _read_node_files(self, jobdir: Path) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            where = json.loads((jobdir / "where.json").read_text())
-            if where.get("node"):
-                self.job_info["node"] = where["node"]
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            img = json.loads((jobdir / "image.json").read_text())
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            where = json.loads(_job_file(jobdir, "where.json"))
+            if isinstance(where.get("node"), str) and where["node"].isprintable():
+                self.job_info["node"] = where["node"][:256]
+        with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
+            img = json.loads(_job_file(jobdir, "image.json"))
             name = self.container.image.split("@", 1)[0]
             digest = self.container.image.split("@", 1)[1] if "@" in self.container.image else None
             self.image_info.update(
@@ -789,11 +812,17 @@ class SlurmExecutor:
         timed_out: bool,
         spec: ExecSpec,
     ) -> ExecResult:
-        rc = _read_int(jobdir / "exit_code")
+        rc = _read_int(jobdir, "exit_code")
         duration = _node_duration(jobdir) or time.monotonic() - t0
         env_view: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            probed = json.loads((jobdir / "probe.json").read_text())
+        probed = self._cached_probe()
+        if probed is None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                fresh = json.loads(_job_file(jobdir, "probe.json"))
+                if isinstance(fresh, dict):
+                    probed = fresh
+                    self._keep_probe(fresh)
+        if probed is not None:
             probed["packages_sha256"] = probes.packages_sha256(probed.get("packages") or [])
             for k in ("python_version", "packages", "packages_sha256", "os"):
                 if probed.get(k):
@@ -840,18 +869,29 @@ class SlurmExecutor:
         )
 
 
-def _read_int(p: Path) -> int | None:
+def _job_file(jobdir: Path, name: str) -> str:
+    """A small file the job wrote into its folder, through the door (a regular file, no
+    link, at most ``LIMITS["spool file"]``); ``ValueError`` when it is not that."""
+    from replay_tui.door import Refused, read_under
+
     try:
-        return int(p.read_text().strip())
-    except (OSError, ValueError):
+        return read_under(jobdir, name, "spool file").decode("utf-8", "replace")
+    except Refused as e:
+        raise ValueError(str(e)) from None
+
+
+def _read_int(jobdir: Path, name: str) -> int | None:
+    try:
+        return int(_job_file(jobdir, name).strip())
+    except ValueError:
         return None
 
 
 def _node_duration(jobdir: Path) -> float | None:
     try:
-        a = float((jobdir / "start").read_text())
-        b = float((jobdir / "end").read_text())
-    except (OSError, ValueError):
+        a = float(_job_file(jobdir, "start"))
+        b = float(_job_file(jobdir, "end"))
+    except ValueError:
         return None
     return max(0.0, b - a)
 
@@ -878,11 +918,13 @@ class _Tail:
         self.out = dest.open("wb") if dest is not None else None
 
     def pump(self, final: bool = False) -> None:
+        from replay_tui.door import LIMITS, Refused, open_under
+
         try:
-            with self.src.open("rb") as f:
-                f.seek(self.pos)
-                chunk = f.read()
-        except OSError:
+            with open_under(self.src.parent, self.src.name, "job log") as f:
+                os.lseek(f.fd, self.pos, os.SEEK_SET)
+                chunk = os.read(f.fd, max(0, min(1 << 24, LIMITS["job log"] - self.pos)))
+        except (OSError, Refused):
             chunk = b""
         if chunk:
             self.pos += len(chunk)

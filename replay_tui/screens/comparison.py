@@ -22,6 +22,7 @@ from replay_tui.messages import ComparisonLoaded
 from replay_tui.safety import escape_control
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
+from replay_tui.verdicts import MEANING
 from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.style import Palette, fit, number, plain, short
@@ -167,8 +168,15 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             f"{self.labels[0]} {short(v.a.run_id, 13)}  vs  "
             f"{self.labels[1]} {short(v.b.run_id, 13)}"
             f" · rtol {number(c.rtol)} · atol {number(c.atol)}"
+            + (
+                f" · α {number(c.alpha)} · noise floor of {c.floor.get('k')} replicas"
+                if c.floor is not None
+                else ""
+            )
             + (" · computed now (not stored)" if v.computed else "")
         )
+        if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
+            sub = f"{MEANING[c.verdict]}\n{sub}"
         compact = self.app.size.height < 30
         self.query_one(VerdictBanner).show(c.verdict, sub, compact=compact)
         # What the manifests already explain a divergence by leads (no seed recorded...).
@@ -502,9 +510,14 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             title.update("")
             return
         metric = next((m for m in self.view.comparison.metrics if m.name == name), None)
+        noise = self.view.comparison.noise
+        band = noise.band(name) if noise is not None else None
+        leaves = band.leaves_band_at if band is not None else None
         out_of_tol = metric.first_step_out_of_tol if metric else None
         marker = (
-            out_of_tol
+            leaves
+            if band is not None
+            else out_of_tol
             if out_of_tol is not None
             else (metric.first_step_differs if metric else None)
         )
@@ -514,13 +527,22 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             [Series(self.labels[0], ha), Series(self.labels[1], hb)],
             marker=None if marker is None else float(marker),
             times=[a.outputs.metric_times.get(name), b.outputs.metric_times.get(name)],
+            band=[(float(p.step), p.lo, p.hi) for p in band.points] if band else None,
         )
         palette = Palette.of(self.app)
         t = Text()
         t.append(f"{name}: ", style="bold")
         t.append_text(plot.legend())  # B dashed, A solid: told apart without colour
-        if marker is not None:
-            kind = "leaves tolerance" if out_of_tol is not None else "first differs"
+        if band is not None and leaves is None:
+            t.append("  inside the replicas' noise band throughout", style=palette.muted)
+        elif marker is not None:
+            kind = (
+                "leaves the noise band"
+                if band is not None
+                else "leaves tolerance"
+                if out_of_tol is not None
+                else "first differs"
+            )
             t.append(f"  ┃ {kind} at step {number(marker)}", style=palette.fg("error", bold=True))
         elif ha or hb:
             t.append(

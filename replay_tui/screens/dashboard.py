@@ -105,6 +105,12 @@ class DashboardScreen(AppScreen[None]):
         self.query_one("#card-repro", Card).show(
             _pct(repro),
             f"% of {_n(s.reproducible.whole, 'replayed run')} reproduce"
+            + (
+                f" · {s.bit_identical.part:,} bit-identical,"
+                f" {s.reproducible.part - s.bit_identical.part:,} within tolerance or noise"
+                if s.reproducible.part != s.bit_identical.part
+                else ""
+            )
             + (f" · {s.aborted.part:,} aborted, not counted" if s.aborted.part else "")
             if s.reproducible.whole
             else "no run replayed yet",

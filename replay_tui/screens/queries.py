@@ -437,7 +437,8 @@ class DashboardStats:
     replays: int
     """Replay attempts of original runs (facts), completed or not."""
     reproducible: Share
-    """Original runs whose latest completed replay is IDENTICAL or EQUIVALENT (as ``stats``)."""
+    """Original runs whose latest completed replay reproduced (IDENTICAL, EQUIVALENT or
+    WITHIN_NOISE, as ``stats``)."""
     artifact_match: Share
     """(replay, hashed checkpoint of its original) pairs where the replay wrote the same
     sha256: the SLI ``checkpoint_match`` of ``replay-tui stats``."""
@@ -450,6 +451,8 @@ class DashboardStats:
     """Of ``critical_total``, the original runs (the runs browser's groups)."""
     aborted: Share = Share(0, 0)
     """Replay attempts that did not complete (cancelled, interrupted, timed out, infra)."""
+    bit_identical: Share = Share(0, 0)
+    """Of the same runs, those whose latest completed replay is IDENTICAL."""
 
     @property
     def replay_runs(self) -> int:
@@ -472,6 +475,7 @@ def load_dashboard(
         originals=store.count_runs(RunQuery(kind="original")),
         replays=s.replays,
         reproducible=Share(s.reproducible.numerator, s.reproducible.denominator),
+        bit_identical=Share(s.bit_identical.numerator, s.bit_identical.denominator),
         artifact_match=Share(s.checkpoint_match.numerator, s.checkpoint_match.denominator),
         drills=Share(s.drills.numerator, s.drills.denominator),
         critical_total=store.count_runs(RunQuery(has_critical=True)),

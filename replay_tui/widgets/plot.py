@@ -5,7 +5,10 @@ Each terminal cell holds a 2x4 grid of braille dots, so a plot of W x H cells ha
 replays) as a dashed line, so the two are told apart without colour too; the legend
 says which is which.  Cells where every series draws the very same dots get the "both"
 colour; where they differ, each keeps its own colour.  A marked step (where two
-histories leave tolerance) is drawn as a vertical line in the marker colour.
+histories leave tolerance, or a curve leaves the noise band) is drawn as a vertical line
+in the marker colour, with a ``▲`` tag under the axis.  An optional band (the replicas'
+noise band: ``(step, lo, hi)``) shades the cells it covers with ``░`` in the band
+colour, a shape as well as a colour, under the curves.
 
 The y axis has ticks at its top, middle and bottom, the x axis its first and last step
 and its title.  A focused plot takes keys: ``l`` switches the y axis between linear and
@@ -33,6 +36,9 @@ DASH_ON, DASH_PERIOD = 4, 6
 """A dashed series draws 4 dots of every 6 along its path: two cells on, one off."""
 SOLID_GLYPH, DASHED_GLYPH = "━", "╍"
 """How the legend shows a solid series and a dashed one."""
+BAND_GLYPH = "░"
+"""How an empty cell inside the noise band is drawn (and how the legend shows the band)."""
+Band = Sequence[tuple[float, float, float]]
 ZOOM_MIN_STEPS = 5
 """A zoom to the marked step shows at least this many recorded steps either side."""
 
@@ -138,17 +144,28 @@ def render_plot(
     x_title: str = "step",
     log_y: bool = False,
     x_range: tuple[float, float] | None = None,
+    band: Band | None = None,
+    band_style: Style | None = None,
 ) -> Text:
     """The plot as Rich text of ``height`` lines, ``width`` cells each.
 
     ``log_y``: the y axis in log scale (points at or below zero are left out; the ticks
-    read the values themselves).  ``x_range``: only the steps in it (a zoom).
+    read the values themselves).  ``x_range``: only the steps in it (a zoom).  ``band``:
+    ``(x, lo, hi)`` shaded under the curves (it does not widen the y axis: a band far
+    wider than the curves is clipped to the plot).
     """
     data = [_finite(s.points) for s in series]
+    shade = [
+        (float(x), float(lo), float(hi))
+        for x, lo, hi in (band or ())
+        if all(isinstance(v, int | float) and math.isfinite(v) for v in (x, lo, hi))
+    ]
     if x_range is not None:
         data = [[(x, y) for x, y in d if x_range[0] <= x <= x_range[1]] for d in data]
+        shade = [b for b in shade if x_range[0] <= b[0] <= x_range[1]]
     if log_y:
         data = [[(x, math.log10(y)) for x, y in d if y > 0] for d in data]
+        shade = [(x, math.log10(lo), math.log10(hi)) for x, lo, hi in shade if lo > 0]
     pts = [p for d in data for p in d]
     if width < 4 or height < 1:
         return Text("")
@@ -207,6 +224,15 @@ def render_plot(
     if marker is not None and math.isfinite(marker):
         mx = to_dot(marker, ymin)[0]
         marker_col, marker_bits = mx // 2, _COLUMN[mx % 2]
+    covered = [[False] * cols for _ in range(rows)]
+    for x, lo, hi in shade:
+        if not xmin <= x <= xmax:
+            continue
+        c = to_dot(x, ymin)[0] // 2
+        top_row = max(0, to_dot(x, min(max(hi, ymin), ymax))[1] // 4)
+        low_row = min(rows - 1, to_dot(x, max(min(lo, ymax), ymin))[1] // 4)
+        for r in range(top_row, low_row + 1):
+            covered[r][c] = True
     lines: list[Text] = []
     for r in range(rows):
         line = Text(no_wrap=True, end="")
@@ -231,7 +257,10 @@ def render_plot(
                 line.append(chr(0x2800 + (total | marker_bits)), style=marker_style)
                 continue
             if not total:
-                line.append(" ")
+                if covered[r][c] and band_style is not None:
+                    line.append(BAND_GLYPH, style=band_style)
+                else:
+                    line.append(" ")
                 continue
             if same:
                 style = both
@@ -334,6 +363,7 @@ class LinePlot(Widget, can_focus=True):
         "lineplot--both",
         "lineplot--marker",
         "lineplot--axis",
+        "lineplot--band",
     }
     DEFAULT_CSS = """
     LinePlot {
@@ -346,6 +376,7 @@ class LinePlot(Widget, can_focus=True):
     LinePlot > .lineplot--both { color: $success; }
     LinePlot > .lineplot--marker { color: $error; text-style: bold; }
     LinePlot > .lineplot--axis { color: $text-muted; }
+    LinePlot > .lineplot--band { color: $accent-muted; }
     """
 
     def __init__(
@@ -364,6 +395,7 @@ class LinePlot(Widget, can_focus=True):
         self._marker = marker
         self._axes = axes
         self._timed = by_wall_time(self._series, times) if times is not None else None
+        self._band: list[tuple[float, float, float]] = []
         self.log_y = False
         self.zoomed = False
         self.wall_time = False
@@ -374,11 +406,13 @@ class LinePlot(Widget, can_focus=True):
         series: Sequence[Series],
         marker: float | None = None,
         times: Sequence[Sequence[float] | None] | None = None,
+        band: Band | None = None,
     ) -> None:
         """Show other histories (``times``: each series' wall time per point, for the
-        ``w`` key); the log scale and the wall time axis stay on when they can, a zoom
-        ends."""
+        ``w`` key; ``band``: the replicas' noise band by step); the log scale and the
+        wall time axis stay on when they can, a zoom ends."""
         self._series = list(series)
+        self._band = [(float(x), float(lo), float(hi)) for x, lo, hi in band or ()]
         self._marker = marker
         self._timed = by_wall_time(self._series, times) if times is not None else None
         self.zoomed = False
@@ -420,6 +454,9 @@ class LinePlot(Widget, can_focus=True):
             t.append("  ")
         if len(names) > 1:
             t.append(f"{SOLID_GLYPH} both", style=self.get_component_rich_style("lineplot--both"))
+        if self._band:
+            band_style = self.get_component_rich_style("lineplot--band")
+            t.append(f"  {BAND_GLYPH} replicas' noise band", style=band_style)
         t.rstrip()
         return t
 
@@ -470,4 +507,6 @@ class LinePlot(Widget, can_focus=True):
             x_title="wall time (s)" if self.showing_time else "step",
             log_y=self.showing_log,
             x_range=self.x_range,
+            band=None if self.showing_time else self._band,
+            band_style=self.get_component_rich_style("lineplot--band"),
         )

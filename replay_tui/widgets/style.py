@@ -20,6 +20,7 @@ from replay_tui.textfmt import short as short
 VERDICT_COLOUR = {
     "IDENTICAL": "success",
     "EQUIVALENT": "primary",
+    "WITHIN_NOISE": "accent",
     "DIVERGED": "error",
     "INCOMPLETE": "warning",
     "CANCELLED": "secondary",

@@ -12,6 +12,7 @@ GLYPHS: dict[str, tuple[str, ...]] = {
     "D": ("##.", "#.#", "#.#", "#.#", "##."),
     "E": ("###", "#..", "##.", "#..", "###"),
     "G": (".##", "#..", "#.#", "#.#", ".##"),
+    "H": ("#.#", "#.#", "###", "#.#", "#.#"),
     "I": ("###", ".#.", ".#.", ".#.", "###"),
     "L": ("#..", "#..", "#..", "#..", "###"),
     "M": ("#...#", "##.##", "#.#.#", "#...#", "#...#"),
@@ -20,9 +21,11 @@ GLYPHS: dict[str, tuple[str, ...]] = {
     "P": ("##.", "#.#", "##.", "#..", "#.."),
     "Q": (".##.", "#..#", "#..#", "#.#.", ".#.#"),
     "R": ("##.", "#.#", "##.", "#.#", "#.#"),
+    "S": (".##", "#..", ".#.", "..#", "##."),
     "T": ("###", ".#.", ".#.", ".#.", ".#."),
     "U": ("#.#", "#.#", "#.#", "#.#", "###"),
     "V": ("#.#", "#.#", "#.#", "#.#", ".#."),
+    "W": ("#...#", "#...#", "#.#.#", "##.##", "#...#"),
     "Y": ("#.#", "#.#", ".#.", ".#.", ".#."),
     "-": ("...", "...", "###", "...", "..."),
     " ": ("..", "..", "..", "..", ".."),
@@ -32,7 +35,7 @@ _HALF = {(False, False): " ", (True, False): "▀", (False, True): "▄", (True,
 
 def block_letters(word: str) -> list[str]:
     """Three lines of half-block letters; unknown characters are skipped."""
-    glyphs = [GLYPHS[c] for c in word.upper() if c in GLYPHS]
+    glyphs = [GLYPHS[c] for c in word.upper().replace("_", " ") if c in GLYPHS]
     rows = [".".join(g[r] for g in glyphs) for r in range(5)] + [""]
     width = len(rows[0])
     rows[5] = "." * width
@@ -55,16 +58,17 @@ class VerdictBanner(Static):
     }
     VerdictBanner.-identical { background: $success-muted; color: $text-success; }
     VerdictBanner.-equivalent { background: $primary-muted; color: $text-primary; }
+    VerdictBanner.-within_noise { background: $accent-muted; color: $text-accent; }
     VerdictBanner.-diverged { background: $error-muted; color: $text-error; }
     VerdictBanner.-incomplete { background: $warning-muted; color: $text-warning; }
     """
 
     def show(self, verdict: str | None, subtitle: str = "", *, compact: bool = False) -> None:
         word = (verdict or "…").upper()
-        for v in ("identical", "equivalent", "diverged", "incomplete"):
+        for v in ("identical", "equivalent", "within_noise", "diverged", "incomplete"):
             self.set_class(word.lower() == v, f"-{v}")
         text = Text(justify="center")
-        if compact or not all(c in GLYPHS for c in word):
+        if compact or not all(c in GLYPHS for c in word.replace("_", " ")):
             text.append(f"━━ {word} ━━", style="bold")
         else:
             text.append("\n".join(block_letters(word)), style="bold")

@@ -143,7 +143,7 @@ def test_key_from_dev_zero_or_a_huge_file_is_refused_quickly(
     with big.open("wb") as f:
         f.truncate(5 * 1024**3)  # sparse: 5 GiB that costs nothing on disk
     r = cli("verify", bundle, "--key", big)
-    assert r.returncode == 2 and "the limit is 65536" in r.stderr
+    assert r.returncode == 2 and "the limit for a key file is 64 KiB" in r.stderr
     fifo = tmp_path / "k.fifo"
     os.mkfifo(fifo)
     r = cli("verify", bundle, "--key", fifo)

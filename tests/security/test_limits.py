@@ -15,9 +15,10 @@ from pathlib import Path
 import click
 import pytest
 
+from replay_tui.door import read_named
 from replay_tui.errors import BadInput
 from replay_tui.replay.envpolicy import check_env, env_allowed
-from replay_tui.safety import escape_control, memory_limit_arg, read_bounded
+from replay_tui.safety import escape_control, memory_limit_arg
 from storage.store import RunStore
 from tests.conftest import RunCli
 from tests.training import make_repo, replay_tui
@@ -45,25 +46,25 @@ def test_escape_control_keeps_newlines_when_asked() -> None:
     assert escape_control("a\nb\tc\x1b", keep_newlines=True) == "a\nb\tc\\x1b"
 
 
-def test_read_bounded_refuses_devices_fifos_and_huge_files(tmp_path: Path) -> None:
+def test_read_named_refuses_devices_fifos_and_huge_files(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="not a regular file"):
-        read_bounded(Path("/dev/zero"), 1024, "key file")
+        read_named(Path("/dev/zero"), "key file", limit=1024)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     t0 = time.monotonic()
     with pytest.raises(BadInput, match="not a regular file"):
-        read_bounded(fifo, 1024, "key file")  # no writer: a blocking open would hang
+        read_named(fifo, "key file", limit=1024)  # no writer: a blocking open would hang
     assert time.monotonic() - t0 < 30
     big = tmp_path / "big"
     with big.open("wb") as f:
         f.truncate(10 * 1024**3)
-    with pytest.raises(BadInput, match="the limit is 1024"):
-        read_bounded(big, 1024, "key file")
+    with pytest.raises(BadInput, match="the limit for a key file is 1 KiB"):
+        read_named(big, "key file", limit=1024)
     with pytest.raises(BadInput, match="is a folder"):
-        read_bounded(tmp_path, 1024, "key file")
+        read_named(tmp_path, "key file", limit=1024)
     ok = tmp_path / "ok"
     ok.write_bytes(b"x" * 1024)
-    assert read_bounded(ok, 1024, "key file") == b"x" * 1024
+    assert read_named(ok, "key file", limit=1024) == b"x" * 1024
 
 
 def test_env_allow_list() -> None:

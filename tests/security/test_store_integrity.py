@@ -98,6 +98,10 @@ ATTACKS: dict[str, tuple[Callable[[list[str]], list[tuple[str, tuple[object, ...
         lambda ids: [("DELETE FROM runs WHERE id = ?", (ids[2],))],
         "its runs row was deleted",
     ),
+    "origin": (
+        lambda ids: [("UPDATE runs SET origin = 'import:mlflow' WHERE id = ?", (ids[1],))],
+        "runs.origin was edited",
+    ),
     "locations": (
         lambda ids: [("UPDATE locations SET host_path = '/tmp/evil' WHERE run_id = ?", (ids[0],))],
         "its locations were edited",

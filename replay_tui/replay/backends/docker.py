@@ -71,7 +71,7 @@ class DockerBackend:
             container_workdir(plan.workdir),
             dk.Sandbox(
                 network=opts.network,
-                gpus=plan.use_gpus,
+                gpus=(len(plan.original.hardware.gpus or []) or 1) if plan.use_gpus else 0,
                 pids_limit=opts.pids_limit,
                 memory_limit=opts.memory_limit,
             ),

@@ -90,7 +90,7 @@ class SlurmBackend:
             container_workdir(plan.workdir),
             dk.Sandbox(
                 network=opts.network,
-                gpus=plan.use_gpus,
+                gpus=gpus,
                 pids_limit=opts.pids_limit,
                 memory_limit=opts.memory_limit,
             ),
@@ -109,6 +109,7 @@ class SlurmBackend:
             gpus=gpus,
             memory=slurm_memory(opts.memory_limit) if opts.memory_limit else None,
             image_info=image,  # the same dict: the job's `docker image inspect` fills it in
+            probe_cache=ctx.store.path.parent / "image-probes",
         )
         where = ", ".join(
             f"{k} {v}"

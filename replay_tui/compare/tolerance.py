@@ -1,0 +1,97 @@
+"""The tolerance policy a judgement uses: one value, its defaults, validation and help.
+
+A comparison first asks whether two runs are bit-identical, then whether every metric
+and tensor is within a fixed tolerance (``rtol``/``atol``: EQUIVALENT), and, when a
+noise floor of the run's own replicas is stored, whether what is beyond the tolerance
+is still within that noise (``alpha``: the prediction interval's error rate; ``margin``:
+the widest noise band that still means something, as a fraction of the metric's value;
+docs/noise.md).  ``replay``, ``compare``, ``drill`` and ``bisect`` all take the same
+flags, and every stored judgement keeps the values it used (``to_dict``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+DEFAULT_RTOL: Final = 1e-5
+DEFAULT_ATOL: Final = 1e-8
+DEFAULT_ALPHA: Final = 0.05
+TOLERANCE_RULE: Final = "|a - b| <= atol + rtol * |reference|"
+"""Metrics take A as the reference (numpy.isclose); tensors take B (torch.allclose)."""
+
+HELP: Final[dict[str, str]] = {
+    "rtol": f"Relative tolerance for metrics and tensors (default {DEFAULT_RTOL:g}).",
+    "atol": f"Absolute tolerance for metrics and tensors (default {DEFAULT_ATOL:g}).",
+    "alpha": (
+        "Error rate of the noise rule's prediction interval, over all endpoint tests"
+        f" (default {DEFAULT_ALPHA:g}; docs/noise.md)."
+    ),
+    "margin": (
+        "The widest noise band that still means something, as a fraction of a metric's value"
+        " (e.g. 0.01 = 1 %); a wider band is flagged as a gap (default: none)."
+    ),
+}
+
+
+class ToleranceError(ValueError):
+    """A tolerance value that cannot be used; the message names the flag."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+    alpha: float = DEFAULT_ALPHA
+    margin: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("rtol", "atol"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise ToleranceError(f"--{name} must be a finite number >= 0 (got {v})")
+        if not (isinstance(self.alpha, int | float) and 0 < self.alpha < 1):
+            raise ToleranceError(f"--alpha must be between 0 and 1, exclusive (got {self.alpha})")
+        if self.margin is not None and not (
+            isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin > 0
+        ):
+            raise ToleranceError(f"--margin must be a number > 0 (got {self.margin})")
+
+    @classmethod
+    def of(
+        cls,
+        rtol: float | None = None,
+        atol: float | None = None,
+        alpha: float | None = None,
+        margin: float | None = None,
+    ) -> Tolerance:
+        """Flags as given (None: the default), validated."""
+        return cls(
+            DEFAULT_RTOL if rtol is None else rtol,
+            DEFAULT_ATOL if atol is None else atol,
+            DEFAULT_ALPHA if alpha is None else alpha,
+            margin,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "alpha": self.alpha,
+            "margin": self.margin,
+            "rule": TOLERANCE_RULE,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Tolerance:
+        d = d or {}
+        return cls.of(d.get("rtol"), d.get("atol"), d.get("alpha"), d.get("margin"))
+
+    def text(self) -> str:
+        """One line for beside a verdict: ``rtol=1e-05 atol=1e-08 alpha=0.05``."""
+        out = f"rtol={self.rtol:g}  atol={self.atol:g}  alpha={self.alpha:g}"
+        return out + (f"  margin={self.margin:g}" if self.margin is not None else "")
+
+
+DEFAULT: Final = Tolerance()

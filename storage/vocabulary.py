@@ -1,0 +1,148 @@
+"""Each word once: verdicts, replay statuses and how exit codes add up.
+
+These are the words the store keeps (a replay fact's ``status``, a run's
+``last_verdict``) and every layer above reads (``replay_tui.verdicts`` re-exports them
+with the rules that work on them).  Nothing else spells a verdict set, a status set or an
+exit-code precedence.
+
+**Verdicts** judge a comparison of two runs:
+
+- ``IDENTICAL``: bit for bit.
+- ``EQUIVALENT``: not bit-identical, within the comparison's fixed tolerance.
+- ``WITHIN_NOISE``: beyond the tolerance, but within the measured noise of the run's own
+  replicas (a stored noise floor): reproduced within this run's noise; not bit-identical.
+- ``DIVERGED``: beyond the tolerance *and* beyond the noise, or beyond the tolerance
+  with no noise measured.
+- ``INCOMPLETE``: something needed to judge is missing, or a run did not succeed.
+
+The first three are *reproduced* (exit 0); only ``IDENTICAL`` is *bit-identical*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, Literal
+
+# -- verdicts -----------------------------------------------------------------------------
+
+Verdict = Literal["IDENTICAL", "EQUIVALENT", "WITHIN_NOISE", "DIVERGED", "INCOMPLETE"]
+IDENTICAL: Final = "IDENTICAL"
+EQUIVALENT: Final = "EQUIVALENT"
+WITHIN_NOISE: Final = "WITHIN_NOISE"
+DIVERGED: Final = "DIVERGED"
+INCOMPLETE: Final = "INCOMPLETE"
+VERDICTS: Final[tuple[Verdict, ...]] = (IDENTICAL, EQUIVALENT, WITHIN_NOISE, DIVERGED, INCOMPLETE)
+REPRODUCED: Final[tuple[Verdict, ...]] = (IDENTICAL, EQUIVALENT, WITHIN_NOISE)
+NOT_REPRODUCED: Final[tuple[Verdict, ...]] = (DIVERGED, INCOMPLETE)
+BIT_IDENTICAL: Final[tuple[Verdict, ...]] = (IDENTICAL,)
+SEVERITY: Final[dict[str, int]] = {
+    IDENTICAL: 0,
+    EQUIVALENT: 1,
+    WITHIN_NOISE: 2,
+    INCOMPLETE: 3,
+    DIVERGED: 4,
+}
+"""Worse is larger: a sort by verdict severity puts DIVERGED last (first, descending)."""
+
+MEANING: Final[dict[str, str]] = {
+    IDENTICAL: "reproduced bit for bit: every artifact's sha256 and every metric are equal",
+    EQUIVALENT: "reproduced within tolerance; not bit-identical",
+    WITHIN_NOISE: "reproduced within this run's noise; not bit-identical",
+    DIVERGED: "not reproduced: beyond the tolerance and beyond this run's measured noise",
+    INCOMPLETE: "not judged: a run failed, or something needed to compare is missing",
+}
+"""What each verdict means, in the words every screen, report and command uses."""
+
+DIVERGED_NO_FLOOR: Final = "not reproduced: beyond the tolerance, and no noise floor measured"
+"""DIVERGED's meaning when there was no noise to judge against."""
+
+
+def is_reproduced(verdict: str | None) -> bool:
+    return verdict in REPRODUCED
+
+
+def is_bit_identical(verdict: str | None) -> bool:
+    return verdict in BIT_IDENTICAL
+
+
+def verdict_exit(verdict: str | None) -> int:
+    """0 reproduced, 1 not (a comparison's exit code)."""
+    return 0 if is_reproduced(verdict) else 1
+
+
+# -- replay statuses ----------------------------------------------------------------------
+
+ReplayStatus = Literal["completed", "cancelled", "interrupted", "timed_out", "infra-error"]
+COMPLETED: Final = "completed"
+CANCELLED: Final = "cancelled"
+INTERRUPTED: Final = "interrupted"
+TIMED_OUT: Final = "timed_out"
+INFRA_ERROR: Final = "infra-error"
+STATUSES: Final = (COMPLETED, CANCELLED, INTERRUPTED, TIMED_OUT, INFRA_ERROR)
+ABORTED: Final = (CANCELLED, INTERRUPTED, TIMED_OUT, INFRA_ERROR)
+
+LEGACY_STATUS: Final[dict[str, str]] = {
+    "succeeded": COMPLETED,
+    "failed": COMPLETED,
+    "error": INFRA_ERROR,
+}
+"""Facts written before this vocabulary carry the command's own status."""
+
+COMPLETED_SPELLINGS: Final[tuple[str, ...]] = (
+    COMPLETED,
+    *(k for k, v in LEGACY_STATUS.items() if v == COMPLETED),
+)
+"""Every stored spelling of a completed replay (for SQL: ``status IN (...)``)."""
+
+
+def normalize_status(status: str | None) -> str:
+    """A replay fact's status in this vocabulary (older facts used the command's)."""
+    s = (status or "").strip().lower()
+    return LEGACY_STATUS.get(s, s if s in STATUSES else INFRA_ERROR)
+
+
+def sql_completed(column: str) -> str:
+    """A SQL condition: ``column`` holds a completed replay's status, in any spelling."""
+    words = ", ".join(f"'{w}'" for w in COMPLETED_SPELLINGS)
+    return f"lower(trim({column})) IN ({words})"
+
+
+# -- exit codes ---------------------------------------------------------------------------
+
+EXIT_OK: Final = 0
+EXIT_NOT_REPRODUCED: Final = 1
+EXIT_BAD_INPUT: Final = 2
+EXIT_INFRA: Final = 3
+EXIT_CANCELLED: Final = 130
+EXIT_PRECEDENCE: Final[tuple[int, ...]] = (
+    EXIT_NOT_REPRODUCED,
+    EXIT_CANCELLED,
+    EXIT_INFRA,
+    EXIT_BAD_INPUT,
+)
+"""When several outcomes make one command's exit code, the first of these present wins:
+a completed replay that did not reproduce is a fact whatever else happened; a cancel
+(the user's own stop) says more than an infrastructure error; an error says more than a
+success."""
+
+
+def status_exit(status: str | None, verdict: str | None) -> int:
+    """One replay attempt's exit code: 0 reproduced, 1 not reproduced (completed only),
+    3 the machine could not run it or it timed out, 130 cancelled or interrupted."""
+    s = normalize_status(status)
+    if s == COMPLETED:
+        return verdict_exit(verdict)
+    return EXIT_CANCELLED if s in (CANCELLED, INTERRUPTED) else EXIT_INFRA
+
+
+def combine_exits(codes: Iterable[int], *, empty: int = EXIT_NOT_REPRODUCED) -> int:
+    """The exit code of a command made of several outcomes (replicas, drill items,
+    probes), by :data:`EXIT_PRECEDENCE`; ``empty`` when there were none (nothing judged
+    is never a pass)."""
+    seen = set(codes)
+    if not seen:
+        return empty
+    for code in EXIT_PRECEDENCE:
+        if code in seen:
+            return code
+    return max(seen) if seen - {EXIT_OK} else EXIT_OK
