@@ -19,11 +19,13 @@ page cache warm (every checkpoint was read once before the first round), it time
 - ``floor``: ``measure_floor(replicas, objects, tolerance)``, paid once per floor
   (K(K-1)/2 checkpoint comparisons);
 - ``judge``: ``compare_pair(store, original, candidate, tolerance)`` with the floor stored:
-  the plain compare, plus ``noise_context`` (the floor read back, the candidate's K
-  weight distances to the replicas) and the rule;
+  the plain compare, plus ``noise_context`` (the floor read back) and, since the pair is
+  beyond the tolerance, the judgement: the candidate's K weight distances to the replicas
+  and the rule;
 - and, to say where the time goes: ``checkpoint`` (one bare ``compare_checkpoints`` of the
-  two files), ``noise_context`` alone, ``floor_read`` (``stored_floor``) and ``rule``
-  (``NoiseContext.judge`` alone).
+  two files), ``noise_context`` alone (no checkpoint is read until a judgement needs the
+  distances), ``floor_read`` (``stored_floor``) and ``rule`` (``noise_rule.judge`` on the
+  distances worked out once).
 
 Prints one JSON object: min and median of each, the ratios judge/plain and floor/plain,
 the verdicts seen and the machine.  No timing thresholds.
@@ -60,6 +62,7 @@ from replay_tui.compare.floor import (  # noqa: E402
     noise_context,
     stored_floor,
 )
+from replay_tui.compare.noise_rule import judge as noise_judge  # noqa: E402
 from replay_tui.compare.tensors import compare_checkpoints  # noqa: E402
 from replay_tui.compare.tolerance import Tolerance  # noqa: E402
 from replay_tui.compare.verdict import compare_runs  # noqa: E402
@@ -304,8 +307,9 @@ def run_bench(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
         if judged.verdict != "WITHIN_NOISE":
             why = "; ".join(judged.reasons[:4])
             errors.append(f"judged compare read {judged.verdict}, expected WITHIN_NOISE: {why}")
-        if ctx is None or ctx.candidate != "b" or ctx.weights_to_replicas is None:
+        if ctx is None or ctx.candidate != "b" or ctx.weights is None:
             errors.append("noise_context did not find the floor with weights for candidate b")
+        dist = ctx.weights(candidate) if ctx is not None and ctx.weights is not None else None
 
         def judge() -> str:
             return compare_pair(store, original, candidate, tol).verdict
@@ -315,7 +319,13 @@ def run_bench(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
 
         def rule() -> object:
             assert ctx is not None
-            return ctx.judge(candidate)
+            return noise_judge(
+                ctx.stored.floor,
+                dict(candidate.outputs.metric_history),
+                dict(candidate.outputs.metrics),
+                ctx.params,
+                dist,
+            )
 
         def floor_read() -> object:
             return stored_floor(store, original.run_id)
@@ -344,7 +354,7 @@ def run_bench(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
         "plain": 1,
         "checkpoint": 1,
         "floor": k * (k - 1) // 2,
-        "noise_context": k,
+        "noise_context": 0,
         "judge": 1 + k,
         "rule": 0,
         "floor_read": 0,
@@ -405,9 +415,10 @@ def run_bench(folder: Path, args: argparse.Namespace) -> dict[str, Any]:
         "note": (
             "checkpoint reads and tensor diffs dominate: plain is one checkpoint comparison,"
             f" the floor {comparisons['floor']} (K(K-1)/2), judging {comparisons['judge']} (the"
-            f" plain one plus the candidate's K={k} weight distances to the replicas, which"
-            " noise_context computes before compare_runs, so with a floor stored they are paid"
-            " whatever the verdict); reading the floor back and the rule itself take"
+            f" plain one plus the candidate's K={k} weight distances to the replicas, worked"
+            " out only when the pair is beyond the tolerance and the rule must judge it: a"
+            " replay within the tolerance pays nothing for the floor); reading the floor back"
+            " and the rule itself take"
             " milliseconds (times.floor_read, times.rule; with the replicas' manifests read"
             " back they make judge_beyond_checkpoint_compares_min_s, which does not grow with the"
             " checkpoint). explained_by_checkpoint_compares: comparisons x"

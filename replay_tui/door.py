@@ -63,7 +63,7 @@ LIMITS: Final[dict[str, int]] = {
     "bundle file": 256 * MiB,
     "key file": 64 * KiB,
     "trusted-keys file": 1 * MiB,
-    "manifest file": 64 * MiB,
+    "manifest file": 8 * MiB,  # storage.manifest.MAX_MANIFEST_BYTES: ingest takes no more
     # the Slurm spool (written by jobs)
     "spool file": 1 * MiB,
     "image probe": 16 * MiB,  # an image's Python, packages and OS, as a job probed them

@@ -304,3 +304,36 @@ def test_record_without_arguments_still_says_config_missing(
         m = s.manifest(json.loads(proc.stdout)["run_id"])
     assert m.config == {} and m.config_source is None
     assert "CONFIG_MISSING" in {g.code for g in evaluate(m)}
+
+
+def test_a_replay_reads_config_files_only_inside_its_checkout(tmp_path: Path) -> None:
+    """A replay's argv comes from a manifest: with ``confine`` a config file is read only
+    inside the checkout, through the door; a host path, ``..`` or a link leading out is
+    never read (its keys never reach the replay's manifest)."""
+    checkout = tmp_path / "wt"
+    (checkout / "configs").mkdir(parents=True)
+    (checkout / "configs" / "base.yaml").write_text("depth: 3\n")
+    host = tmp_path / "host" / "secret.json"
+    host.parent.mkdir()
+    host.write_text('{"token": 424242}')
+    (checkout / "configs" / "leak.json").symlink_to(host)
+    argv = [
+        "python",
+        "train.py",
+        "--config",
+        "configs/base.yaml",
+        "--a",
+        str(host),
+        "--b",
+        "../host/secret.json",
+        "--c",
+        "configs/leak.json",
+    ]
+    a = parse_argv(argv, checkout, checkout, confine=True)
+    assert [(f.path, f.in_repo, f.parsed) for f in a.files] == [
+        ("configs/base.yaml", "configs/base.yaml", True)
+    ]
+    assert a.config()["depth"] == 3 and "token" not in a.config()
+    # the same argv at record time is the user's own command line: their files are read
+    recorded = parse_argv(argv, checkout, checkout)
+    assert recorded.config()["token"] == 424242

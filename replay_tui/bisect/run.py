@@ -84,17 +84,16 @@ def _check_origin(store: RunStore, run_ids: Sequence[str], opts: ReplayOptions) 
     without a sandbox, both runs must have been recorded on this host (or the user
     consents with ``allow_foreign_on_host``), as for a replay of either."""
     from replay_tui.replay.backends import get_backend
-    from storage import integrity
+    from replay_tui.replay.consent import local_consent_problem
 
     if get_backend(opts.backend).pins_environment or getattr(opts, "allow_foreign_on_host", False):
         return
     for rid in run_ids:
-        origin = integrity.run_origin(store.conn, rid)
-        if origin != integrity.LOCAL:
+        problem = local_consent_problem(store, rid)
+        if problem is not None:
             raise BadInput(
-                f"run {rid} came into this store through {origin}, not from a recording on"
-                f" this host: the {opts.backend} backend would run probes of its command on"
-                " this host without a sandbox",
+                f"{problem}; the {opts.backend} backend would run bisect's probes of it the same"
+                " way",
                 "bisect with --backend docker (sandboxed)",
             )
 

@@ -12,8 +12,9 @@ tolerance against it (``replay_tui.compare.noise_rule``; docs/noise.md).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final, Literal
 
 from replay_tui.compare.distance import weight_rel_l2
@@ -156,7 +157,9 @@ class NoiseContext:
     stored: StoredFloor
     candidate: Side
     params: NoiseParams
-    weights_to_replicas: tuple[float, ...] | None
+    weights: Callable[[RunManifest], tuple[float, ...] | None] | None = None
+    """The candidate's weight distances to the replicas, worked out only when a judgement
+    is made (a pair within the tolerance never pays for them)."""
     in_sample: bool = False
     """Both runs are replicas of the floor: the candidate is judged against a floor it is
     part of, which is lenient; the judgement says so."""
@@ -167,7 +170,7 @@ class NoiseContext:
             dict(m.outputs.metric_history),
             dict(m.outputs.metrics),
             self.params,
-            self.weights_to_replicas,
+            self.weights(m) if self.weights is not None else None,
         )
 
 
@@ -208,19 +211,23 @@ def noise_context(
     else:
         candidate = "a" if b.run_id == stored.run_id else "b"
         in_sample = False
-    m = a if candidate == "a" else b
-    dist: tuple[float, ...] | None = None
+    distances = None
     if weights and stored.floor.weights_pairwise is not None:
-        objects = ObjectStore.beside(store.path)
-        others = []
-        for rid in stored.replicas:
-            if rid == m.run_id:
-                continue
-            try:
-                others.append(store.manifest(rid))
-            except Exception:  # a replica no longer readable: the diagnostic goes without
-                others = []
-                break
-        if others:
-            dist = tuple(weight_rel_l2(m, r, objects) for r in others)
-    return NoiseContext(stored, candidate, params_of(tolerance), dist, in_sample)
+        distances = partial(_distances, store, stored.replicas)
+    return NoiseContext(stored, candidate, params_of(tolerance), distances, in_sample)
+
+
+def _distances(
+    store: RunStore, replicas: Sequence[str], m: RunManifest
+) -> tuple[float, ...] | None:
+    """``m``'s weight distance to each replica (None when a replica cannot be read)."""
+    objects = ObjectStore.beside(store.path)
+    others = []
+    for rid in replicas:
+        if rid == m.run_id:
+            continue
+        try:
+            others.append(store.manifest(rid))
+        except Exception:  # a replica no longer readable: the diagnostic goes without
+            return None
+    return tuple(weight_rel_l2(m, r, objects) for r in others) if others else None

@@ -157,7 +157,11 @@ def replay_manifest(
     """
     t0 = time.monotonic()
     backend = get_backend(options.backend)
-    ctx_plan = stage_plan(store, original, options, backend, data_locations, on_event)
+    # a probe (not persisted) has a new run id and no row: its caller checked the origins
+    # of the runs it mixes (bisect._check_origin) before building it
+    ctx_plan = stage_plan(
+        store, original, options, backend, data_locations, on_event, consent=persist
+    )
     holder: list[ReplayContext] = []
     tmp: Path | None = None
     try:
@@ -278,6 +282,8 @@ def stage_plan(
     backend: ReplayBackend,
     data_locations: dict[str, str],
     on_event: OnEvent,
+    *,
+    consent: bool = True,
 ) -> ReplayPlan:
     on_event(ReplayEvent("plan", "start"))
     host_gpu = (
@@ -292,9 +298,13 @@ def stage_plan(
         host_has_gpu=host_gpu,
         needs_image=backend.needs_image,
     )
-    check_local_consent(  # an ingested/imported run never runs unsandboxed unasked
-        store, original, sandboxed=backend.pins_environment, allowed=options.allow_foreign_on_host
-    )
+    if consent:  # an ingested/imported run never runs unsandboxed unasked
+        check_local_consent(
+            store,
+            original,
+            sandboxed=backend.pins_environment,
+            allowed=options.allow_foreign_on_host,
+        )
     on_event(
         ReplayEvent(
             "plan",

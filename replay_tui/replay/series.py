@@ -30,7 +30,15 @@ from replay_tui.replay.runner import (
     judge_pending,
     replay_run,
 )
-from replay_tui.verdicts import COMPLETED, MEANING, WITHIN_NOISE, combine_exits, outcome_word
+from replay_tui.verdicts import (
+    CANCELLED,
+    COMPLETED,
+    INTERRUPTED,
+    MEANING,
+    WITHIN_NOISE,
+    combine_exits,
+    outcome_word,
+)
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore
@@ -231,11 +239,11 @@ def replay_many(
     for i in range(times_left):
         if times > 1:
             emit(ReplayEvent("replica", "start", f"replica {i + 1} of {times}"))
-        report.outcomes.append(
-            replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
-        )
-        if should_cancel():
-            break
+        out = replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
+        report.outcomes.append(out)
+        ended = out.pending.status if out.pending is not None else out.status
+        if should_cancel() or ended in (CANCELLED, INTERRUPTED):
+            break  # Ctrl-C, a signal or a cancel stopped a replica: the series stops too
     if times > 1:
         report.noise_floor = _measure(store, original_id, report.outcomes, judged, emit)
         report.outcomes = [

@@ -22,7 +22,7 @@ from replay_tui.messages import ComparisonLoaded
 from replay_tui.safety import escape_control
 from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
 from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
-from replay_tui.verdicts import MEANING
+from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
 from replay_tui.widgets.footer import LeanFooter
 from replay_tui.widgets.plot import LinePlot, Series
 from replay_tui.widgets.style import Palette, fit, number, plain, short
@@ -176,7 +176,10 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             + (" · computed now (not stored)" if v.computed else "")
         )
         if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
-            sub = f"{MEANING[c.verdict]}\n{sub}"
+            meaning = MEANING[c.verdict]
+            if c.verdict == "DIVERGED" and c.floor is None:
+                meaning = DIVERGED_NO_FLOOR
+            sub = f"{meaning}\n{sub}"
         compact = self.app.size.height < 30
         self.query_one(VerdictBanner).show(c.verdict, sub, compact=compact)
         # What the manifests already explain a divergence by leads (no seed recorded...).

@@ -106,8 +106,7 @@ class DashboardScreen(AppScreen[None]):
             _pct(repro),
             f"% of {_n(s.reproducible.whole, 'replayed run')} reproduce"
             + (
-                f" · {s.bit_identical.part:,} bit-identical,"
-                f" {s.reproducible.part - s.bit_identical.part:,} within tolerance or noise"
+                f" · {s.bit_identical.part:,} bit-identical"
                 if s.reproducible.part != s.bit_identical.part
                 else ""
             )

@@ -26,7 +26,7 @@ from replay_tui.sdk import _uuid7
 from storage import integrity, ledger
 from storage.manifest import manifest_from_data
 from storage.records import GapCounts
-from storage.store import Location, RunStore, StoreError
+from storage.store import IngestItem, Location, RunStore, StoreError
 from tests.conftest import MakeManifest
 from tests.training import git, make_repo, replay_tui
 
@@ -219,7 +219,9 @@ def test_ingest_batches_bind_origins_without_a_query_per_run(
     selects: list[str] = []
     with RunStore(store_path) as s:
         for n, origin in ((5, "local"), (80, "import:mlflow")):
-            items = [(manifest_from_data(make_manifest()), None, (), {}) for _ in range(n)]
+            items: list[IngestItem] = [
+                (manifest_from_data(make_manifest()), None, (), {}) for _ in range(n)
+            ]
             s.conn.set_trace_callback(selects.append)
             results = s.ingest_many(items, origin=origin)
             s.conn.set_trace_callback(None)

@@ -1,0 +1,49 @@
+"""The TUI tells WITHIN_NOISE apart from IDENTICAL and draws the replicas' noise band."""
+
+from __future__ import annotations
+
+from rich.style import Style
+
+from replay_tui.widgets.plot import BAND_GLYPH, Series, render_plot
+from replay_tui.widgets.verdict_banner import block_letters
+
+PLAIN = Style()
+
+
+def _plot(band: list[tuple[float, float, float]] | None, marker: float | None = None) -> str:
+    a = [(float(s), 2.0 - s / 100) for s in range(0, 101, 10)]
+    b = [(float(s), 2.0 - s / 100 + (0.3 if s >= 50 else 0.0)) for s in range(0, 101, 10)]
+    text = render_plot(
+        [Series("original", a), Series("replay", b)],
+        60,
+        12,
+        styles=(PLAIN, PLAIN),
+        both=PLAIN,
+        marker_style=PLAIN,
+        axis=PLAIN,
+        marker=marker,
+        band=band,
+        band_style=PLAIN,
+    )
+    return text.plain
+
+
+def test_the_band_is_shaded_with_a_shape_under_the_curves() -> None:
+    band = [(float(s), 1.9 - s / 100, 2.1 - s / 100) for s in range(0, 101, 10)]
+    shaded = _plot(band)
+    assert BAND_GLYPH in shaded
+    assert BAND_GLYPH not in _plot(None)  # no band, no shading
+    # the band does not widen the y axis: the same ticks either way
+    assert shaded.splitlines()[0].split()[0] == _plot(None).splitlines()[0].split()[0]
+
+
+def test_the_step_a_curve_leaves_the_band_is_marked_on_the_axis() -> None:
+    band = [(float(s), 1.9 - s / 100, 2.1 - s / 100) for s in range(0, 101, 10)]
+    axis = _plot(band, marker=50.0).splitlines()[-1]
+    assert "▲50" in axis  # a tag under the axis, not only a colour
+
+
+def test_within_noise_has_its_own_block_letters() -> None:
+    within = block_letters("WITHIN_NOISE")
+    assert len(within) == 3 and within != block_letters("IDENTICAL")
+    assert all(len(row) == len(within[0]) for row in within)
