@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from replay_tui.compare.distance import metric_gap, weight_rel_l2
+from replay_tui.compare.noise_rule import NoiseFloor as RuleFloor
+from replay_tui.compare.noise_rule import judge as rule_judge
 from replay_tui.compare.verdict import Comparison, compare_runs
 from replay_tui.verdicts import is_reproduced
 from storage.manifest import RunManifest
@@ -26,6 +28,13 @@ from storage.objects import ObjectStore
 
 MARGIN = 10.0
 """GOOD and BAD must be this many times further apart than GOOD's noise floor."""
+NEAR = 2.0
+"""A probe is near a run when it lies within this many times GOOD's noise floor of it.
+The floor is the largest distance among GOOD's K + 1 runs, and a fresh run of the same
+distribution falls beyond that largest distance with a probability near 2 / (K + 2):
+taken as it is, a probe that does behave like BAD would read "neither" one time in three
+(docs/noise.md).  Widening it 2×, as Megatron-LM's golden values widen their observed
+spread 1.5-3×, keeps that rare while GOOD and BAD stay ``MARGIN`` floors apart."""
 
 Behaviour = Literal["BAD", "GOOD", "neither", "failed"]
 
@@ -63,6 +72,13 @@ class NoiseFloor:
     floor: Distance
     identical: bool  # every replay bit-identical to GOOD as recorded
     replay_runs: tuple[str, ...] = ()
+    near_good: RuleFloor | None = None
+    """GOOD's runs as the noise rule's floor (``compare.noise_rule``): a probe within it
+    behaves like GOOD.  None when every run was bit-identical (then only the exact
+    distances speak)."""
+    near_bad: RuleFloor | None = None
+    """The same spread centred on BAD (each of GOOD's runs moved by BAD - GOOD, metric by
+    metric and step by step): a probe within it behaves like BAD."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,7 +90,10 @@ class NoiseFloor:
 
 
 def noise_floor(
-    good: RunManifest, replicas: list[RunManifest], objects: ObjectStore | None
+    good: RunManifest,
+    replicas: list[RunManifest],
+    objects: ObjectStore | None,
+    bad: RunManifest | None = None,
 ) -> NoiseFloor:
     runs = [good, *replicas]
     gap, l2 = 0.0, 0.0
@@ -85,9 +104,48 @@ def noise_floor(
     same = all(
         tuple(sorted((x.path, x.sha256) for x in r.outputs.artifacts)) in key for r in replicas
     )
+    identical = same and gap == 0.0
     return NoiseFloor(
-        len(runs), Distance(gap, l2), same and gap == 0.0, tuple(r.run_id for r in replicas)
+        len(runs),
+        Distance(gap, l2),
+        identical,
+        tuple(r.run_id for r in replicas),
+        near_good=None if identical else _rule_floor(runs),
+        near_bad=None if identical or bad is None else _rule_floor(runs, good, bad),
     )
+
+
+def _rule_floor(
+    runs: list[RunManifest], good: RunManifest | None = None, bad: RunManifest | None = None
+) -> RuleFloor | None:
+    """The noise rule's floor of ``runs``; moved by BAD - GOOD when both are given."""
+    hist: list[dict[str, list[tuple[int, float]]]] = [
+        {k: [(int(st), float(v)) for st, v in pts] for k, pts in r.outputs.metric_history.items()}
+        for r in runs
+    ]
+    fin = [dict(r.outputs.metrics) for r in runs]
+    if good is not None and bad is not None:
+        shift_f = {
+            k: bad.outputs.metrics[k] - v
+            for k, v in good.outputs.metrics.items()
+            if k in bad.outputs.metrics
+        }
+        shift_h: dict[str, dict[int, float]] = {}
+        for k, pts in good.outputs.metric_history.items():
+            at_bad = {int(st): v for st, v in bad.outputs.metric_history.get(k, [])}
+            shift_h[k] = {int(st): at_bad[int(st)] - v for st, v in pts if int(st) in at_bad}
+        hist = [
+            {
+                k: [(st, v + shift_h[k][st]) for st, v in pts if st in shift_h.get(k, {})]
+                for k, pts in h.items()
+            }
+            for h in hist
+        ]
+        fin = [{k: v + shift_f[k] for k, v in f.items() if k in shift_f} for f in fin]
+    try:
+        return RuleFloor.from_replicas(hist, fin)
+    except ValueError:  # nothing the rule can judge: the distances speak alone
+        return None
 
 
 def first_divergent_step(cmp: Comparison) -> int | None:
@@ -121,8 +179,21 @@ class Judgement:
         }
 
 
-def _close(cmp: Comparison, d: Distance, floor: Distance) -> bool:
-    return is_reproduced(cmp.verdict) or d.within(floor)
+def _close(
+    cmp: Comparison, d: Distance, floor: Distance, rule: RuleFloor | None, probe: RunManifest
+) -> bool:
+    """Near: the comparison reproduced, or the probe lies within the run's noise by the
+    noise rule (endpoints in the prediction interval of GOOD's runs, moved to the run in
+    question), or, where the rule cannot judge, within ``NEAR`` times the largest
+    distance among GOOD's runs."""
+    if is_reproduced(cmp.verdict):
+        return True
+    if rule is not None:
+        j = rule_judge(rule, dict(probe.outputs.metric_history), dict(probe.outputs.metrics))
+        if j.status in ("WITHIN_NOISE", "OUTSIDE_NOISE"):
+            return j.within
+    near = Distance(NEAR * floor.metric_gap, NEAR * floor.weight_rel_l2)
+    return d.within(near)
 
 
 def judge(
@@ -143,8 +214,8 @@ def judge(
     if probe.status != "succeeded":
         behaves = "BAD" if bad.status == probe.status and good.status == "succeeded" else "failed"
     else:
-        near_good = _close(cg, dg, floor.floor)
-        near_bad = _close(cb, db, floor.floor)
+        near_good = _close(cg, dg, floor.floor, floor.near_good, probe)
+        near_bad = _close(cb, db, floor.floor, floor.near_bad, probe)
         if near_bad and not near_good:
             behaves = "BAD"
         elif near_good:

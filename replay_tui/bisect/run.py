@@ -261,7 +261,7 @@ class _Runner:
             replicas.append(rm)
             if self.should_cancel():
                 raise KeyboardInterrupt
-        return noise_floor(self.good.manifest, replicas, self.objects)
+        return noise_floor(self.good.manifest, replicas, self.objects, self.bad.manifest)
 
     def probe(self, swapped: frozenset[str], base: str, why: str) -> Behaviour:
         """Run one probe (or take the result of one run ahead in parallel)."""

@@ -148,3 +148,55 @@ def test_a_real_change_diverges_beyond_the_noise_and_bisect_names_it(
     assert noise["weights"]["ratio"] > 5  # the change moves the weights far beyond noise
     res = _json(store, "bisect", original, changed, "--backend", "local", "--quiet", code=0)
     assert res["outcome"] == "cause" and res["causes"] == ["code"], res
+
+
+def test_the_bundle_carries_the_floor_and_says_why_within_noise(
+    floor_store: dict[str, Any], tmp_path: Path
+) -> None:
+    store, original = floor_store["store"], floor_store["original"]
+    out = tmp_path / "bundle"
+    proc = replay_tui(store, "export", original, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    floor = json.loads((out / "noise_floor.json").read_text())
+    assert floor["run_id"] == original and len(floor["body"]["replicas"]) == 3
+    assert floor["body"]["tolerance"]["alpha"] == 1e-7  # the rule's parameters travel too
+    md = (out / "report.md").read_text()
+    assert "WITHIN_NOISE" in md and "reproduced within this run's noise" in md
+    assert "judged against noise floor" in md and "holds the floor" in md
+    page = (out / "report.html").read_text()
+    assert 'class="noise-band"' in page  # the replicas' band is shaded in each plot
+    sums = (out / "SHA256SUMS").read_text()
+    assert "noise_floor.json" in sums  # covered by the bundle's checksums
+    check = replay_tui(store, "verify", str(out), "--allow-unsigned")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_drill_measures_a_floor_for_a_nondeterministic_run_then_replays_once(
+    tmp_path: Path,
+) -> None:
+    """A run recorded with determinism off and no floor: the drill replays it 3 times,
+    stores the floor and judges the original against it (WITHIN_NOISE); the next drill
+    replays it once.  A wrong DIVERGED needs an endpoint outside an interval of
+    family-wise error 1e-7 (``--alpha 1e-7``): below 2e-7 over both drills."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    shutil.copy(NOISY, repo / "train_noisy.py")
+    (repo / ".gitignore").write_text("out/\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "noisy training")
+    store = tmp_path / "runs.db"
+    rid = _record(store, repo, "--steps", "30")
+    first = _json(store, "drill", "--count", "1", "--backend", "local", *STRICT, code=0)
+    (item,) = first["runs"]
+    assert item["verdict"] == "WITHIN_NOISE" and item["status"] == "reproduced", item
+    with RunStore(store) as s:
+        assert len(s.replays_of(rid)) == 3
+        floors = [f for f in s.facts("noise_floors") if "floor" in f["body"]]
+        assert len(floors) == 1 and floors[0]["times"] == 3
+    second = _json(store, "drill", "--count", "1", "--backend", "local", *STRICT, code=0)
+    assert second["runs"][0]["verdict"] == "WITHIN_NOISE"
+    with RunStore(store) as s:
+        assert len(s.replays_of(rid)) == 4  # judged against the stored floor: one replay
+    table = replay_tui(store, "drill", "--count", "1", "--backend", "local", *STRICT).stdout
+    assert "WITHIN_NOISE" in table
