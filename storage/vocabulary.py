@@ -146,3 +146,38 @@ def combine_exits(codes: Iterable[int], *, empty: int = EXIT_NOT_REPRODUCED) -> 
         if code in seen:
             return code
     return max(seen) if seen - {EXIT_OK} else EXIT_OK
+
+
+# -- the environment policy -----------------------------------------------------------------
+
+TRAINING_ENV_NAMES: Final[tuple[str, ...]] = (
+    "PYTHONHASHSEED",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_MODULE_LOADING",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "TORCH_CUDNN_V8_API_ENABLED",
+    "TORCH_DETERMINISTIC",
+    "REPLAY_TUI_SEED",
+    "REPLAY_TUI_DETERMINISM",
+    "TOKENIZERS_PARALLELISM",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "WANDB_MODE",
+    "WANDB_SILENT",
+    "TF_CPP_MIN_LOG_LEVEL",
+)
+"""Variables that change what training computes: ``record`` records each one that is
+set, and a replay passes each one on (``replay_tui.replay.envpolicy``)."""
+
+TRAINING_ENV_PREFIXES: Final[tuple[str, ...]] = ("NCCL_", "PYTORCH_")
+"""Families ``record`` records whole; a replay passes on only their members that name no
+plugin, library, file or command to load (``envpolicy``'s patterns)."""

@@ -22,26 +22,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-# Variables that change what training computes.  Prefixes end with '_'.
-TRAINING_ENV = (
-    "PYTHONHASHSEED",
-    "CUBLAS_WORKSPACE_CONFIG",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_LAUNCH_BLOCKING",
-    "CUDA_DEVICE_ORDER",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NVIDIA_TF32_OVERRIDE",
-    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-    "TORCH_CUDNN_V8_API_ENABLED",
-    "CUBLAS_WORKSPACE_CONFIG",
-    "NCCL_",
-    "PYTORCH_",
-    "TORCH_DETERMINISTIC",
-    "REPLAY_TUI_SEED",
-    "REPLAY_TUI_DETERMINISM",
-)
+from storage.vocabulary import TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES
+
+# Variables that change what training computes (storage.vocabulary, the one list a replay
+# passes on too).  Prefixes end with '_'.
+TRAINING_ENV = (*TRAINING_ENV_NAMES, *TRAINING_ENV_PREFIXES)
 
 
 def training_env(environ: Mapping[str, str], extra: Sequence[str] = ()) -> dict[str, str]:

@@ -16,42 +16,15 @@ from collections.abc import Iterable, Mapping
 
 from replay_tui.errors import BadInput
 from replay_tui.safety import escape_control
+from storage.vocabulary import TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES
 
-# Exact names that change what training computes, and nothing else.
-ALLOWED_ENV = frozenset(
-    {
-        "PYTHONHASHSEED",
-        "CUBLAS_WORKSPACE_CONFIG",
-        "CUDA_VISIBLE_DEVICES",
-        "CUDA_LAUNCH_BLOCKING",
-        "CUDA_DEVICE_ORDER",
-        "OMP_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS",
-        "NUMEXPR_NUM_THREADS",
-        "NVIDIA_TF32_OVERRIDE",
-        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-        "TORCH_CUDNN_V8_API_ENABLED",
-        "TORCH_DETERMINISTIC",
-        "REPLAY_TUI_SEED",
-        "REPLAY_TUI_DETERMINISM",
-        "CUDA_MODULE_LOADING",
-        "TOKENIZERS_PARALLELISM",
-        "HF_HUB_OFFLINE",
-        "HF_DATASETS_OFFLINE",
-        "TRANSFORMERS_OFFLINE",
-        "WANDB_MODE",
-        "WANDB_SILENT",
-        "TF_CPP_MIN_LOG_LEVEL",
-    }
-)
+# Exact names that change what training computes, and nothing else: the one list
+# ``record`` records from too (storage.vocabulary).
+ALLOWED_ENV = frozenset(TRAINING_ENV_NAMES)
 
 # Prefix families ``record`` captures.  Only their members matching these patterns pass;
 # the ones that name a plugin, library, file or command to load never do.
-_ALLOWED_PATTERNS = (
-    re.compile(r"^NCCL_[A-Z0-9_]+$"),
-    re.compile(r"^PYTORCH_[A-Z0-9_]+$"),
-)
+_ALLOWED_PATTERNS = tuple(re.compile(rf"^{p}[A-Z0-9_]+$") for p in TRAINING_ENV_PREFIXES)
 _NEVER = re.compile(
     r"(PLUGIN|LIB|PATH|FILE|DIR|SOCKET|CMD|COMMAND|EXEC|PRELOAD|SCRIPT|MODULE|HOOK|TOPO|"
     r"HOME|PROFILE)"
