@@ -237,6 +237,7 @@ def test_prometheus_file_parses_and_carries_the_figures(cli: RunCli, hand_store:
         "replay_tui_original_runs": 4,
         "replay_tui_replays": 4,
         "replay_tui_reproducible_run_ratio": 0.5,
+        "replay_tui_bit_identical_run_ratio": 0.5,  # run B IDENTICAL; run A DIVERGED
         "replay_tui_replayed_runs": 2,
         "replay_tui_aborted_replay_ratio": 0.25,
         "replay_tui_aborted_replays": 1,
@@ -363,3 +364,35 @@ def test_cancelled_replays_and_drills_are_in_no_rate(hand_store: Path) -> None:
         assert after[key] == before[key], key
     aborted = after["aborted_replay_rate"]["numerator"]
     assert aborted == before["aborted_replay_rate"]["numerator"] + 1
+
+
+def test_within_noise_counts_as_reproduced_but_not_bit_identical(store_path: Path) -> None:
+    """A run reproduced within its noise counts in the reproducible rate and not in the
+    bit-identical rate beside it; an IDENTICAL one counts in both."""
+    ms = [
+        _manifest("run-N-0001", duration=10, metrics={"loss": 1.0}),
+        _manifest("run-N1-rep1", duration=10, metrics={"loss": 1.0001}, replay_of="run-N-0001"),
+        _manifest("run-I-0001", duration=10, metrics={"loss": 2.0}),
+        _manifest("run-I1-rep1", duration=10, metrics={"loss": 2.0}, replay_of="run-I-0001"),
+    ]
+    with RunStore(store_path) as s:
+        s.ingest_many([(manifest_from_data(m), None, (), {}) for m in ms])
+        for orig, rep, verdict in (
+            ("run-N-0001", "run-N1-rep1", "WITHIN_NOISE"),
+            ("run-I-0001", "run-I1-rep1", "IDENTICAL"),
+        ):
+            s.add_replay(
+                orig,
+                replay_run=rep,
+                backend="local",
+                status="completed",
+                verdict=verdict,
+                reason=None,
+                duration_s=None,
+                comparison_id=None,
+                body={"replay": {"determinism": "recorded"}},
+            )
+        st = compute_stats(s)
+    assert (st.reproducible.numerator, st.reproducible.denominator) == (2, 2)
+    assert (st.bit_identical.numerator, st.bit_identical.denominator) == (1, 2)
+    assert "bit-identical run rate      50.0%  (1 of 2" in st.text()

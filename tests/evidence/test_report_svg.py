@@ -263,9 +263,15 @@ def _store_with_replay(
 
 @dataclass(frozen=True)
 class _BandedEvidence(Evidence):
-    """Evidence as it will be once it carries the replicas' noise bands (the seam)."""
+    """Evidence whose latest comparison judged the replay against the replicas' noise:
+    its ``noise_bands`` (a property of ``Evidence``, read from that judgement) given
+    here directly, a malformed entry among them."""
 
-    noise_bands: dict[str, Any] = field(default_factory=dict)
+    bands: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def noise_bands(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.bands
 
 
 def _banded(ev: Evidence) -> _BandedEvidence:
@@ -281,7 +287,7 @@ def _banded(ev: Evidence) -> _BandedEvidence:
         ev.gaps,
         ev.replays,
         ev.chosen,
-        noise_bands={"loss": (band, exit_step), "accuracy": "not a band"},
+        bands={"loss": (band, exit_step), "accuracy": "not a band"},
     )
 
 
