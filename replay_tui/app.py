@@ -19,6 +19,7 @@ from textual.worker import Worker
 
 from replay_tui import collector
 from replay_tui.messages import (
+    OpenBisect,
     OpenComparison,
     OpenReplay,
     OpenRun,
@@ -141,6 +142,12 @@ class ReplayApp(App[None]):
                 b_run=message.b_run,
             )
         )
+
+    def on_open_bisect(self, message: OpenBisect) -> None:
+        from replay_tui.screens.bisect import BisectScreen
+
+        b = message.bisect
+        self.push_screen(BisectScreen(self.store_path, b.good, b.bad, stored=b))
 
     def on_pick_and_compare(self, message: PickAndCompare) -> None:
         from replay_tui.screens.comparison import ComparisonScreen

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         DashboardStats,
         ReplaySummary,
         RunDetail,
+        StoredBisect,
     )
     from replay_tui.verdicts import Reproduction
     from storage.records import RunRecord
@@ -155,6 +156,14 @@ class OpenComparison(Message):
         self.comparison_id = comparison_id
         self.a_run = a_run
         self.b_run = b_run
+
+
+class OpenBisect(Message):
+    """A stored bisect's answer, on the screen that showed it when it finished."""
+
+    def __init__(self, bisect: StoredBisect) -> None:
+        super().__init__()
+        self.bisect = bisect
 
 
 class PickAndCompare(Message):

@@ -120,7 +120,11 @@ def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
 
 
 def manifest_text(
-    rec: RunRecord, m: RunManifest, gaps: Sequence[Gap], replays: Sequence[ReplayFact]
+    rec: RunRecord,
+    m: RunManifest,
+    gaps: Sequence[Gap],
+    replays: Sequence[ReplayFact],
+    bisects: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     img = m.image
     lines = [
@@ -195,8 +199,47 @@ def manifest_text(
             f" {outcome_word(r.status, r.verdict):<11} {r.replay_run or ''}"
             f" {r.reason or ''}".rstrip()
         )
+    lines += bisect_lines(rec.id, bisects)
     lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
     return escape_control("\n".join(lines), keep_newlines=True)  # manifest strings: untrusted
+
+
+def bisect_summary(run_id: str, fact: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored bisect (a row of ``RunStore.bisects_of``) as ``show --json`` lists it:
+    what ``run_id`` was in it (GOOD or BAD), what it found, and its whole answer."""
+    raw = fact.get("body")
+    body: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    probes = body.get("probes_run")
+    return {
+        "id": fact["id"],
+        "created_at": fact["created_at"],
+        "good_run": fact["good_run"],
+        "bad_run": fact["bad_run"],
+        "role": "GOOD" if fact["good_run"] == run_id else "BAD",
+        "outcome": fact["outcome"],
+        "causes": [c for c in str(fact.get("causes") or "").split(",") if c],
+        "verdict": body.get("verdict"),
+        "probes_run": probes if isinstance(probes, int) else len(body.get("probes") or []),
+        "body": body,
+    }
+
+
+def bisect_lines(run_id: str, bisects: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``show``'s bisects section: each bisect the run took part in, oldest first."""
+    lines = ["── bisects"]
+    if not bisects:
+        lines.append("  (none: `replay-tui bisect GOOD BAD`)")
+    for i, fact in enumerate(bisects, 1):
+        b = bisect_summary(run_id, fact)
+        other = b["bad_run"] if b["role"] == "GOOD" else b["good_run"]
+        found = "CAUSE FOUND" if b["outcome"] == "cause" else "UNEXPLAINED"
+        lines.append(
+            f"  {i:>2}. #{b['id']} {str(b['created_at'])[:19]} {b['role']:<4} vs {other}"
+            f"  {found} after {b['probes_run']} probe(s)"
+        )
+        if b["verdict"]:
+            lines.append(f"      {b['verdict']}")
+    return lines
 
 
 def drill_table(rep: DrillReport) -> str:

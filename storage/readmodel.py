@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.records import REPLAY_SELECT, RUN_SELECT, ReplayFact, RunRecord
-from storage.store import RunQuery, RunStore, SearchReach, StoreError
+from storage.store import RunQuery, RunStore, SearchReach, StoreError, id_range
 from storage.vocabulary import sql_completed
 
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
@@ -236,11 +236,23 @@ def _view_where(
     page: bool = False,
 ) -> tuple[str, list[Any]]:
     """``store._where`` (``page``: for a page read along the sort index), replays under
-    their originals left out when ``top_level``."""
+    their originals left out when ``top_level``, except those whose id the search names
+    (:attr:`SearchReach.ids`): a run looked up by its id is a row of its own."""
     where, params = store._where(q, reach, page=page)
     if top_level:
-        where = f"{where} AND {_TOP_LEVEL}" if where else f" WHERE {_TOP_LEVEL}"
+        top, top_params = _top_level(q, reach)
+        where = f"{where} AND {top}" if where else f" WHERE {top}"
+        params = [*params, *top_params]
     return where, params
+
+
+def _top_level(q: RunQuery, reach: SearchReach | None) -> tuple[str, list[Any]]:
+    """The rows of the grouped list: :data:`_TOP_LEVEL`, and the runs the search names
+    by id (``reach.ids``, when ``reach`` is ``q``'s)."""
+    ids = reach.ids if reach is not None and q.search and reach.search == q.search else None
+    if ids is None:
+        return _TOP_LEVEL, []
+    return f"({_TOP_LEVEL} OR (runs.id >= ? AND runs.id < ?))", list(id_range(ids))
 
 
 def list_runs_view(
@@ -249,15 +261,16 @@ def list_runs_view(
     *,
     order: str | None = None,
     rank: Mapping[str, int] | None = None,
+    unranked: int = -1,
     top_level: bool = False,
     reach: SearchReach | None = None,
 ) -> list[RunRecord]:
     """A page of the runs browser: ``q``'s filters and paging, sorted by ``q.order``, or
     by ``order`` (one of :data:`VIEW_ORDERS`; ``severity`` ranks each verdict by
-    ``rank``, a run with no verdict below all), in ``q.descending`` direction, ties by
-    id.  ``top_level``: leave out replays whose original is in the store (they are
-    shown under it: :func:`replays_of_runs`).  ``reach``: ``q``'s search's, when the
-    caller has read it (``RunStore.search_reach``)."""
+    ``rank``, a run with no verdict as ``unranked``: below all by default), in
+    ``q.descending`` direction, ties by id.  ``top_level``: leave out replays whose
+    original is in the store (they are shown under it: :func:`replays_of_runs`).
+    ``reach``: ``q``'s search's, when the caller has read it (``RunStore.search_reach``)."""
     direction = "DESC" if q.descending else "ASC"
     reach = store.reach_of(q, reach)
     if order is None:
@@ -278,7 +291,7 @@ def list_runs_view(
         ranks = dict(rank or {})
         whens = " ".join("WHEN ? THEN ?" for _ in ranks)
         by_params = [v for item in ranks.items() for v in item]
-        by = f"CASE last_verdict {whens} ELSE -1 END {direction}" if ranks else "1"
+        by = f"CASE last_verdict {whens} ELSE {int(unranked)} END {direction}" if ranks else "1"
     else:
         raise StoreError(f"cannot sort by {order!r}")
     where, params = _view_where(store, q, top_level=top_level, reach=reach)
@@ -309,11 +322,12 @@ def count_runs_view_and_all(
         return total, total
     # the replays shown under their originals, counted through the kind index
     where, params = store._where(q, reach)
-    folded = (
-        "kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
-        if not where
-        else f"{where[len(' WHERE ') :]} AND kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
-    )
+    folded = "kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
+    if reach.ids:  # a replay the search names by id is a row of its own (_top_level)
+        folded += " AND NOT (runs.id >= ? AND runs.id < ?)"
+        params = [*params, *id_range(reach.ids)]
+    if where:
+        folded = f"{where[len(' WHERE ') :]} AND {folded}"
     sql = f"SELECT count(*) FROM runs WHERE {folded}"
     return total - int(store.conn.execute(sql, params).fetchone()[0]), total
 
@@ -329,4 +343,25 @@ def replays_of_runs(store: RunStore, run_ids: list[str], limit: int = 500) -> li
             (rid, limit),
         ).fetchall()
         out += [RunRecord.from_row(r) for r in rows]
+    return out
+
+
+def tags_of_runs(store: RunStore, run_ids: list[str]) -> dict[str, dict[str, str]]:
+    """Each run's tags as its manifest holds them (``KEY -> VALUE``; the runs table keeps
+    only a search text of them), for ``runs --json``.  A run without a stored manifest
+    is left out."""
+    out: dict[str, dict[str, str]] = {}
+    ids = list(dict.fromkeys(run_ids))
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        rows = store.conn.execute(
+            "SELECT run_id, json_extract(body, '$.tags') FROM manifests"
+            f" WHERE run_id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ).fetchall()
+        for run_id, tags in rows:
+            value = json.loads(tags) if tags else {}
+            if not isinstance(value, dict):
+                value = {}
+            out[run_id] = {str(k): str(v) for k, v in value.items()}
     return out

@@ -119,6 +119,22 @@ def fts_query(text: str) -> str | None:
     return " ".join(f'"{w}"*' for w in words[:32])
 
 
+_ID_PREFIX = re.compile(r"[0-9A-Za-z_-]{4,64}")
+
+
+def id_prefix(text: str | None) -> str | None:
+    """``text`` as a run id or the start of one (what tickets and bundles quote: at
+    least 4 characters of a run id's alphabet), else None."""
+    text = (text or "").strip()
+    return text if _ID_PREFIX.fullmatch(text) else None
+
+
+def id_range(prefix: str) -> tuple[str, str]:
+    """The bounds of the ids that start with ``prefix`` (``id >= ? AND id < ?``: the
+    primary key's index serves it)."""
+    return prefix, prefix + "\U0010ffff"
+
+
 @dataclass(frozen=True)
 class SearchReach:
     """What a query's search filters.  ``fts``: the FTS5 query, or None when there is
@@ -128,12 +144,15 @@ class SearchReach:
     matches at least ``COMMON_MATCHES`` runs, so a page comes faster from walking the
     sort index and probing the match set than from sorting every match.  ``matches``:
     how many runs it matches (None without a search).  ``search``: the search text it
-    was read for (a reach passed along with another query's is read again)."""
+    was read for (a reach passed along with another query's is read again).  ``ids``:
+    the search text when it is the start of some run's id (:func:`id_prefix`): those runs
+    match too, whatever the full-text index says (``matches`` counts them)."""
 
     fts: str | None
     common: bool
     matches: int | None = None
     search: str | None = field(default=None, compare=False)
+    ids: str | None = None
 
 
 IngestItem = tuple[
@@ -766,8 +785,24 @@ class RunStore:
                 "SELECT count(*) FROM runs_fts WHERE runs_fts MATCH ?", (fq,)
             ).fetchone()[0]
         )
-        if n and n >= int(self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]):
+        every = int(self.conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+        if n and n >= every:
             return SearchReach(None, common=False, matches=n, search=q.search)  # no filter
+        prefix = id_prefix(q.search)
+        if prefix is not None:  # a run id, or its start: those runs match as well
+            by_id = int(
+                self.conn.execute(
+                    "SELECT count(*) FROM runs WHERE id >= ? AND id < ? AND rowid NOT IN"
+                    " (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)",
+                    (*id_range(prefix), fq),
+                ).fetchone()[0]
+            )
+            if by_id:
+                n += by_id
+                if n >= every:
+                    return SearchReach(None, common=False, matches=n, search=q.search)
+                common = n >= COMMON_MATCHES
+                return SearchReach(fq, common, matches=n, search=q.search, ids=prefix)
         return SearchReach(fq, common=n >= COMMON_MATCHES, matches=n, search=q.search)
 
     def reach_of(self, q: RunQuery, reach: SearchReach | None = None) -> SearchReach:
@@ -789,8 +824,12 @@ class RunStore:
             reach = self.reach_of(q, reach)
             if reach.fts:
                 col = "+runs.rowid" if page and reach.common else "runs.rowid"
-                clauses.append(f"{col} IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)")
+                fts = f"{col} IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)"
                 params.append(reach.fts)
+                if reach.ids:  # the runs whose id starts with the text match too
+                    fts = f"({fts} OR (runs.id >= ? AND runs.id < ?))"
+                    params += id_range(reach.ids)
+                clauses.append(fts)
         if q.kind:
             clauses.append("kind = ?")
             params.append(q.kind)
@@ -833,10 +872,10 @@ class RunStore:
         person typing part of a run id or a word expects (the picker, ``runs --search``)."""
         text = text.strip()
         by_id: list[RunRecord] = []
-        if re.fullmatch(r"[0-9A-Za-z_-]{4,64}", text):
+        if id_prefix(text) is not None:
             rows = self.conn.execute(
                 f"SELECT {RUN_SELECT} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-                (text, text + "\U0010ffff", limit),
+                (*id_range(text), limit),
             ).fetchall()
             by_id = [RunRecord.from_row(r) for r in rows]
         found = self.list_runs(RunQuery(search=text or None, limit=limit))

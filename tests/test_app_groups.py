@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from replay_tui.app import ReplayApp
+from replay_tui.screens.queries import verdict_rank
 from replay_tui.screens.runs import RunsScreen
 from replay_tui.verdicts import SEVERITY
 from replay_tui.widgets.status import StatusLine
@@ -151,7 +152,9 @@ async def test_g_puts_replays_in_the_list(fixed: FixedStore) -> None:
         await settle(pilot)
         assert not screen.grouped
         assert keys(screen) == [r.id for r in every_run(fixed)]  # newest first, all 44
-        assert name_cell(screen, fixed.replay_id) == "resnet50-imagenet-audit-2025q2"
+        # no group mark in the list; a replay is marked as one (its kind at every width)
+        assert name_cell(screen, fixed.replay_id) == "↻ resnet50-imagenet-audit-2025q2"
+        assert name_cell(screen, fixed.original_id) == "resnet50-imagenet-audit-2025q2"
         assert "replays under" not in screen.query_one("#status", StatusLine).text
         await pilot.press("g")
         await settle(pilot)
@@ -175,11 +178,19 @@ async def test_sort_by_verdict_severity(fixed: FixedStore) -> None:
         assert screen.sort_key == "severity" and screen.query_state.descending
 
         def rank(r: RunRecord) -> int:
-            return SEVERITY.get(r.last_verdict or "", -1)
+            return verdict_rank(r.last_verdict)
 
         worst_first = sorted(_top_level(fixed), key=lambda r: (rank(r), r.id), reverse=True)
         assert keys(screen) == [r.id for r in worst_first]
         assert screen.table.record(keys(screen)[0]).last_verdict == "DIVERGED"  # type: ignore[union-attr]
+        # for an audit, a run never replayed (unverified) ranks above every reproduced one
+        verdicts = [screen.table.record(k).last_verdict for k in keys(screen)]  # type: ignore[union-attr]
+        unverified = verdicts.index(None)
+        assert all(
+            v not in SEVERITY or SEVERITY[v] > SEVERITY["WITHIN_NOISE"]
+            for v in verdicts[:unverified]
+        )
+        assert {"IDENTICAL", "EQUIVALENT"} <= set(verdicts[unverified:])
         assert "sorted by verdict ▼" in screen.query_one("#status", StatusLine).text
         await pilot.press("S")
         await settle(pilot)

@@ -166,16 +166,19 @@ def runs(
     reproduction = {rid: summarize(f) for rid, f in facts.items() if rid in originals}
     aborted = aborted_replays(facts)  # a cancelled replay's row says CANCELLED
     if as_json:
-        echo_json(
-            [
-                {**r.to_dict(), "reproduction": reproduction[r.id].to_dict()}
-                if r.id in reproduction
-                else {**r.to_dict(), "replay_aborted": aborted[r.id]}
-                if r.id in aborted
-                else r.to_dict()
-                for r in records
-            ]
-        )
+        from storage.readmodel import tags_of_runs
+
+        tags = tags_of_runs(obj.store, [r.id for r in records])
+
+        def row(r: Any) -> dict[str, Any]:
+            d = {**r.to_dict(), "tags": tags.get(r.id, {})}  # an object, as the manifest's
+            if r.id in reproduction:
+                d["reproduction"] = reproduction[r.id].to_dict()
+            elif r.id in aborted:
+                d["replay_aborted"] = aborted[r.id]
+            return d
+
+        echo_json([row(r) for r in records])
     elif as_csv:
         import csv
 
@@ -216,7 +219,8 @@ def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
 @click.pass_obj
 @handled
 def show(obj: Ctx, run: str, as_json: bool) -> None:
-    """Show one run's manifest, gaps, replays and whether its noise floor is measured."""
+    """Show one run's manifest, gaps, replays, bisects and whether its noise floor is
+    measured."""
     from replay_tui import render
     from replay_tui.compare.floor import floor_line, stored_floor
     from replay_tui.gaps import evaluate
@@ -225,20 +229,22 @@ def show(obj: Ctx, run: str, as_json: bool) -> None:
     m = obj.store.manifest(rec.id)
     gaps = evaluate(m)
     replays = obj.store.replays_of(rec.id)
+    bisects = obj.store.bisects_of(rec.id)
     floor = stored_floor(obj.store, rec.id)
     if as_json:
         echo_json(
             {
-                "run": rec.to_dict(),
+                "run": {**rec.to_dict(), "tags": dict(m.tags)},
                 "manifest": m.model_dump(mode="json"),
                 "gaps": [g.to_dict() for g in gaps],
                 "replays": [f.to_dict() for f in replays],
                 "locations": [loc.__dict__ for loc in obj.store.locations(rec.id)],
                 "noise_floor": floor.to_ref() if floor is not None else None,
+                "bisects": [render.bisect_summary(rec.id, b) for b in bisects],
             }
         )
     else:
-        click.echo(render.manifest_text(rec, m, gaps, replays))
+        click.echo(render.manifest_text(rec, m, gaps, replays, bisects))
         click.echo(floor_line(floor))
 
 

@@ -4,14 +4,15 @@ The bisect runs in a thread worker (``run_bisect``) whose ``on_event`` posts eac
 as a message; the cancel key (or leaving the screen) sets a ``threading.Event`` that the
 pipeline polls.  The answer is the verdict line, the probe table (probe, factors
 swapped, behaves like, vs GOOD, vs BAD, first divergent step) and what differs in the
-blamed factor.
+blamed factor.  A bisect the store holds (``stored``: from a run's Bisects tab) opens on
+the same answer, read from its stored body; nothing runs.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -21,11 +22,22 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Log, Static
 
 from replay_tui.replay.runner import ReplayEvent
+from replay_tui.safety import escape_control
 from replay_tui.screens.base import AppScreen
 from replay_tui.screens.queries import open_store
-from replay_tui.widgets.style import short
+from replay_tui.widgets.style import short, when
+
+if TYPE_CHECKING:
+    from replay_tui.screens.queries import StoredBisect
 
 MAX_LOG_LINES = 5000
+
+
+def headline(body: dict[str, Any]) -> tuple[str, bool]:
+    """``CAUSE FOUND after 2 probe(s)`` (or UNEXPLAINED), and whether a cause was found."""
+    cause = body.get("outcome") == "cause"
+    word = "CAUSE FOUND" if cause else "UNEXPLAINED"
+    return f"{word} after {body.get('probes_run', 0)} probe(s)", cause
 
 
 class BisectProgress(Message):
@@ -55,13 +67,24 @@ class BisectScreen(AppScreen[None]):
     BisectScreen #bisect-log { height: 1fr; }
     """
 
-    def __init__(self, store_path: Path, good: str, bad: str, backend: str = "docker") -> None:
+    def __init__(
+        self,
+        store_path: Path,
+        good: str,
+        bad: str,
+        backend: str = "docker",
+        *,
+        stored: StoredBisect | None = None,
+    ) -> None:
         super().__init__()
         self.store_path = store_path
         self.good = good
         self.bad = bad
         self.backend = backend
-        self.phase = "running"  # running -> cancelling -> done / failed / cancelled
+        self.stored = stored
+        """A bisect the store holds: shown as it finished, nothing runs."""
+        # running -> cancelling -> done / failed / cancelled
+        self.phase = "done" if stored is not None else "running"
         self.body: dict[str, Any] | None = None
         self._cancel = threading.Event()
         self._probes_started = 0
@@ -76,11 +99,12 @@ class BisectScreen(AppScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(
-            Text(f"Bisect: GOOD {short(self.good, 13)}  vs  BAD {short(self.bad, 13)}"),
-            id="bisect-title",
-        )
-        yield Static("starting…", id="bisect-status")
+        title = f"Bisect: GOOD {short(self.good, 13)}  vs  BAD {short(self.bad, 13)}"
+        if self.stored is not None:
+            title = f"Bisect #{self.stored.id}: GOOD {short(self.good, 13)}"
+            title += f"  vs  BAD {short(self.bad, 13)} · {when(self.stored.created_at)}"
+        yield Static(Text(title), id="bisect-title")
+        yield Static("starting…" if self.stored is None else "", id="bisect-status")
         yield Static("", id="bisect-answer")
         yield DataTable(id="bisect-probes", cursor_type="row", zebra_stripes=True)
         yield Log(id="bisect-log", max_lines=MAX_LOG_LINES)
@@ -90,6 +114,13 @@ class BisectScreen(AppScreen[None]):
         table = self.query_one("#bisect-probes", DataTable)
         for name in ("#", "run", "factors swapped", "behaves like", "vs GOOD", "vs BAD", "1st div"):
             table.add_column(name, key=name)
+        if self.stored is not None:
+            self.query_one("#bisect-log", Log).write_line(
+                f"stored bisect #{self.stored.id} ({self.stored.created_at});"
+                " the probes' live output is not kept"
+            )
+            self._show_answer(self.stored.body)
+            return
         self._run()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bisect")
@@ -135,27 +166,37 @@ class BisectScreen(AppScreen[None]):
     def on_bisect_done(self, message: BisectDone) -> None:
         message.stop()
         status = self.query_one("#bisect-status", Static)
-        answer = self.query_one("#bisect-answer", Static)
         if message.body is None:
             self.phase = "cancelled" if message.exit_code == 130 else "failed"
             status.update(Text(f"bisect {self.phase}: {message.error}", style="bold red"))
             self.refresh_bindings()
             return
         self.phase = "done"
-        self.body = body = message.body
-        status.update(
-            Text(
-                f"{'CAUSE FOUND' if body.get('outcome') == 'cause' else 'UNEXPLAINED'}"
-                f" after {body.get('probes_run', 0)} probe(s)",
-                style="bold green" if body.get("outcome") == "cause" else "bold yellow",
-            )
+        self._show_answer(message.body)
+
+    def _show_answer(self, body: dict[str, Any]) -> None:
+        """The answer: the headline, the verdict line, what differs, the probe table."""
+        self.body = body
+        line, cause = headline(body)
+        self.query_one("#bisect-status", Static).update(
+            Text(line, style="bold green" if cause else "bold yellow")
         )
-        text = Text(str(body.get("verdict", "")) + "\n")
+        answer = self.query_one("#bisect-answer", Static)
+        # what differs comes from the manifests: untrusted text, control characters shown
+        text = Text(escape_control(str(body.get("verdict", ""))) + "\n")
         for u in body.get("untestable") or []:
-            text.append(f"untestable: {u.get('factor')}: {u.get('reason')}\n")
+            text.append(escape_control(f"untestable: {u.get('factor')}: {u.get('reason')}") + "\n")
         for row in (body.get("env_diff") or [])[:10]:
-            text.append(f"{row.get('what')}: {row.get('good')} -> {row.get('bad')}\n")
+            line = f"{row.get('what')}: {row.get('good')} -> {row.get('bad')}"
+            text.append(escape_control(line) + "\n")
         text.rstrip()
+        stored = body.get("bisect_id")
+        if self.stored is None and isinstance(stored, int):  # just finished: where it is kept
+            text.append(
+                f"\nstored as bisect #{stored}: the Bisects tab (7) of either run shows it"
+                " again, as does `replay-tui show RUN`",
+                style="dim",
+            )
         answer.update(text)
         table = self.query_one("#bisect-probes", DataTable)
         table.clear()

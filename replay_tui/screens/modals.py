@@ -21,7 +21,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "everywhere",
         (
-            ("?", "this key map"),
+            ("?", "this key map (? q or escape closes it)"),
             ("d", "dashboard"),
             ("ctrl+p", "command palette (verify a bundle, start a drill…)"),
             ("escape", "back"),
@@ -32,16 +32,27 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (
+        "lists",
+        (
+            ("up / down", "move (j / k too)"),
+            ("pgup / pgdn", "a page up / down"),
+            ("home / ctrl+home", "the first row"),
+            ("end / ctrl+end", "the last row"),
+            ("left / right", "scroll a wide list sideways"),
+            ("enter", "open the row"),
+        ),
+    ),
+    (
         "runs",
         (
-            ("/", "search (name, command, commit, image, tags)"),
+            ("/", "search (a run id or its start, name, command, commit, image, tags)"),
             ("enter", "open the run"),
             ("r", "replay the run"),
             ("c", "compare with another run"),
             ("s / S", "sort by the next column (verdict: worst first) / reverse"),
             ("right + / left -", "open / close a run's replays (under it, ▸ ▾)"),
             ("space", "open or close the replays under a run"),
-            ("g", "replays under their runs / in the list"),
+            ("g", "replays under their runs / in the list (↻ marks a replay)"),
             ("escape", "clear the search and filters"),
             ("pgdn / ctrl+end", "more runs load as the cursor nears the end"),
             ("click a header", "sort by that column"),
@@ -55,12 +66,22 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("o", "a replay: compare with its original"),
             ("l", "the log tail (a failed run's traceback)"),
             ("enter", "on a replay: open its comparison"),
+            ("7", "the bisects this run took part in (enter: open one's answer)"),
+        ),
+    ),
+    (
+        "compare (pick a run)",
+        (
+            ("type", "a run id prefix, or words to search"),
+            ("down", "from the search to the runs"),
+            ("enter", "compare with the highlighted run"),
+            ("escape", "cancel"),
         ),
     ),
     (
         "replay",
         (
-            ("enter", "start"),
+            ("enter / ctrl+s", "start"),
             ("x / escape", "cancel a running replay"),
             ("enter", "when done: open the comparison"),
         ),
@@ -68,7 +89,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "drill",
         (
-            ("enter", "start"),
+            ("enter / ctrl+s", "start"),
             ("x / escape", "cancel a running drill (what it ran is stored)"),
         ),
     ),
@@ -77,6 +98,21 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("f", "fields: only differences / all"),
             ("up / down", "metrics: pick the history to plot"),
+            ("b", "bisect: which difference makes B diverge (A good, B bad; two originals)"),
+        ),
+    ),
+    (
+        "bisect",
+        (
+            ("x / escape", "cancel a running bisect"),
+            ("escape", "when done: back (the answer is stored: the run's Bisects tab)"),
+        ),
+    ),
+    (
+        "dashboard",
+        (
+            ("g", "refresh the figures"),
+            ("enter", "open the run, or the replay's comparison"),
         ),
     ),
     (
@@ -85,6 +121,21 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("l", "y axis: log scale / linear"),
             ("z", "zoom to the step where the series diverge / back"),
             ("w", "x axis: wall time / step (where every run recorded its times)"),
+        ),
+    ),
+    (
+        "verify a bundle (ctrl+p)",
+        (
+            ("ctrl+s", "verify"),
+            ("escape", "close"),
+        ),
+    ),
+    (
+        "questions and errors",
+        (
+            ("y / n", "answer a question yes / no"),
+            ("escape", "a question: no"),
+            ("enter / escape", "close an error"),
         ),
     ),
 )

@@ -78,8 +78,26 @@ def reproduction_of(store: RunStore, records: list[RunRecord]) -> dict[str, Repr
 
 SortKey = Literal["started_at", "name", "severity", "gaps", "status", "duration_s", "kind"]
 """What the runs browser sorts by: a column of the store's own order, or ``severity``
-(the verdict badge, worst last: ``replay_tui.verdicts.SEVERITY``) or ``gaps`` (critical,
-then warning, then info)."""
+(the verdict badge, worst last: :data:`VERDICT_RANK`) or ``gaps`` (critical, then
+warning, then info)."""
+
+NOT_REPLAYED_RANK = SEVERITY["INCOMPLETE"]
+"""Where a run never replayed (no verdict) ranks in the verdict sort: for an audit an
+unverified run is worse than a reproduced one (WITHIN_NOISE and better), and better
+than one whose replay failed to be judged (INCOMPLETE) or diverged."""
+VERDICT_RANK: dict[str, int] = {
+    v: r if r < NOT_REPLAYED_RANK else r + 1 for v, r in SEVERITY.items()
+}
+"""Each verdict's rank in the runs browser's verdict sort (worse is larger), the order
+of ``replay_tui.verdicts.SEVERITY`` with room for :data:`NOT_REPLAYED_RANK`."""
+
+
+def verdict_rank(verdict: str | None) -> int:
+    """A run's rank in the verdict sort (``verdict``: its verdict, None: not replayed;
+    the store ranks any word it does not know as not replayed too)."""
+    return VERDICT_RANK.get(verdict or "", NOT_REPLAYED_RANK)
+
+
 STORE_ORDERS: frozenset[str] = frozenset({"started_at", "name", "status", "duration_s", "kind"})
 
 
@@ -123,7 +141,13 @@ def load_runs_page(
         records = readmodel.list_runs_view(store, q, top_level=view.top_level, reach=reach)
     else:
         records = readmodel.list_runs_view(
-            store, q, order=view.sort, rank=SEVERITY, top_level=view.top_level, reach=reach
+            store,
+            q,
+            order=view.sort,
+            rank=VERDICT_RANK,
+            unranked=NOT_REPLAYED_RANK,
+            top_level=view.top_level,
+            reach=reach,
         )
     originals = [r.id for r in records if r.kind == "original"]
     facts = store.replay_outcomes(originals) if originals else {}
@@ -181,6 +205,53 @@ def find_runs(store: RunStore, text: str, limit: int) -> list[RunRecord]:
 
 
 @dataclass(frozen=True)
+class StoredBisect:
+    """A bisect the store holds (``bisect GOOD BAD``, or ``b`` on a comparison): who was
+    GOOD and BAD, what it found, and its whole answer (``BisectResult.to_dict``)."""
+
+    id: int
+    created_at: str
+    good: str
+    bad: str
+    outcome: str
+    causes: list[str]
+    body: dict[str, Any]
+
+    @property
+    def probes_run(self) -> int:
+        n = self.body.get("probes_run")
+        return n if isinstance(n, int) else len(self.body.get("probes") or [])
+
+    def role_of(self, run_id: str) -> str:
+        """``GOOD`` or ``BAD``: what ``run_id`` was in this bisect."""
+        return "GOOD" if run_id == self.good else "BAD"
+
+    def other(self, run_id: str) -> str:
+        """The other run of the pair."""
+        return self.bad if run_id == self.good else self.good
+
+
+def bisects_of(store: RunStore, run_id: str) -> list[StoredBisect]:
+    """The bisects ``run_id`` took part in (as GOOD or BAD), oldest first."""
+    out = []
+    for f in store.bisects_of(run_id):
+        body = f["body"] if isinstance(f["body"], dict) else {}
+        causes = [c for c in str(f["causes"] or "").split(",") if c]
+        out.append(
+            StoredBisect(
+                id=int(f["id"]),
+                created_at=str(f["created_at"]),
+                good=str(f["good_run"]),
+                bad=str(f["bad_run"]),
+                outcome=str(f["outcome"]),
+                causes=causes,
+                body=body,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
 class RunDetail:
     record: RunRecord
     manifest: RunManifest
@@ -202,6 +273,8 @@ class RunDetail:
     last, at most ``MAX_OVERLAID``), to overlay on its own: the noise floor made visible."""
     replay_times: dict[str, list[list[float] | None]] = field(default_factory=dict)
     """Per metric, each replay history's wall times (None: not recorded)."""
+    bisects: list[StoredBisect] = field(default_factory=list)
+    """The bisects the run took part in, as GOOD or BAD, oldest first."""
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:
@@ -235,6 +308,7 @@ def load_run_detail(store: RunStore, ref: str) -> RunDetail:
         reproduction=summarize(facts) if facts else None,
         replay_histories=histories,
         replay_times=replay_times,
+        bisects=bisects_of(store, record.id),
     )
 
 

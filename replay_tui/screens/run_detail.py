@@ -1,6 +1,7 @@
 """One run: its manifest in sections, its gaps, its outputs, its replays, the tail of its
-log and the uncommitted diff it was recorded with: what an investigation needs without
-leaving the app.  1-6 pick a tab, j/k move, y copies the run id."""
+log, the uncommitted diff it was recorded with and the bisects it took part in: what an
+investigation needs without leaving the app.  1-7 pick a tab, j/k move, y copies the
+run id."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from replay_tui.messages import (
+    OpenBisect,
     OpenComparison,
     OpenReplay,
     PickAndCompare,
@@ -44,6 +46,8 @@ from storage.records import ReplayFact
 
 WIDE = 120
 NARROW = 100
+TAB_PADDING = 2
+"""The cells a tab takes beside its label (one each side)."""
 
 
 class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
@@ -90,6 +94,10 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
                     yield Static("", id="log-body")
             with TabPane("Diff", id="tab-diff"), VerticalScroll(id="diff-box"):
                 yield Static("", id="diff-body")
+            with TabPane("Bisects", id="tab-bisects"), Vertical():
+                yield DataTable(id="bisects", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="bisect-full")
+                yield Static("", id="bisects-help")
         yield LeanFooter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -128,27 +136,49 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             self._fill_log(d, palette)
             self._fill_diff(d, palette)
         self._fill_replays(d, palette)
+        self._fill_bisects(d, palette)
         self.refresh_bindings()
         self._label_tabs(d)
 
     def _label_tabs(self, d: RunDetail) -> None:
         """The tabs' labels with their counts, shorter below ``NARROW`` columns so that
-        every label shows whole (the tab bar would crop the last)."""
-        narrow = self.app.size.width < NARROW
+        every label shows whole (the tab bar would crop the last), and shorter still
+        where even those do not fit the terminal's width."""
+        width = self.app.size.width
+        narrow = width < NARROW
         tabs = self.query_one(TabbedContent)
         critical = sum(g.severity == "critical" for g in d.gaps)
-        tabs.get_tab("tab-gaps").label = (
-            f"Gaps ({len(d.gaps)} · {critical}{'c' if narrow else ' critical'})"
-            if critical
-            else f"Gaps ({len(d.gaps)})"
-        )
         arts, metrics = len(d.manifest.outputs.artifacts), len(d.manifest.outputs.metrics)
-        tabs.get_tab("tab-outputs").label = (
-            f"Outputs ({arts}/{metrics})" if narrow else f"Outputs ({arts} / {metrics})"
-        )
-        tabs.get_tab("tab-replays").label = f"Replays ({len(d.replays)})"
-        none = "Diff (-)" if narrow else "Diff (none)"
-        tabs.get_tab("tab-diff").label = "Diff" if d.diff is not None else none
+        n_bisects = len(d.bisects)
+        labels = {
+            "tab-manifest": "Manifest",
+            "tab-gaps": (
+                f"Gaps ({len(d.gaps)} · {critical}{'c' if narrow else ' critical'})"
+                if critical
+                else f"Gaps ({len(d.gaps)})"
+            ),
+            "tab-outputs": (
+                f"Outputs ({arts}/{metrics})" if narrow else f"Outputs ({arts} / {metrics})"
+            ),
+            "tab-replays": f"Replays ({len(d.replays)})",
+            "tab-log": "Log",
+            "tab-diff": "Diff" if d.diff is not None else "Diff (-)" if narrow else "Diff (none)",
+            "tab-bisects": f"Bisects ({n_bisects})" if n_bisects else "Bisects",
+        }
+        if sum(len(label) + TAB_PADDING for label in labels.values()) > width:
+            gaps = f"Gaps {len(d.gaps)}·{critical}c" if critical else f"Gaps {len(d.gaps)}"
+            labels.update(
+                {
+                    "tab-gaps": gaps,
+                    "tab-outputs": f"Out {arts}/{metrics}",
+                    "tab-replays": f"Replays {len(d.replays)}",
+                    "tab-diff": "Diff" if d.diff is not None else "Diff -",
+                    "tab-bisects": f"Bisects {n_bisects}" if n_bisects else "Bisects",
+                }
+            )
+        for pane, label in labels.items():
+            if pane != "tab-manifest":
+                tabs.get_tab(pane).label = label
 
     # -- rendering -------------------------------------------------------------------
 
@@ -312,6 +342,68 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
                 help_text = "this run is a replay · o: compare with its original"
         self.query_one("#replays-help", Static).update(help_text)
         self._show_replay_row(table.cursor_row)
+
+    def _fill_bisects(self, d: RunDetail, palette: Palette) -> None:
+        """The bisects the run took part in, oldest first (numbered as ``show`` lists
+        them): when, what this run was (GOOD or BAD), the other run, what it found."""
+        table = self.query_one("#bisects", DataTable)
+        table.clear(columns=True)
+        table.add_columns("#", "when", "this run", "other run", "outcome", "causes", "probes")
+        for i, b in enumerate(d.bisects, 1):
+            cause = b.outcome == "cause"
+            table.add_row(
+                Text(str(i)),
+                Text(when(b.created_at)),
+                Text(b.role_of(d.record.id)),
+                Text(short(b.other(d.record.id), 13)),
+                Text(
+                    "CAUSE FOUND" if cause else "UNEXPLAINED",
+                    style=palette.fg("success" if cause else "warning", bold=True),
+                ),
+                Text(", ".join(b.causes) or "-"),
+                Text(str(b.probes_run)),
+                key=str(b.id),
+            )
+        help_text = "enter: open the bisect's answer"
+        if not d.bisects:
+            help_text = (
+                "no bisect of this run · on a comparison of two runs, b bisects them"
+                " (A good, B bad)"
+            )
+        self.query_one("#bisects-help", Static).update(Text(help_text, style=palette.muted))
+        self._show_bisect_row(table.cursor_row)
+
+    @on(DataTable.RowHighlighted, "#bisects")
+    def _bisect_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_bisect_row(event.cursor_row)
+
+    def _show_bisect_row(self, row: int) -> None:
+        """Under the bisects, the highlighted one's verdict line and the other run whole."""
+        full = self.query_one("#bisect-full", Static)
+        bisects = self.detail.bisects if self.detail is not None else []
+        if not 0 <= row < len(bisects):
+            full.update("")
+            return
+        b = bisects[row]
+        palette = Palette.of(self.app)
+        t = Text()
+        t.append("good ", style=palette.fg("accent"))
+        t.append(f"{b.good}  ")
+        t.append("bad ", style=palette.fg("accent"))
+        t.append(f"{b.bad}\n")
+        t.append(escape_control(str(b.body.get("verdict") or "")))
+        full.update(t)
+
+    @on(DataTable.RowSelected, "#bisects")
+    def _bisect_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if self.detail is None:
+            return
+        for b in self.detail.bisects:
+            if str(b.id) == event.row_key.value:
+                self.post_message(OpenBisect(b))
+                return
 
     @on(DataTable.RowHighlighted, "#replays")
     def _replay_highlighted(self, event: DataTable.RowHighlighted) -> None:

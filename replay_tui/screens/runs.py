@@ -165,7 +165,7 @@ FIRST_PAGE_WAIT_S = 0.2
 """How long the runs screen, mounting, waits for the page read while the app started
 (the thread finishes in a few ms once the event loop lets it run); then it queries."""
 
-SEARCH_HINT = "/ search: name, command, commit, image, tags"
+SEARCH_HINT = "/ search: run id, name, command, commit, image, tags"
 SEARCH_HINT_SHORT = "/ search runs"
 
 
@@ -452,6 +452,8 @@ class RunsScreen(AppScreen[None]):
             text = f"{shown:,} of {self._total:,} runs"
             if self._everything is not None and self._everything != self._total:
                 text += f" ({self._everything:,} with their replays)"  # the dashboard's count
+            elif self._total == 0 and _filtering(q):
+                text += " (escape clears the search and filters)"
         label = next(c.label for c in COLUMNS if c.order == self._view.sort)
         parts = [text]  # what narrows the list first: a narrow screen cuts from the end
         if q.search:
@@ -527,12 +529,8 @@ class RunsScreen(AppScreen[None]):
 
     def _whole_values(self, run_id: str) -> dict[str, str]:
         """The runs table's values whole: the id, commit and image it shortens."""
-        r = self.table.record(run_id)
-        if r is None:
-            return {}
-        image = (r.image_ref or "") + (f"@{r.image_digest}" if r.image_digest else "")
-        name = r.name or "-"  # the cell may carry the group's mark before it
-        return {"id": r.id, "name": name, "commit": r.commit or "-", "image": image or "-"}
+        # the name cell may carry the group's mark before it: the name alone is whole
+        return self.table.whole_values(run_id)
 
     @on(RunsTable.RowSelected, "#runs")
     def _row_selected(self, event: RunsTable.RowSelected) -> None:

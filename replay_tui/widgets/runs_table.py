@@ -58,6 +58,10 @@ SORTABLE: tuple[SortKey, ...] = tuple(c.order for c in COLUMNS if c.order is not
 CLOSED, OPEN, CHILD, LEAF = "▸ ", "▾ ", "  └ ", "  "
 """The name's prefix when grouped: a closed group, an open one, a replay in an open
 group, an original with no replay runs."""
+REPLAY_MARK = "↻ "
+"""The name's prefix of a replay run that is a row of its own (in the list, not under
+its original): its kind shows at every width, the KIND column being the first a narrow
+terminal hides but one."""
 CELL_CACHE = 4096
 
 
@@ -76,11 +80,23 @@ def reproduction_cell(palette: Palette, rep: Reproduction) -> Text:
 def image_short(ref: str | None, digest: str | None) -> str:
     """``train:2025.11@16d1a9b9d4ca``: the reference's last part and the digest's first 12
     hex digits (the registry path and the rest of the digest are on the whole-value
-    line).  Never cut here: a column narrower than it cuts it with an ellipsis."""
+    line).  Never cut here: a column narrower than it cuts it with an ellipsis.  A
+    reference pinned by digest (a replay's ``train@sha256:...``) shows it once."""
     tail = ref.rsplit("/", 1)[-1] if ref else ""
+    name, _, pinned = tail.partition("@")
+    digest = digest or pinned or None
     if digest:
-        return f"{tail}@{short(digest, 12)}"
+        return f"{name}@{short(digest, 12)}"
     return tail or "-"
+
+
+def image_whole(ref: str | None, digest: str | None) -> str:
+    """The image as one reference to copy: ``registry/train:tag@sha256:...``.  A reference
+    that already names a digest (a replay pins its image by digest) is whole as it is;
+    one without gets the recorded digest; with no reference, the digest alone."""
+    if ref and digest and "@" not in ref:
+        return f"{ref}@{digest}"
+    return ref or digest or "-"
 
 
 class RunsTable(Grid):
@@ -201,8 +217,8 @@ class RunsTable(Grid):
         r = self._records.get(run_id)
         if r is None:
             return {}
-        image = (r.image_ref or "") + (f"@{r.image_digest}" if r.image_digest else "")
-        return {"id": r.id, "name": r.name or "-", "commit": r.commit or "-", "image": image or "-"}
+        image = image_whole(r.image_ref, r.image_digest)
+        return {"id": r.id, "name": r.name or "-", "commit": r.commit or "-", "image": image}
 
     @property
     def top_level_count(self) -> int:
@@ -375,6 +391,8 @@ class RunsTable(Grid):
         if palette is not self._palette:  # another theme: other colours
             self._made.clear()
             self._palette = palette
+        if r.kind == "replay" and prefix != CHILD:
+            prefix = REPLAY_MARK  # a replay on a row of its own: marked as one
         rep = self._reproduction.get(r.id)
         made = self._made.get(r.id)
         if made is not None and made[0] == r and made[1] == rep and made[2] == prefix:
