@@ -169,6 +169,17 @@ def _walk(root_fd: int, parts: tuple[str, ...], root: Path, kind: str) -> int:
         raise
 
 
+def _parent(root: Path, rel: str | PurePosixPath, kind: str) -> tuple[tuple[str, ...], str, int]:
+    """``rel``'s components, the path shown in messages, and a descriptor of the folder
+    that holds its last component, walked from ``root`` without following a link."""
+    parts = relative_parts(rel, kind, root)
+    root_fd = _open_root(root, kind)
+    try:
+        return parts, str(root / "/".join(parts)), _walk(root_fd, parts, root, kind)
+    finally:
+        os.close(root_fd)
+
+
 @dataclass(frozen=True)
 class Opened:
     """An untrusted regular file, open: its descriptor, size, and the path shown in
@@ -236,13 +247,7 @@ def open_under(
     ``kind`` names the file in messages and picks its limit from :data:`LIMITS` (or
     ``limit``).  Raises :class:`Refused`."""
     cap = LIMITS[kind] if limit is None else limit
-    parts = relative_parts(rel, kind, root)
-    shown = str(root / "/".join(parts))
-    root_fd = _open_root(root, kind)
-    try:
-        dir_fd = _walk(root_fd, parts, root, kind)
-    finally:
-        os.close(root_fd)
+    parts, shown, dir_fd = _parent(root, rel, kind)
     try:
         try:
             fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dir_fd)
@@ -291,19 +296,24 @@ def exists_under(root: Path, rel: str | PurePosixPath) -> bool:
     return True
 
 
-def read_named(path: Path, kind: str, *, limit: int | None = None) -> bytes:
-    """A file the user named (a command-line argument): links in the path they typed
-    are followed, as they chose it, but only a regular file is read, bounded."""
-    cap = LIMITS[kind] if limit is None else limit
+def _open_named(path: Path, kind: str) -> int:
+    """A descriptor of the file the user named (links followed), non-blocking."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        return os.open(path, flags)
     except FileNotFoundError:
         raise Refused(f"{kind} {path} does not exist") from None
     except IsADirectoryError:
         raise Refused(f"{kind} {path} is a folder, not a file") from None
     except OSError as e:
         raise Refused(f"{kind} {path}: cannot open it ({e.strerror})") from None
+
+
+def read_named(path: Path, kind: str, *, limit: int | None = None) -> bytes:
+    """A file the user named (a command-line argument): links in the path they typed
+    are followed, as they chose it, but only a regular file is read, bounded."""
+    cap = LIMITS[kind] if limit is None else limit
+    fd = _open_named(path, kind)
     try:
         _check_regular(fd, str(path), kind, cap)
         os.set_blocking(fd, True)
@@ -316,15 +326,7 @@ def head_named(path: Path, kind: str, size: int) -> bytes:
     """The first ``size`` bytes of a file the user named, whatever its length (to tell
     what kind of file it is: the store's SQLite header).  As :func:`read_named`: links
     in the path are followed, only a regular file is read, and a FIFO never blocks."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise Refused(f"{kind} {path} does not exist") from None
-    except IsADirectoryError:
-        raise Refused(f"{kind} {path} is a folder, not a file") from None
-    except OSError as e:
-        raise Refused(f"{kind} {path}: cannot open it ({e.strerror})") from None
+    fd = _open_named(path, kind)
     try:
         _check_regular(fd, str(path), kind, 1 << 62)
         os.set_blocking(fd, True)
@@ -342,13 +344,7 @@ def resolve_link_under(link_root: Path, rel: str, files_root: Path, kind: str) -
     (resolved too).  Returns the target's path *relative to* ``files_root`` joined to
     it, for :func:`open_under` from ``files_root``, which refuses any link on the way.
     """
-    parts = relative_parts(rel, kind, link_root)
-    shown = str(link_root / "/".join(parts))
-    root_fd = _open_root(link_root, kind)
-    try:
-        dir_fd = _walk(root_fd, parts, link_root, kind)
-    finally:
-        os.close(root_fd)
+    parts, shown, dir_fd = _parent(link_root, rel, kind)
     try:
         try:
             target = os.readlink(parts[-1], dir_fd=dir_fd)
