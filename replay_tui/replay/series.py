@@ -236,14 +236,24 @@ def replay_many(
         times_left = 0
     else:
         times_left = times
-    for i in range(times_left):
-        if times > 1:
-            emit(ReplayEvent("replica", "start", f"replica {i + 1} of {times}"))
-        out = replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
-        report.outcomes.append(out)
-        ended = out.pending.status if out.pending is not None else out.status
-        if should_cancel() or ended in (CANCELLED, INTERRUPTED):
-            break  # Ctrl-C, a signal or a cancel stopped a replica: the series stops too
+    try:
+        for i in range(times_left):
+            if times > 1:
+                emit(ReplayEvent("replica", "start", f"replica {i + 1} of {times}"))
+            out = replay_run(
+                store, original_id, options, on_event=emit, should_cancel=should_cancel
+            )
+            report.outcomes.append(out)
+            ended = out.pending.status if out.pending is not None else out.status
+            if should_cancel() or ended in (CANCELLED, INTERRUPTED):
+                break  # Ctrl-C, a signal or a cancel stopped a replica: the series stops too
+    except BaseException:
+        # a later replica could not run (no engine, Ctrl-C while it waited): the ones
+        # that ran are still judged and recorded, without a floor of this series
+        for o in report.outcomes:
+            if o.pending is not None:
+                judge_pending(store, o.pending)
+        raise
     if times > 1:
         report.noise_floor = _measure(store, original_id, report.outcomes, judged, emit)
         report.outcomes = [
