@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.command import CommandList, CommandPalette
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
@@ -115,14 +116,17 @@ async def test_search_filters_the_table_from_the_fts_index(fixed: FixedStore) ->
         await pilot.press("slash")
         assert screen.search_box.has_focus
         await pilot.press(*"whisper")
-        await pilot.pause(0.3)
-        await settle(pilot)
         with RunStore(fixed.path) as store:
             expected = store.list_runs(RunQuery(search="whisper", limit=500))
         assert expected and len(expected) < 44
         table = screen.table
-        ids = [table.row_key(i) for i in range(table.row_count)]
-        assert ids == [r.id for r in expected]
+
+        def shown() -> list[str]:
+            return [table.row_key(i) for i in range(table.row_count)]
+
+        await wait_until(pilot, lambda: shown() == [r.id for r in expected])
+        await settle(pilot)
+        assert shown() == [r.id for r in expected]
         assert all("whisper" in (r.name + r.command) for r in expected)
         assert f"{len(expected)} of {len(expected)} runs" in status_text(screen)
         await pilot.press("enter")  # leaves the box for the table
@@ -448,9 +452,14 @@ async def test_help_and_command_palette(fixed: FixedStore) -> None:
         await pilot.press("escape")
         assert isinstance(app.screen, RunsScreen)
         await pilot.press("ctrl+p")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"dashboard")
-        await pilot.pause(0.5)
+        await wait_until(  # the palette has found the command (its search runs in a worker)
+            pilot,
+            lambda: any(
+                "Dashboard" in str(o.prompt) for o in app.screen.query_one(CommandList).options
+            ),
+        )
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, DashboardScreen)
