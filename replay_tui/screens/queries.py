@@ -419,11 +419,12 @@ def load_comparison(
 
 
 def compute_comparison(store: RunStore, a: RunManifest, b: RunManifest) -> Comparison:
-    """Compare two runs now (checkpoints from the object store beside it)."""
-    from replay_tui.compare.verdict import compare_runs
-    from storage.objects import ObjectStore
+    """Compare two runs now as every command does (checkpoints from the object store
+    beside it, the default tolerance, against the noise floor that speaks for them)."""
+    from replay_tui.compare.tolerance import Tolerance
+    from replay_tui.replay.runner import compare_pair
 
-    return compare_runs(a, b, objects=ObjectStore.beside(store.path))
+    return compare_pair(store, a, b, Tolerance())
 
 
 # -- replay ---------------------------------------------------------------------------

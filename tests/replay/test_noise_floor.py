@@ -200,3 +200,42 @@ def test_a_drill_measures_a_floor_for_a_nondeterministic_run_then_replays_once(
         assert len(s.replays_of(rid)) == 4  # judged against the stored floor: one replay
     table = replay_tui(store, "drill", "--count", "1", "--backend", "local", *STRICT).stdout
     assert "WITHIN_NOISE" in table
+
+
+def test_the_tui_says_within_noise_in_words_and_shades_the_band(
+    floor_store: dict[str, Any],
+) -> None:
+    """The comparison screen on a replica judged against the floor: the banner says the
+    verdict in words (not IDENTICAL's), and the plot of the loss shades the replicas' band
+    with a shape and says the curve stays inside it."""
+    import asyncio
+
+    from replay_tui.app import ReplayApp
+    from replay_tui.messages import OpenComparison
+    from replay_tui.widgets.plot import BAND_GLYPH, LinePlot
+    from replay_tui.widgets.verdict_banner import VerdictBanner
+    from tests.app_support import settle
+
+    store, original = floor_store["store"], floor_store["original"]
+    with RunStore(store) as s:
+        replica = s.replays_of(original)[0].replay_run
+    assert replica is not None
+
+    async def main() -> None:
+        app = ReplayApp(store)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot)
+            app.post_message(OpenComparison(a_run=original, b_run=replica))
+            await settle(pilot)
+            banner = str(app.screen.query_one(VerdictBanner).render())
+            assert "reproduced within this run's noise; not bit-identical" in banner
+            assert "noise floor of 3 replicas" in banner
+            await pilot.press("3")  # the Metrics tab
+            await settle(pilot)
+            title = str(app.screen.query_one("#plot-title").render())
+            plot = app.screen.query_one("#plot", LinePlot)
+            assert "inside the replicas' noise band throughout" in title, title
+            assert "noise band" in str(plot.legend())  # the legend names the shading
+            assert BAND_GLYPH in str(plot.render())
+
+    asyncio.run(main())
