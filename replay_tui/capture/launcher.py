@@ -1,15 +1,19 @@
 """The launcher: run any training command and record it from the outside.
 
-``record`` probes code, data, environment and hardware before the run, runs the command
-through an ``Executor`` (local process, or a container for ``--image``), streams and keeps
-its output, then hashes artifacts, reads metrics and the SDK's inside view, and stores
-one sealed manifest in a single transaction.  A failing or interrupted command is still
-recorded; nothing half-written reaches the store.
+``record`` reads the code and the data before the run, runs the command through an
+``Executor`` (local process, or a container for ``--image``) while it probes the
+environment and the hardware beside it, streams and keeps the command's output, then
+hashes artifacts (a checkpoint read once for its sha256 and its tensor digest), reads
+metrics and the SDK's inside view, and stores one sealed manifest in a single
+transaction.  A failing or interrupted command is still recorded; nothing half-written
+reaches the store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
 import os
 import signal
@@ -21,11 +25,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import ArgvConfig, merge_config, parse_argv
-from replay_tui.capture.hashing import StatCache, hash_path, sha256_regular_file
+from replay_tui.capture.hashing import (
+    ChangedWhileHashingError,
+    StatCache,
+    hash_path,
+    sha256_regular_file,
+)
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.errors import BadInput
 from replay_tui.sdk import (
@@ -41,6 +50,9 @@ from storage.ledger import utc_now
 from storage.manifest import RunManifest, manifest_from_data, sha256_hex
 from storage.objects import ObjectStore
 from storage.store import Location, RunStore
+
+if TYPE_CHECKING:
+    from replay_tui.compare.tensors import Buffer
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 LOG_TAIL_BYTES = 4000
@@ -124,14 +136,18 @@ class LocalExecutor:
                 target=_pump, args=(proc, spec.log_path, on_line), daemon=True
             )
             reader.start()
-            while proc.poll() is None:
+            # a thread waits on the child, so its end is seen at once (a poll every 50 ms
+            # added 25 ms to every run on average); the loop checks cancel and timeout
+            exited = threading.Event()
+            threading.Thread(target=_wait_then_set, args=(proc, exited), daemon=True).start()
+            while not exited.wait(0.05):
                 if should_cancel() and not interrupted:
                     interrupted = True
                     _stop(proc)
                 if spec.timeout_s and time.monotonic() - t0 > spec.timeout_s and not timed_out:
                     timed_out = True
                     _stop(proc)
-                time.sleep(0.05)
+            proc.wait()
         finally:
             if in_main:
                 for sig, h in old.items():
@@ -152,6 +168,13 @@ class LocalExecutor:
         else:
             status, reason = "failed", f"exit code {code}"
         return ExecResult(code, status, started, utc_now(), time.monotonic() - t0, reason)
+
+
+def _wait_then_set(proc: subprocess.Popen[bytes], exited: threading.Event) -> None:
+    try:
+        proc.wait()
+    finally:
+        exited.set()
 
 
 def _pump(proc: subprocess.Popen[bytes], log_path: Path, on_line: OnLine) -> None:
@@ -251,6 +274,8 @@ def artifact_entries(
     patterns: Sequence[str],
     extra: Sequence[str],
     refused: list[str] | None = None,
+    *,
+    one_pass: bool = False,
 ) -> list[dict[str, Any]]:
     """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths.
 
@@ -260,6 +285,10 @@ def artifact_entries(
     way is refused, and the file is opened with ``O_NOFOLLOW``.  A refused match is listed
     without a hash (so it shows as a gap and never compares equal) and its reason goes
     to ``refused``.
+
+    ``one_pass``: a checkpoint's sha256 and tensor digest come from one memory map of
+    one descriptor opened through the door (:func:`_checkpoint_pass`), torch-free where
+    the format allows; the values are the same as without it.
     """
     found: dict[str, Path] = {}
     problems: dict[str, str] = {}
@@ -291,14 +320,20 @@ def artifact_entries(
     out = []
     for rel, p in sorted(found.items()):
         kind = "checkpoint" if p.suffix in CHECKPOINT_SUFFIXES else "file"
+        both = None
         try:
-            digest, size = sha256_regular_file(p)
+            if kind == "checkpoint" and one_pass:
+                both = _checkpoint_pass(base, rel, p)
+            if both is None:
+                digest, size = sha256_regular_file(p)
+            else:
+                digest, size = both[0], both[1]
         except (OSError, ValueError, RuntimeError) as exc:
             problems[rel] = f"{rel}: not hashed ({exc})"
             continue
         entry: dict[str, Any] = {"path": rel, "sha256": digest, "size_bytes": size, "kind": kind}
         if kind == "checkpoint":
-            entry["tensor_sha256"] = _tensor_digest(p)
+            entry["tensor_sha256"] = _tensor_digest(p) if both is None else both[2]
         out.append(entry)
     listed = 0
     for rel, why in sorted(problems.items()):
@@ -362,13 +397,81 @@ def _unsafe_member(base: Path, rel: str) -> str | None:
     return None
 
 
-def _tensor_digest(p: Path) -> str | None:
+def _tensor_digest(p: Path, data: Buffer | None = None) -> str | None:
     try:
         from replay_tui.compare.tensors import tensor_digest
 
-        return tensor_digest(p)
+        return tensor_digest(p) if data is None else tensor_digest(p, data=data)
     except Exception:  # not a tensor checkpoint we can read safely: the file hash stands
         return None
+
+
+def _checkpoint_pass(base: Path, rel: str, shown: Path) -> tuple[str, int, str | None] | None:
+    """A checkpoint's sha256, size and tensor digest from one memory map.
+
+    The file is opened through the door (``O_NOFOLLOW`` at every step from ``base``,
+    regular files only), mapped once, and its sha256 (a thread: ``hashlib`` lets go of
+    the GIL) and tensor digest (torch-free for safetensors and ``torch.save`` zips) are
+    worked out over the same pages together; the descriptor's size and times must be
+    unchanged after, as :func:`sha256_regular_file` requires.  None where the door
+    refuses it or it cannot be mapped: the caller then hashes it as before, and a
+    refusal is then said in the words it always was.
+    """
+    import mmap
+
+    from replay_tui.door import Refused, open_under
+
+    try:
+        with open_under(base, rel, "run output") as f:
+            before = os.fstat(f.fd)
+            if before.st_size == 0:
+                return None
+            try:
+                mapped = mmap.mmap(f.fd, 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return None
+            try:
+                digest, tensor = _sha256_and_tensor_digest(mapped, shown)
+                read = len(mapped)
+            finally:
+                with contextlib.suppress(BufferError):
+                    mapped.close()  # a view still held: the map goes with it
+            after = os.fstat(f.fd)
+    except Refused:
+        return None
+    if (
+        read != before.st_size
+        or after.st_size != before.st_size
+        or after.st_mtime_ns != before.st_mtime_ns
+        or after.st_ctime_ns != before.st_ctime_ns
+    ):
+        raise ChangedWhileHashingError(f"{str(shown)!r} changed while it was being hashed")
+    return digest, before.st_size, tensor
+
+
+def _sha256_and_tensor_digest(mapped: Buffer, shown: Path) -> tuple[str, str | None]:
+    """The file's sha256 in a thread while the tensor digest is worked out here."""
+    import hashlib
+
+    box: dict[str, str | BaseException] = {}
+
+    def file_hash() -> None:
+        try:
+            box["sha256"] = hashlib.sha256(mapped).hexdigest()
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+
+    worker = threading.Thread(target=file_hash, name="replay-tui-sha256", daemon=True)
+    worker.start()
+    try:
+        tensor = _tensor_digest(shown, mapped)
+    finally:
+        worker.join()
+    got = box.get("sha256")
+    if not isinstance(got, str):
+        err = box.get("error")
+        raise err if isinstance(err, BaseException) else RuntimeError("not hashed")
+    return got, tensor
 
 
 def capture_info(opts: RecordOptions) -> dict[str, Any]:
@@ -458,8 +561,10 @@ def read_inside(handoff_dir: Path) -> dict[str, Any]:
     return clean
 
 
+@functools.cache
 def _inside_checks() -> dict[str, Callable[[Any], Any]]:
-    """One validator per part of the inside view, built from the manifest's own types."""
+    """One validator per part of the inside view, built from the manifest's own types
+    (built once: record builds them while the command runs)."""
     from pydantic import TypeAdapter
 
     from storage import manifest as mf
@@ -580,13 +685,17 @@ def collect_outputs(
     series: MetricSeries,
     succeeded: bool,
     before: stale.Before | None = None,
+    one_pass: bool = False,
 ) -> Collected:
     """Read the handoff, hash the outputs (never following a link, never claiming a file
     the run did not write: ``before`` is ``stale.snapshot`` taken just before the run),
-    merge the metrics file into ``series``, and read the log."""
+    merge the metrics file into ``series``, and read the log.  ``one_pass``: see
+    :func:`artifact_entries`."""
     inside = read_inside(handoff)
     refused: list[str] = list(inside.get("problems") or [])
-    artifacts = artifact_entries(cwd, patterns, inside.get("artifacts") or [], refused)
+    artifacts = artifact_entries(
+        cwd, patterns, inside.get("artifacts") or [], refused, one_pass=one_pass
+    )
     if before is not None:
         stale.mark_stale(cwd, artifacts, refused, before)
     if metrics_file:
@@ -767,7 +876,16 @@ def build_manifest(
     return manifest_from_data(data, source="launcher").sealed()
 
 
-def probe_outside(opts: RecordOptions, cache: StatCache | None, interpreter: str) -> Outside:
+def probe_outside(
+    opts: RecordOptions,
+    cache: StatCache | None,
+    interpreter: str,
+    side: SideWork | None = None,
+) -> Outside:
+    """What the launcher learns before the run.  With ``side`` (started), the Python
+    packages and the GPUs are left to it: :meth:`SideWork.fill` puts them in after the
+    run.  The code (git) and the data are always read here, before the command starts:
+    the command may change either as soon as it runs."""
     git_state = probes.probe_git(opts.cwd)
     data_items = [parse_data_arg(d, opts.cwd) for d in opts.data]
     data, locs = data_entries(data_items, git_state.root, cache)
@@ -780,14 +898,142 @@ def probe_outside(opts: RecordOptions, cache: StatCache | None, interpreter: str
         env[SEED_ENV] = str(opts.seed)
     if opts.deterministic is not None:
         env[DETERMINISM_ENV] = "on" if opts.deterministic else "off"
-    return Outside(
-        git=git_state,
-        python=probes.probe_python(interpreter) if not opts.image else probes.PythonEnv(),
-        gpus=probes.probe_gpus(),
-        data=data,
-        locations=locs,
-        env=env,
-    )
+    if side is not None:
+        python, gpus = probes.PythonEnv(), probes.GpuProbe()
+    else:
+        python = probes.probe_python(interpreter) if not opts.image else probes.PythonEnv()
+        gpus = probes.probe_gpus()
+    return Outside(git=git_state, python=python, gpus=gpus, data=data, locations=locs, env=env)
+
+
+SEQUENTIAL_ENV = "REPLAY_TUI_RECORD_SEQUENTIAL"
+"""Set (to anything but ``0``): ``record`` does everything in turn, as it did before the
+overlap: the probes before the command, the outputs hashed and fingerprinted with torch
+after it.  The manifest is the same either way (tests/capture/test_record_overhead.py);
+the benchmark uses it as its reference (bench/bench_record.py)."""
+TIMINGS_ENV = "REPLAY_TUI_RECORD_TIMINGS"
+"""A file path: ``record`` writes there a small JSON of when each phase began and
+ended (``time.time()`` stamps) and how long the side work took."""
+
+
+def _lower_priority() -> None:
+    """This thread, and every process it starts, at nice 10: where the machine is busy,
+    the probes give way to the command (Linux nice values are per thread; elsewhere a
+    thread id is no process id, and nothing is changed)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
+def _warm() -> None:
+    """Import and build now what reading the outputs needs after the command."""
+    import zipfile  # noqa: F401 - the torch-free checkpoint reader's
+
+    import replay_tui.compare.tensors
+    import replay_tui.door
+    import replay_tui.gaps  # noqa: F401
+
+    _inside_checks()
+
+
+class SideWork:
+    """What ``record`` learns while the command runs, each part in its own thread: the
+    run's Python packages (a subprocess of the run's interpreter) and the GPUs
+    (``nvidia-smi``), both at a lower priority, and the imports and validators that
+    reading the outputs needs.  None of it depends on what the command does."""
+
+    def __init__(self, interpreter: str | None) -> None:
+        self.python = probes.PythonEnv()
+        self.gpus = probes.GpuProbe()
+        self.seconds: dict[str, float] = {}
+        self.ended: dict[str, float] = {}  # time.time() when each part was done
+        self._errors: list[BaseException] = []
+        parts: list[tuple[str, Callable[[], None], bool]] = [("gpu_probe", self._gpus, True)]
+        if interpreter is not None:  # None: the command runs in an image, probed there
+            parts.insert(0, ("python_probe", lambda: self._python(interpreter), True))
+        self._threads = [self._thread(name, fn, low) for name, fn, low in parts]
+        # the imports hold the GIL: started with the command (start_warm), not before,
+        # where they would slow the probes of the code and the data down
+        self._warm = self._thread("warm", _warm, False)
+
+    def _thread(self, name: str, fn: Callable[[], None], low: bool) -> threading.Thread:
+        return threading.Thread(
+            target=self._part, args=(name, fn, low), name=f"replay-tui-{name}", daemon=True
+        )
+
+    def _python(self, interpreter: str) -> None:
+        self.python = probes.probe_python(interpreter)
+
+    def _gpus(self) -> None:
+        self.gpus = probes.probe_gpus()
+
+    def _part(self, name: str, fn: Callable[[], None], low: bool) -> None:
+        if low:
+            _lower_priority()
+        t0 = time.monotonic()
+        try:
+            fn()
+        except BaseException as e:  # a probe's: raised again by fill, in record's thread
+            if fn is not _warm:  # the warm-up's: only lost time (imported again after)
+                self._errors.append(e)
+        finally:
+            self.seconds[name] = round(time.monotonic() - t0, 4)
+            self.ended[name] = time.time()
+
+    def start(self) -> SideWork:
+        """Start the probes (they wait on their subprocesses, not on the GIL)."""
+        for t in self._threads:
+            t.start()
+        return self
+
+    def start_warm(self) -> None:
+        self._warm.start()
+        self._threads.append(self._warm)
+
+    def fill(self, outside: Outside) -> None:
+        """Wait for the side work and put what it learnt into ``outside``."""
+        for t in self._threads:
+            t.join()
+        if self._errors:
+            raise self._errors[0]
+        outside.python = self.python
+        outside.gpus = self.gpus
+
+
+class _Marks:
+    """When each phase of a recording ended, for ``REPLAY_TUI_RECORD_TIMINGS``."""
+
+    def __init__(self, mode: str) -> None:
+        self.path = os.environ.get(TIMINGS_ENV) or None
+        self.mode = mode
+        self.stamps: dict[str, float] = {"entry": time.time()}
+
+    def mark(self, name: str) -> None:
+        self.stamps[name] = time.time()
+
+    def write(self, side: SideWork | None, result: ExecResult) -> None:
+        if self.path is None:
+            return
+        st = self.stamps
+        phases = list(st)
+        data = {
+            "mode": self.mode,
+            "stamps": st,
+            "phase_s": {b: round(st[b] - st[a], 4) for a, b in itertools.pairwise(phases)},
+            "before_launch_s": round(st["launch"] - st["entry"], 4),
+            "command_s": round(result.duration_s, 4),
+            "after_end_s": round(st["done"] - st["ran"], 4),
+            "side_s": dict(side.seconds) if side else {},
+            # torch imported by record itself (the torch-free digest needs none)
+            "torch_imported": "torch" in sys.modules,
+            "side_after_end_s": (
+                {k: round(max(0.0, v - st["ran"]), 4) for k, v in side.ended.items()}
+                if side
+                else {}
+            ),
+        }
+        with contextlib.suppress(OSError):
+            Path(self.path).write_text(json.dumps(data, indent=1) + "\n")
 
 
 def record(
@@ -799,7 +1045,17 @@ def record(
     should_cancel: ShouldCancel | None = None,
     image_info: Callable[[], dict[str, Any] | None] | None = None,
 ) -> RecordResult:
-    """Run ``opts.argv`` and store its manifest.  Returns whatever the command did."""
+    """Run ``opts.argv`` and store its manifest.  Returns whatever the command did.
+
+    What does not depend on the command (its Python's packages, the GPUs, the imports
+    that reading its outputs needs) is done while it runs (:class:`SideWork`); the code
+    and the data are read before it starts; after it ends, each checkpoint is read once
+    for its sha256 and its tensor digest (:func:`artifact_entries` ``one_pass``).
+    ``REPLAY_TUI_RECORD_SEQUENTIAL`` does it all in turn instead; the manifest is the
+    same.
+    """
+    sequential = os.environ.get(SEQUENTIAL_ENV, "") not in ("", "0")
+    marks = _Marks("sequential" if sequential else "overlapped")
     if not opts.argv:
         raise BadInput("nothing to record: give the command after --")
     for pat in opts.metric_regex:
@@ -809,8 +1065,9 @@ def record(
     # the run's Python: argv[0] when it is a python, else the interpreter a launcher
     # script names (torchrun's, accelerate's, deepspeed's shebang line)
     interpreter = probes.interpreter_for(opts.argv, sys.executable, opts.cwd)
+    side = None if sequential else SideWork(None if opts.image else interpreter).start()
     try:
-        outside = probe_outside(opts, cache, interpreter)
+        outside = probe_outside(opts, cache, interpreter, side)
         argv_cfg = parse_argv(opts.argv, opts.cwd, outside.git.root)
     finally:
         if cache is not None:
@@ -833,7 +1090,11 @@ def record(
         env[HANDOFF_ENV] = str(handoff)
         spec = ExecSpec(opts.argv, opts.cwd, env, handoff, log_path, opts.timeout_s)
         before = stale.snapshot(opts.cwd, opts.artifacts)  # what earlier runs left there
+        marks.mark("launch")
+        if side is not None:
+            side.start_warm()
         result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
+        marks.mark("ran")
         out = collect_outputs(
             opts.cwd,
             opts.artifacts,
@@ -843,7 +1104,12 @@ def record(
             series=series,
             succeeded=result.status == "succeeded",
             before=before,
+            one_pass=not sequential,
         )
+        marks.mark("collected")
+        if side is not None:
+            side.fill(outside)
+            marks.mark("side_joined")
         blobs: dict[str, tuple[str, bytes]] = {}
         diff_sha = None
         if outside.git.diff is not None:
@@ -868,7 +1134,11 @@ def record(
             capture=capture_info(opts),
             argv_config=argv_cfg,
         )
+        marks.mark("manifest")
         kept_log = keep_run(
             store, manifest, opts.cwd, out, locations=outside.locations, blobs=blobs
         )
+        marks.mark("kept")
+    marks.mark("done")
+    marks.write(side, result)
     return RecordResult(manifest, result, kept_log, tuple(out.refused))

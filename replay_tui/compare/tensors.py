@@ -9,6 +9,7 @@ torch is imported inside functions only: importing this module stays cheap.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import functools
@@ -22,11 +23,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 if TYPE_CHECKING:
+    import mmap
+
     import numpy as np
     import torch
+
+    Buffer: TypeAlias = bytes | bytearray | memoryview | mmap.mmap
 
 CHECKPOINT_SUFFIXES = frozenset({".safetensors", ".pt", ".pth", ".ckpt", ".bin"})
 DIGEST_VERSION = "replay-tui/tensor-digest/v1"
@@ -224,13 +229,24 @@ def _join(prefix: str, key: str) -> str:
 # --------------------------------------------------------------------------- digest
 
 
-def tensor_digest(path: str | Path) -> str:
+def tensor_digest(path: str | Path, *, data: Buffer | None = None) -> str:
     """sha256 (hex) of a checkpoint's content, independent of its container.
 
     Covers the sorted flattened names, each tensor's dtype, shape and raw little-endian
     bytes, and non-tensor leaves in a canonical form. The same state_dict saved as ``a.pt``,
     ``b.pt`` or ``.safetensors`` gives the same digest. Streams one tensor at a time.
+
+    ``data``: the file's bytes (a memory map of the descriptor the caller opened and
+    checked).  A safetensors file, or a ``torch.save`` zip of tensors in plain containers,
+    is then digested from those bytes without torch (:func:`_digest_without_torch`: the
+    same value, no ``import torch``; the pickle is read by a restricted interpreter of
+    torch's weights-only opcodes that builds plain containers and placeholders only);
+    anything else, and every call without ``data``, goes through torch as it always did.
     """
+    if data is not None:
+        fast = _digest_without_torch(Path(path), data)
+        if fast is not None:
+            return fast
     import torch
 
     h = hashlib.sha256(DIGEST_VERSION.encode() + b"\n")
@@ -245,6 +261,536 @@ def tensor_digest(path: str | Path) -> str:
             else:
                 h.update(json.dumps(["V", name, _canonical_value(leaf)]).encode() + b"\n")
     return h.hexdigest()
+
+
+# -- the digest without torch ---------------------------------------------------------
+#
+# Both readers accept only what torch's own reading is known to accept and read the same
+# way (a subset: safetensors' header checks, and the opcodes, globals and checks of
+# torch's weights-only unpickler); whatever they do not know they decline (None), and
+# torch decides, as before.  What they accept gets the very value the torch path gives:
+# tests/capture/test_record_overhead.py checks it against that path, dtype by dtype.
+
+
+class _Declined(Exception):
+    """Not a file the torch-free readers know: torch reads it."""
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """A tensor leaf: its dtype's name as torch gives it, shape, bytes [start, stop)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    stop: int
+
+
+def _digest_without_torch(path: Path, data: Buffer) -> str | None:
+    """The digest of the checkpoint whose bytes are ``data``, or None where declined."""
+    if sys.byteorder != "little":
+        return None  # the digest is of little-endian bytes: torch swaps them here
+    view = memoryview(data)
+    try:
+        if view.ndim != 1 or view.itemsize != 1:
+            return None
+        try:
+            if _buffer_format(path, view) == "safetensors":
+                leaves = _safetensors_leaves(view)
+            else:
+                leaves = _torch_zip_leaves(view)
+        except Exception:  # _Declined, or a malformed file: either way torch decides
+            return None
+        h = hashlib.sha256(DIGEST_VERSION.encode() + b"\n")
+        for name in sorted(leaves):
+            leaf = leaves[name]
+            if isinstance(leaf, _Leaf):
+                header = ["T", name, leaf.dtype, list(leaf.shape), leaf.stop - leaf.start]
+                h.update(json.dumps(header).encode() + b"\n")
+                h.update(view[leaf.start : leaf.stop])
+            else:
+                h.update(json.dumps(["V", name, _canonical_value(leaf)]).encode() + b"\n")
+        return h.hexdigest()
+    finally:
+        view.release()
+
+
+def _buffer_format(path: Path, view: memoryview) -> Format:
+    """:func:`_detect_format` on bytes already read."""
+    if path.suffix.lower() == ".safetensors":
+        return "safetensors"
+    head = bytes(view[:9])
+    if len(head) == 9 and head[8:9] == b"{" and not head.startswith(b"PK"):
+        return "safetensors"
+    return "torch"
+
+
+# safetensors dtype -> (torch's name for it, bytes per element)
+_SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
+    "F64": ("float64", 8),
+    "F32": ("float32", 4),
+    "F16": ("float16", 2),
+    "BF16": ("bfloat16", 2),
+    "I64": ("int64", 8),
+    "I32": ("int32", 4),
+    "I16": ("int16", 2),
+    "I8": ("int8", 1),
+    "U8": ("uint8", 1),
+    "BOOL": ("bool", 1),
+}
+_SAFETENSORS_MAX_HEADER = 100_000_000  # safetensors' own limit
+_U64 = 1 << 64
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Declined("a key twice in the header")
+    return out
+
+
+def _safetensors_leaves(view: memoryview) -> dict[str, object]:
+    """The tensors of a safetensors file, checked as ``safe_open`` checks them: the header
+    (JSON, at most 100 MB), each tensor's dtype, shape and byte range, the ranges back to
+    back from the start of the data, and the data ending where the file ends."""
+    if len(view) < 8:
+        raise _Declined("no header")
+    n = int.from_bytes(view[:8], "little")
+    if n > _SAFETENSORS_MAX_HEADER or 8 + n > len(view):
+        raise _Declined("header length")
+    text = bytes(view[8 : 8 + n]).decode("utf-8")
+    if not text.startswith("{"):
+        raise _Declined("header start")
+    header = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    if type(header) is not dict:
+        raise _Declined("header")
+    meta = header.pop("__metadata__", None)
+    if meta is not None and not (
+        type(meta) is dict and all(type(v) is str and v.encode("utf-8") for v in meta.values())
+    ):
+        raise _Declined("metadata")
+    spans: list[tuple[int, int, str, str, tuple[int, ...]]] = []
+    for name, info in header.items():
+        if type(info) is not dict or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise _Declined("tensor info")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if type(dtype) is not str or dtype not in _SAFETENSORS_DTYPES:
+            raise _Declined("dtype")
+        if type(shape) is not list or not all(type(d) is int and 0 <= d < _U64 for d in shape):
+            raise _Declined("shape")
+        if (
+            type(offsets) is not list
+            or len(offsets) != 2
+            or not all(type(o) is int and 0 <= o < _U64 for o in offsets)
+        ):
+            raise _Declined("offsets")
+        name.encode("utf-8")  # a lone surrogate: serde refuses the header
+        spans.append((offsets[0], offsets[1], name, dtype, tuple(shape)))
+    base = 8 + n
+    leaves: dict[str, object] = {}
+    end = 0
+    for begin, stop, name, dtype, shape in sorted(spans):
+        if begin != end or stop < begin:
+            raise _Declined("offsets not back to back")
+        torch_name, size = _SAFETENSORS_DTYPES[dtype]
+        if math.prod(shape) * size != stop - begin:
+            raise _Declined("size")
+        leaves[name] = _Leaf(torch_name, shape, base + begin, base + stop)
+        end = stop
+    if base + end != len(view):
+        raise _Declined("data and file length disagree")
+    return leaves
+
+
+# torch.save's legacy storage classes -> (torch's dtype name, bytes per element)
+_TORCH_STORAGES: dict[str, tuple[str, int]] = {
+    "FloatStorage": ("float32", 4),
+    "DoubleStorage": ("float64", 8),
+    "HalfStorage": ("float16", 2),
+    "BFloat16Storage": ("bfloat16", 2),
+    "LongStorage": ("int64", 8),
+    "IntStorage": ("int32", 4),
+    "ShortStorage": ("int16", 2),
+    "CharStorage": ("int8", 1),
+    "ByteStorage": ("uint8", 1),
+    "BoolStorage": ("bool", 1),
+    "ComplexFloatStorage": ("complex64", 8),
+    "ComplexDoubleStorage": ("complex128", 16),
+}
+_GRAD_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "complex64", "complex128"})
+_MAX_FORMAT_VERSION = 10  # caffe2/serialize: kMaxSupportedFileFormatVersion
+
+
+class _BufferFile:
+    """The least of a binary file over a memoryview, for ``zipfile``: reads copy."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, len(self._view))[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        stop = len(self._view) if n is None or n < 0 else min(len(self._view), self._pos + n)
+        out = bytes(self._view[self._pos : stop])
+        self._pos = max(self._pos, stop)
+        return out
+
+    def seekable(self) -> bool:
+        return True
+
+
+def _zip_records(view: memoryview) -> tuple[str, dict[str, tuple[int, int]]]:
+    """A ``torch.save`` zip's folder name and each record's byte range in ``view``
+    (records stored, not compressed, as torch writes and memory-maps them)."""
+    import zipfile
+
+    if bytes(view[:4]) != b"PK\x03\x04":
+        raise _Declined("not a zip: a legacy torch file")
+    with zipfile.ZipFile(_BufferFile(view)) as z:
+        infos = z.infolist()
+    if not infos or "/" not in infos[0].filename:
+        raise _Declined("no archive folder")
+    prefix = infos[0].filename.split("/", 1)[0] + "/"  # as torch: the first record's folder
+    if len({info.filename.lower() for info in infos}) != len(infos):
+        raise _Declined("a record twice (torch looks names up ignoring case)")
+    records: dict[str, tuple[int, int]] = {}
+    for info in infos:
+        name = info.filename
+        if info.compress_type != 0 or info.flag_bits & 1:
+            raise _Declined("a compressed or encrypted record")
+        if info.compress_size != info.file_size:
+            raise _Declined("record size")
+        at = info.header_offset
+        local = bytes(view[at : at + 30])
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise _Declined("local header")
+        start = (
+            at
+            + 30
+            + int.from_bytes(local[26:28], "little")
+            + int.from_bytes(local[28:30], "little")
+        )
+        stop = start + info.file_size
+        if stop > len(view):
+            raise _Declined("record past the end")
+        if name.startswith(prefix):
+            records[name[len(prefix) :]] = (start, stop)
+    return prefix, records
+
+
+def _torch_zip_leaves(view: memoryview) -> dict[str, object]:
+    """The leaves of a ``torch.save`` zip, read as ``torch.load(weights_only=True,
+    mmap=True)`` reads it, for tensors of the legacy storage types in dicts, OrderedDicts,
+    lists and tuples with plain values: anything else is declined."""
+    _, records = _zip_records(view)
+
+    def record(name: str) -> bytes:
+        start, stop = records[name]
+        return bytes(view[start:stop])
+
+    version = record(".data/version" if ".data/version" in records else "version")
+    if not 1 <= int(version.decode("ascii").strip()) <= _MAX_FORMAT_VERSION:
+        raise _Declined("format version")
+    if "constants.pkl" in records:
+        raise _Declined("a TorchScript archive")
+    if "byteorder" in records and record("byteorder") != b"little":
+        raise _Declined("not little-endian")
+    storages: dict[str, _PickledStorage] = {}
+    obj = _WeightsUnpickler(record("data.pkl"), storages).load()
+    leaves: dict[str, object] = {}
+    _flatten_pickled(obj, "", leaves)
+    out: dict[str, object] = {}
+    for name, leaf in leaves.items():
+        if not isinstance(leaf, _PickledTensor):
+            out[name] = leaf
+            continue
+        s = leaf.storage
+        start, stop = records[f"data/{s.key}"]
+        if stop - start != s.numel * s.itemsize:
+            raise _Declined("storage size")
+        numel = math.prod(leaf.size)
+        lo = start + leaf.offset * s.itemsize
+        out[name] = _Leaf(s.dtype, leaf.size, lo, lo + numel * s.itemsize)
+    return out
+
+
+@dataclass(frozen=True)
+class _PickledStorage:
+    key: str
+    dtype: str
+    itemsize: int
+    numel: int
+
+
+class _PickledTensor:
+    """A tensor of a storage: contiguous (others are declined), within the storage."""
+
+    __slots__ = ("offset", "size", "storage")
+
+    def __init__(self, storage: _PickledStorage, offset: int, size: tuple[int, ...]) -> None:
+        self.storage = storage
+        self.offset = offset
+        self.size = size
+
+    def __reduce__(self) -> Any:
+        raise _Declined("not picklable")
+
+
+class _StorageType:
+    __slots__ = ("dtype", "itemsize")
+
+    def __init__(self, dtype: str, itemsize: int) -> None:
+        self.dtype = dtype
+        self.itemsize = itemsize
+
+
+def _ints(v: object) -> tuple[int, ...]:
+    if type(v) is not tuple or not all(type(x) is int for x in v):
+        raise _Declined("not a tuple of ints")
+    return v
+
+
+def _rebuild_tensor_v2(
+    storage: object,
+    offset: object,
+    size: object,
+    stride: object,
+    requires_grad: object,
+    backward_hooks: object,
+    metadata: object = None,
+) -> _PickledTensor:
+    """torch._utils._rebuild_tensor_v2, for a contiguous tensor in bounds."""
+    if not isinstance(storage, _PickledStorage) or type(offset) is not int or offset < 0:
+        raise _Declined("storage")
+    shape, strides = _ints(size), _ints(stride)
+    if len(shape) != len(strides) or any(d < 0 for d in shape) or metadata:
+        raise _Declined("size, stride or metadata")
+    if type(requires_grad) is not bool or (requires_grad and storage.dtype not in _GRAD_DTYPES):
+        raise _Declined("requires_grad")
+    numel = math.prod(shape)
+    expected = 1
+    for d, st in zip(reversed(shape), reversed(strides), strict=True):
+        if d != 1:
+            if st != expected:
+                raise _Declined("not contiguous: torch gathers it")
+            expected *= d
+    if offset + numel > storage.numel:
+        raise _Declined("out of the storage")
+    return _PickledTensor(storage, offset, shape)
+
+
+def _rebuild_parameter(data: object, requires_grad: object, backward_hooks: object) -> object:
+    if not isinstance(data, _PickledTensor) or type(requires_grad) is not bool:
+        raise _Declined("parameter")
+    if requires_grad and data.storage.dtype not in _GRAD_DTYPES:
+        raise _Declined("requires_grad")
+    return data
+
+
+def _ordered_dict(*args: object) -> object:
+    if args:
+        raise _Declined("OrderedDict with arguments")
+    return collections.OrderedDict()
+
+
+class _WeightsUnpickler:
+    """The part of torch's weights-only unpickler (torch/_weights_only_unpickler.py) that
+    ``torch.save`` of tensors in plain containers uses: the same opcodes with the same
+    checks, and a few globals.  It builds placeholders, never a torch object."""
+
+    def __init__(self, data: bytes, storages: dict[str, _PickledStorage]) -> None:
+        self.data = data
+        self.pos = 0
+        self.storages = storages
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.pos : self.pos + n]
+        if len(out) != n:
+            raise _Declined("truncated pickle")
+        self.pos += n
+        return out
+
+    def readline(self) -> bytes:
+        end = self.data.index(b"\n", self.pos)
+        out = self.data[self.pos : end]
+        self.pos = end + 1
+        return out
+
+    def find_class(self) -> object:
+        from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
+
+        module = self.readline().decode("utf-8")
+        name = self.readline().decode("utf-8")
+        if (module, name) in NAME_MAPPING:
+            module, name = NAME_MAPPING[(module, name)]
+        elif module in IMPORT_MAPPING:
+            module = IMPORT_MAPPING[module]
+        full = f"{module}.{name}"
+        if full == "collections.OrderedDict":
+            return _ordered_dict
+        if full == "torch._utils._rebuild_tensor_v2":
+            return _rebuild_tensor_v2
+        if full == "torch._utils._rebuild_parameter":
+            return _rebuild_parameter
+        if module == "torch" and name in _TORCH_STORAGES:
+            return _StorageType(*_TORCH_STORAGES[name])
+        raise _Declined(f"global {full}")
+
+    def persistent_load(self, pid: object) -> _PickledStorage:
+        if type(pid) is not tuple or len(pid) != 5:
+            raise _Declined("persistent id")
+        typename, storage_type, key, _location, numel = pid
+        if isinstance(typename, bytes):
+            typename = typename.decode("ascii")
+        if typename != "storage" or not isinstance(storage_type, _StorageType):
+            raise _Declined("not a storage")
+        if type(key) is not str or type(numel) is not int or numel < 0:
+            raise _Declined("storage key")
+        known = self.storages.get(key)
+        if known is None:
+            known = _PickledStorage(key, storage_type.dtype, storage_type.itemsize, numel)
+            self.storages[key] = known
+        elif (known.dtype, known.numel) != (storage_type.dtype, numel):
+            raise _Declined("one storage, two types")
+        return known
+
+    def load(self) -> object:  # one branch per opcode, as torch's
+        from struct import unpack
+
+        OrderedDict = collections.OrderedDict
+
+        stack: list[Any] = []
+        metastack: list[list[Any]] = []
+        memo: dict[int, Any] = {}
+        read = self.read
+
+        def pop_mark() -> list[Any]:
+            nonlocal stack
+            items = stack
+            stack = metastack.pop()
+            return items
+
+        while True:
+            op = read(1)[0]
+            if op == 0x63:  # GLOBAL
+                stack.append(self.find_class())
+            elif op == 0x52:  # REDUCE
+                args = stack.pop()
+                func = stack[-1]
+                if func not in (_ordered_dict, _rebuild_tensor_v2, _rebuild_parameter):
+                    raise _Declined("reduce")
+                if type(args) is not tuple:
+                    raise _Declined("reduce arguments")
+                stack[-1] = func(*args)
+            elif op == 0x62:  # BUILD: attributes of an OrderedDict (a state_dict's _metadata)
+                state = stack.pop()
+                if type(stack[-1]) is not OrderedDict or type(state) is not dict:
+                    raise _Declined("build")
+            elif op == 0x61:  # APPEND
+                item = stack.pop()
+                if type(stack[-1]) is not list:
+                    raise _Declined("append")
+                stack[-1].append(item)
+            elif op == 0x65:  # APPENDS
+                items = pop_mark()
+                if type(stack[-1]) is not list:
+                    raise _Declined("appends")
+                stack[-1].extend(items)
+            elif op == 0x73:  # SETITEM
+                v, k = stack.pop(), stack.pop()
+                if type(stack[-1]) not in (dict, OrderedDict):
+                    raise _Declined("setitem")
+                stack[-1][k] = v
+            elif op == 0x75:  # SETITEMS
+                items = pop_mark()
+                if type(stack[-1]) not in (dict, OrderedDict) or len(items) % 2:
+                    raise _Declined("setitems")
+                for i in range(0, len(items), 2):
+                    stack[-1][items[i]] = items[i + 1]
+            elif op == 0x28:  # MARK
+                metastack.append(stack)
+                stack = []
+            elif op == 0x74:  # TUPLE
+                items = pop_mark()
+                stack.append(tuple(items))
+            elif op == 0x85:  # TUPLE1
+                stack[-1] = (stack[-1],)
+            elif op == 0x86:  # TUPLE2
+                stack[-2:] = [(stack[-2], stack[-1])]
+            elif op == 0x87:  # TUPLE3
+                stack[-3:] = [(stack[-3], stack[-2], stack[-1])]
+            elif op == 0x4E:  # NONE
+                stack.append(None)
+            elif op == 0x89:  # NEWFALSE
+                stack.append(False)
+            elif op == 0x88:  # NEWTRUE
+                stack.append(True)
+            elif op == 0x29:  # EMPTY_TUPLE
+                stack.append(())
+            elif op == 0x5D:  # EMPTY_LIST
+                stack.append([])
+            elif op == 0x7D:  # EMPTY_DICT
+                stack.append({})
+            elif op == 0x4A:  # BININT
+                stack.append(unpack("<i", read(4))[0])
+            elif op == 0x4B:  # BININT1
+                stack.append(read(1)[0])
+            elif op == 0x4D:  # BININT2
+                stack.append(unpack("<H", read(2))[0])
+            elif op == 0x47:  # BINFLOAT
+                stack.append(unpack(">d", read(8))[0])
+            elif op == 0x58:  # BINUNICODE
+                n = unpack("<I", read(4))[0]
+                stack.append(str(read(n), "utf-8", "surrogatepass"))
+            elif op == 0x51:  # BINPERSID
+                stack.append(self.persistent_load(stack.pop()))
+            elif op == 0x68:  # BINGET
+                stack.append(memo[read(1)[0]])
+            elif op == 0x6A:  # LONG_BINGET
+                stack.append(memo[unpack("<I", read(4))[0]])
+            elif op == 0x71:  # BINPUT
+                memo[read(1)[0]] = stack[-1]
+            elif op == 0x72:  # LONG_BINPUT
+                memo[unpack("<I", read(4))[0]] = stack[-1]
+            elif op == 0x8A:  # LONG1
+                n = read(1)[0]
+                stack.append(int.from_bytes(read(n), "little", signed=True))
+            elif op == 0x80:  # PROTO
+                read(1)
+            elif op == 0x2E:  # STOP
+                return stack.pop()
+            else:  # NEWOBJ, sets, bytes, old strings...: torch decides
+                raise _Declined(f"opcode {op:#x}")
+
+
+_PLAIN_KEYS = (str, int, bool, float, type(None))
+_PLAIN_LEAVES = (*_PLAIN_KEYS, dict, list, tuple, collections.OrderedDict)  # empty ones
+
+
+def _flatten_pickled(obj: object, prefix: str, out: dict[str, object]) -> None:
+    """:func:`_flatten` over what :class:`_WeightsUnpickler` built."""
+    if isinstance(obj, Mapping) and obj:
+        for key, value in obj.items():
+            if type(key) not in _PLAIN_KEYS:
+                raise _Declined("a key whose text torch would write differently")
+            _flatten_pickled(value, _join(prefix, _key(key)), out)
+    elif isinstance(obj, list | tuple) and obj:
+        for index, value in enumerate(obj):
+            _flatten_pickled(value, _join(prefix, str(index)), out)
+    else:
+        if not isinstance(obj, _PickledTensor) and type(obj) not in _PLAIN_LEAVES:
+            raise _Declined("a leaf of another type")
+        name = prefix or ROOT_NAME
+        if name in out:
+            raise _Declined("two leaves, one name")
+        out[name] = obj
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
