@@ -440,8 +440,8 @@ def run_bisect(
 
     # GOOD against BAD as every command judges a pair: with GOOD's stored noise floor,
     # when there is one (BAD within GOOD's own noise has nothing to explain)
-    tol = opts.replay.tolerance
-    gb_cmp = compare_pair(store, good_m, bad_m, type(tol).of(rtol, atol, tol.alpha, tol.margin))
+    tol = dataclasses.replace(opts.replay.tolerance, rtol=rtol, atol=atol)
+    gb_cmp = compare_pair(store, good_m, bad_m, tol)
     gb_dist = distance(good_m, bad_m, objects)
     step = first_divergent_step(gb_cmp)
     at_step = [m for m in gb_cmp.metrics if not m.timing and m.first_step_differs == step]

@@ -309,10 +309,11 @@ def _measure(
         return None
     tol = options.tolerance
     floor, check = measure_floor(replicas, ObjectStore.beside(store.path), tol)
+    summary = spread(replicas, floor)  # its metric gaps walk every pair once
     fid = store.add_noise_floor(
         original_id,
         len(replicas),
-        {**floor_body(floor, check, tol, original_id), "spread": spread(replicas, floor).to_dict()},
+        {**floor_body(floor, check, tol, original_id), "spread": summary.to_dict()},
     )
     emit(
         ReplayEvent(
@@ -322,4 +323,4 @@ def _measure(
             + (f"; self-check: {check.message}" if check is not None else ""),
         )
     )
-    return replace(spread(replicas, floor), floor_id=fid)
+    return replace(summary, floor_id=fid)
