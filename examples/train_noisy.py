@@ -12,8 +12,11 @@ and far below what a real change (another learning rate, other data) does.
 
     python examples/train_noisy.py --seed 3 --lr 0.1 --out out/
 
-Logs ``loss`` every step, ``val_loss`` and ``accuracy`` on a held-out set every 10 steps
-and at the end; saves ``out/model.safetensors``.
+Logs ``loss`` every step and ``val_loss`` on a held-out set every 10 steps and at the end;
+saves ``out/model.safetensors``.  No accuracy: on 384 held-out samples it moves in steps
+of 1/384, so one sample that flips between two runs is a jump the replicas' spread (often
+exactly zero) cannot cover, and the tests built on this program must not turn on that
+chance.
 """
 
 from __future__ import annotations
@@ -74,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():
             out = model(xv)
             run.log_metric("val_loss", loss_fn(out, yv).item(), step)
-            run.log_metric("accuracy", (out.argmax(1) == yv).float().mean().item(), step)
 
     for step in range(args.steps):
         idx = torch.randperm(len(xt), generator=batches)[: args.batch_size]
