@@ -60,7 +60,7 @@ SEARCHES = ("resnet", "vision", "alice", "sweep", "bert", "whisper", "cifar", "a
 
 def _sealed_batch(start: int, stop: int) -> list[tuple[str, Any]]:
     """Manifests ``start..stop`` sealed, with their gap counts (runs in a worker process)."""
-    from replay_tui.gaps import gap_counts
+    from replay_tui.compare.gaps import gap_counts
     from storage.manifest import manifest_from_data
     from tests.factories import realistic_manifest
 
@@ -116,7 +116,7 @@ import replay_tui.program as program  # what `replay-tui --store S` runs
 store = program.tui_store(["--store", sys.argv[1]])
 assert store is not None and "replay_tui.cli" not in sys.modules
 ReplayApp = program.import_tui().ReplayApp  # as program._open_tui does
-from replay_tui.messages import RunsPageShown
+from replay_tui.tui.messages import RunsPageShown
 
 shown = []
 
@@ -211,7 +211,7 @@ def cold_start_and_floor(store: Path, launches: int) -> tuple[list[float], list[
 
 IMPORTS = (
     "import time; t = time.perf_counter(); import storage.store; s = time.perf_counter()\n"
-    "import replay_tui.program, replay_tui.app; e = time.perf_counter()\n"
+    "import replay_tui.program, replay_tui.tui.app; e = time.perf_counter()\n"
     "print(e - t, s - t)"
 )
 
@@ -234,8 +234,8 @@ def import_time() -> tuple[float, float]:
 
 
 async def measure(store: Path, searches: int) -> dict[str, Any]:
-    from replay_tui.app import ReplayApp
-    from replay_tui.messages import RunsPageShown
+    from replay_tui.tui.app import ReplayApp
+    from replay_tui.tui.messages import RunsPageShown
 
     shown: list[RunsPageShown] = []
 

@@ -1,6 +1,6 @@
 """The ``replay-tui`` program: the command line, with the TUI when no command is given.
 
-The CLI (``replay_tui.cli``) and the TUI (``replay_tui.app``) are siblings over the
+The CLI (``replay_tui.cli``) and the TUI (``replay_tui.tui.app``) are siblings over the
 domain and never import each other; this module is the one place that joins them.
 Each is imported only when it is used: a command starts without Textual, and the plain
 ``replay-tui [--store PATH]`` opens the TUI without loading the command line (click,
@@ -16,15 +16,15 @@ from types import ModuleType
 
 
 def import_tui() -> ModuleType:
-    """The TUI's module (``replay_tui.app``), imported with Python's cyclic collector
+    """The TUI's module (``replay_tui.tui.app``), imported with Python's cyclic collector
     off for the start: the app turns it back on once its first page is painted
-    (``replay_tui.collector``)."""
-    from replay_tui import collector
+    (``replay_tui.tui.collector``)."""
+    from replay_tui.tui import collector
 
     collector.pause_for_start()
-    import replay_tui.app
+    import replay_tui.tui.app
 
-    return replay_tui.app
+    return replay_tui.tui.app
 
 
 def _open_tui(store_path: Path, notice: str | None) -> None:

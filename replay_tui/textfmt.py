@@ -1,21 +1,18 @@
 """Formatters every text face shares: the CLI's tables and reports, the TUI's widgets,
 the evidence report.  Neutral: no Textual, no click, no domain logic.
 
-The CLI's text lives in ``replay_tui.render`` (runs, manifests, gaps, drills) and
-``replay_tui.compare.render`` (comparisons); both build on these.
+The CLI's text lives in ``replay_tui.cli.render`` (runs, manifests, gaps, drills) and
+``replay_tui.compare.render`` (comparisons); both build on these.  A gap's lines are
+``replay_tui.compare.gaps.gap_lines``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from rich.cells import cell_len, set_cell_size
 
 from replay_tui.safety import escape_control
-
-if TYPE_CHECKING:
-    from replay_tui.gaps import Gap
 
 
 def cut(value: str, n: int | None) -> str:
@@ -59,15 +56,3 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
         return indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
 
     return "\n".join([line(headers), *(line(r) for r in cells)])
-
-
-def gap_lines(gaps: Sequence[Gap], *, indent: str = "", fix: bool = True) -> list[str]:
-    """Each gap as ``[SEVERITY] CODE (field)``, its message and (``fix``) remediation."""
-    pad = indent + " " * 11
-    out: list[str] = []
-    for g in gaps:
-        out.append(f"{indent}[{g.severity.upper():8}] {g.code}  ({g.field})")
-        out.append(f"{pad}{g.message}")
-        if fix:
-            out.append(f"{pad}fix: {g.remediation}")
-    return [escape_control(line) for line in out]

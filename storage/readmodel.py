@@ -3,7 +3,7 @@
 ``storage/`` is the only package that holds SQL.  What the rest of the project reads in
 bulk is here, as functions over a :class:`RunStore` that return plain data; what it
 computes from that data (rates, variances, verdict summaries) lives with the domain
-(``replay_tui.stats``, ``replay_tui.verdicts``).
+(``replay_tui.evidence.stats``, ``replay_tui.verdicts``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from textual.pilot import Pilot
 
-from replay_tui.gaps import gap_counts
+from replay_tui.compare.gaps import gap_counts
 from storage import ledger
 from storage.manifest import RunManifest, manifest_from_data
 from storage.objects import ObjectStore

@@ -12,19 +12,19 @@ import pytest
 from rich.text import Text
 from textual.widgets import Footer, Input, Static, TabbedContent
 
-from replay_tui.app import ReplayApp
-from replay_tui.gaps import gap_counts
-from replay_tui.messages import OpenComparison, OpenRun, PickAndCompare
+from replay_tui.compare.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
-from replay_tui.screens.comparison import ComparisonScreen
-from replay_tui.screens.drill import DrillScreen, FoldingLog, fold
-from replay_tui.screens.picker import PickRunScreen
-from replay_tui.screens.run_detail import RunDetailScreen
-from replay_tui.screens.verify import VerifyBundleScreen, in_dialog_terms
 from replay_tui.textfmt import cut
-from replay_tui.widgets.fullrow import FullRow
-from replay_tui.widgets.style import fit
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.messages import OpenComparison, OpenRun, PickAndCompare
+from replay_tui.tui.screens.comparison import ComparisonScreen
+from replay_tui.tui.screens.drill import DrillScreen, FoldingLog, fold
+from replay_tui.tui.screens.picker import PickRunScreen
+from replay_tui.tui.screens.run_detail import RunDetailScreen
+from replay_tui.tui.screens.verify import VerifyBundleScreen, in_dialog_terms
+from replay_tui.tui.widgets.fullrow import FullRow
+from replay_tui.tui.widgets.style import fit
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.app_support import FixedStore, build_fixed_store, settle
@@ -359,7 +359,7 @@ def test_verify_advice_names_the_dialogs_fields_not_the_cli_flags() -> None:
 
 
 def verify_advice() -> tuple[tuple[str, str], ...]:
-    from replay_tui.screens.verify import CLI_ADVICE
+    from replay_tui.tui.screens.verify import CLI_ADVICE
 
     return CLI_ADVICE
 
@@ -398,8 +398,8 @@ async def test_verify_dialog_says_what_to_do_in_its_own_terms(
 def test_the_stage_board_wraps_a_long_message_instead_of_cutting_it() -> None:
     from rich.console import Console
 
-    from replay_tui.widgets.stages import StageBoard
-    from replay_tui.widgets.style import Palette
+    from replay_tui.tui.widgets.stages import StageBoard
+    from replay_tui.tui.widgets.style import Palette
 
     board = StageBoard()
     message = "commit 2effd62d9f68fe0e9467873a8f59d29d7eb3bcae checked out in /tmp/wt-0123456789"

@@ -21,19 +21,19 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
 from textual.widgets._footer import FooterKey
 
-from replay_tui.app import ReplayApp
-from replay_tui.gaps import gap_counts
-from replay_tui.messages import OpenComparison, OpenReplay
+from replay_tui.compare.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.screens.comparison import ComparisonScreen
-from replay_tui.screens.dashboard import DashboardScreen
-from replay_tui.screens.modals import KEYMAP, ConfirmModal, ErrorModal, HelpScreen
-from replay_tui.screens.picker import PickRunScreen
-from replay_tui.screens.replay import ReplayScreen
-from replay_tui.screens.run_detail import RunDetailScreen
-from replay_tui.screens.runs import FIRST_PAGE, RunsScreen
-from replay_tui.widgets.plot import LinePlot
-from replay_tui.widgets.status import StatusLine
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.messages import OpenComparison, OpenReplay
+from replay_tui.tui.screens.comparison import ComparisonScreen
+from replay_tui.tui.screens.dashboard import DashboardScreen
+from replay_tui.tui.screens.modals import KEYMAP, ConfirmModal, ErrorModal, HelpScreen
+from replay_tui.tui.screens.picker import PickRunScreen
+from replay_tui.tui.screens.replay import ReplayScreen
+from replay_tui.tui.screens.run_detail import RunDetailScreen
+from replay_tui.tui.screens.runs import FIRST_PAGE, RunsScreen
+from replay_tui.tui.widgets.plot import LinePlot
+from replay_tui.tui.widgets.status import StatusLine
 from storage.manifest import manifest_from_data
 from storage.store import RunQuery, RunStore
 from tests.app_support import (
@@ -413,7 +413,7 @@ async def test_dashboard_rates(fixed: FixedStore) -> None:
         # (replay, checkpoint of its original) pairs: the diverged replay's checkpoint differs
         assert (s.artifact_match.part, s.artifact_match.whole) == (3, 4)
         # the dashboard shows the SLIs exactly as `replay-tui stats` computes them
-        from replay_tui.stats import compute_stats
+        from replay_tui.evidence.stats import compute_stats
 
         with RunStore(fixed.path) as store:
             sli = compute_stats(store)
@@ -664,7 +664,7 @@ def _replay_once(store: Path, run_id: str) -> None:
 async def test_cancel_a_running_replay(gated: tuple[Path, str, Path]) -> None:
     """Cancel → recorded as cancelled; the run's verdict, its runs-list state and the
     reproducible rate are what the completed replay made them."""
-    from replay_tui.stats import compute_stats
+    from replay_tui.evidence.stats import compute_stats
     from replay_tui.verdicts import summarize
 
     store, run_id, gate = gated

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from replay_tui.app import ReplayApp
-from replay_tui.screens.queries import verdict_rank
-from replay_tui.screens.runs import RunsScreen
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.queries import verdict_rank
+from replay_tui.tui.screens.runs import RunsScreen
+from replay_tui.tui.widgets.status import StatusLine
 from replay_tui.verdicts import SEVERITY
-from replay_tui.widgets.status import StatusLine
 from storage.records import RunRecord
 from storage.store import RunQuery, RunStore
 from tests.app_support import FixedStore, build_fixed_store, settle

@@ -13,19 +13,19 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, TabbedContent
 
-from replay_tui.app import ReplayApp
 from replay_tui.errors import InfraError
-from replay_tui.messages import (
+from replay_tui.replay.plan import ReplayOptions
+from replay_tui.replay.runner import ReplayEvent
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.messages import (
     OpenComparison,
     OpenReplay,
     OpenRun,
     PickAndCompare,
     ReplayProgress,
 )
-from replay_tui.replay.plan import ReplayOptions
-from replay_tui.replay.runner import ReplayEvent
-from replay_tui.screens.modals import ErrorModal
-from replay_tui.screens.replay import ReplayScreen
+from replay_tui.tui.screens.modals import ErrorModal
+from replay_tui.tui.screens.replay import ReplayScreen
 from tests.app_support import FixedStore, build_fixed_store, settle
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from replay_tui.app import ReplayApp
-from replay_tui.screens.runs import RunsScreen
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.screens.runs import RunsScreen
 from tests.app_support import build_fixed_store, settle
 
 
@@ -45,7 +45,7 @@ def test_the_status_line_puts_filters_first_and_ends_a_cut_in_an_ellipsis(
 def test_the_search_hint_is_never_cut_mid_word(tmp_path: Path) -> None:
     from textual.widgets import Input
 
-    from replay_tui.screens.runs import SEARCH_HINT, SEARCH_HINT_SHORT
+    from replay_tui.tui.screens.runs import SEARCH_HINT, SEARCH_HINT_SHORT
 
     fixed = build_fixed_store(tmp_path / "fixed")
 

@@ -29,16 +29,16 @@ from textual.widgets import (
 )
 from textual.widgets._footer import FooterKey
 
-from replay_tui.app import ReplayApp
-from replay_tui.drill import DrillReport
-from replay_tui.messages import OpenComparison
 from replay_tui.replay.backends import backend_choices
+from replay_tui.replay.drill import DrillReport
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.screens.comparison import ComparisonScreen
-from replay_tui.screens.drill import DrillScreen
-from replay_tui.screens.modals import ErrorModal
-from replay_tui.screens.verify import VerifyBundleScreen
-from replay_tui.widgets.plot import LinePlot, Series, render_plot, zoom_window
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.messages import OpenComparison
+from replay_tui.tui.screens.comparison import ComparisonScreen
+from replay_tui.tui.screens.drill import DrillScreen
+from replay_tui.tui.screens.modals import ErrorModal
+from replay_tui.tui.screens.verify import VerifyBundleScreen
+from replay_tui.tui.widgets.plot import LinePlot, Series, render_plot, zoom_window
 from storage.store import RunStore
 from tests.app_support import (
     ORIGINAL_ID,
@@ -199,7 +199,7 @@ async def test_bisect_is_not_offered_when_a_run_is_a_replay(fixed: FixedStore) -
 def test_the_key_map_lists_every_plot_key() -> None:
     from textual.binding import Binding
 
-    from replay_tui.screens.modals import KEYMAP
+    from replay_tui.tui.screens.modals import KEYMAP
 
     (plot_keys,) = [keys for section, keys in KEYMAP if section.startswith("plot")]
     bound = {b.key for b in LinePlot.BINDINGS if isinstance(b, Binding)}
@@ -461,7 +461,7 @@ def _snap_app(fixed: FixedStore) -> ReplayApp:
 
 
 def _fixed_drill() -> DrillReport:
-    from replay_tui.drill import DrillItem
+    from replay_tui.replay.drill import DrillItem
 
     return DrillReport(
         pick="random",
@@ -603,8 +603,8 @@ async def test_run_detail_plots_take_l_when_focused_and_the_screen_keeps_it_othe
     and the overlay's label says which line is the run and which the replays."""
     from textual.widgets import TabbedContent
 
-    from replay_tui.messages import OpenRun
-    from replay_tui.screens.run_detail import RunDetailScreen
+    from replay_tui.tui.messages import OpenRun
+    from replay_tui.tui.screens.run_detail import RunDetailScreen
 
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -667,7 +667,7 @@ async def test_comparison_fields_show_the_focused_rows_values_whole(fixed: Fixed
 async def test_quitting_mid_drill_asks_first_then_stores_the_drill(
     gated: tuple[Path, str, Path],
 ) -> None:
-    from replay_tui.screens.modals import ConfirmModal
+    from replay_tui.tui.screens.modals import ConfirmModal
 
     store, run_id, gate = gated
     gate.unlink()
@@ -690,8 +690,8 @@ async def test_quitting_mid_drill_asks_first_then_stores_the_drill(
 
 
 def test_cut_cells_names_what_the_columns_cut_or_hide() -> None:
-    from replay_tui.widgets.fullrow import cut_cells
-    from replay_tui.widgets.grid import GridColumn
+    from replay_tui.tui.widgets.fullrow import cut_cells
+    from replay_tui.tui.widgets.grid import GridColumn
 
     columns = [
         GridColumn("id", "ID", 6),
@@ -712,8 +712,8 @@ def test_cut_cells_names_what_the_columns_cut_or_hide() -> None:
 async def test_full_row_follows_the_grid_cursor_and_its_pages() -> None:
     from textual.app import App, ComposeResult
 
-    from replay_tui.widgets.fullrow import FullRow
-    from replay_tui.widgets.grid import Grid, GridColumn
+    from replay_tui.tui.widgets.fullrow import FullRow
+    from replay_tui.tui.widgets.grid import Grid, GridColumn
 
     columns = [GridColumn("id", "ID", 6), GridColumn("name", "NAME", 10)]
 
@@ -746,8 +746,8 @@ async def test_full_row_follows_the_grid_cursor_and_its_pages() -> None:
 
 
 def test_a_decorated_cell_is_not_cut() -> None:
-    from replay_tui.widgets.fullrow import cut_cells
-    from replay_tui.widgets.grid import GridColumn
+    from replay_tui.tui.widgets.fullrow import cut_cells
+    from replay_tui.tui.widgets.grid import GridColumn
 
     columns = [GridColumn("name", "NAME", 20)]
     assert cut_cells(columns, [Text("▸ resnet")], {"name": "resnet"}) == []
@@ -757,7 +757,7 @@ def test_a_decorated_cell_is_not_cut() -> None:
 async def test_runs_list_shows_the_focused_runs_cut_values_whole(fixed: FixedStore) -> None:
     """At 80 columns the name is cut and the image hidden: the line under the list has
     them whole, with the whole run id; wider, only what is still shortened."""
-    from replay_tui.widgets.fullrow import FullRow
+    from replay_tui.tui.widgets.fullrow import FullRow
     from tests.test_app_flows import runs_screen
 
     with RunStore(fixed.path) as s:

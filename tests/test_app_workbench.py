@@ -12,10 +12,10 @@ import pytest
 from rich.syntax import Syntax
 from textual.widgets import Static, TabbedContent
 
-from replay_tui.app import ReplayApp
-from replay_tui.messages import OpenRun
-from replay_tui.screens.run_detail import RunDetailScreen
-from replay_tui.screens.runs import RunsScreen
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.messages import OpenRun
+from replay_tui.tui.screens.run_detail import RunDetailScreen
+from replay_tui.tui.screens.runs import RunsScreen
 from storage.store import RunStore
 from tests.app_support import FixedStore, build_fixed_store
 from tests.test_app_flows import runs_screen, settle, sync, wait_until
@@ -159,8 +159,8 @@ async def test_fields_tab_count_agrees_with_the_rows_only_differences_shows(
 ) -> None:
     from textual.widgets import DataTable
 
-    from replay_tui.messages import OpenComparison
-    from replay_tui.screens.comparison import ComparisonScreen
+    from replay_tui.tui.messages import OpenComparison
+    from replay_tui.tui.screens.comparison import ComparisonScreen
 
     with RunStore(fixed.path) as s:
         fact = next(f for f in s.facts("replays") if f.get("comparison_id"))
@@ -203,7 +203,7 @@ async def test_run_detail_overlays_the_histories_of_all_completed_replays(
 ) -> None:
     """The N-run overlay: an original's metric plots carry its own history and every
     completed replay's, and say how far they spread (the noise floor made visible)."""
-    from replay_tui.widgets.plot import LinePlot
+    from replay_tui.tui.widgets.plot import LinePlot
 
     with RunStore(fixed.path) as s:
         fact = next(
@@ -233,7 +233,7 @@ async def test_run_detail_overlays_the_histories_of_all_completed_replays(
 def test_plot_axes_and_the_both_colour_only_where_series_agree() -> None:
     from rich.style import Style
 
-    from replay_tui.widgets.plot import Series, render_plot
+    from replay_tui.tui.widgets.plot import Series, render_plot
 
     a_style, b_style, both = Style(color="blue"), Style(color="yellow"), Style(color="green")
     kw = dict(styles=(a_style, b_style), both=both, marker_style=Style(), axis=Style())

@@ -360,10 +360,10 @@ def test_tui_comparison_key_b_runs_the_bisect_to_its_answer(
 
     from textual.widgets import DataTable, Log, Static
 
-    from replay_tui.app import ReplayApp
     from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.screens.bisect import BisectScreen
-    from replay_tui.screens.comparison import ComparisonScreen
+    from replay_tui.tui.app import ReplayApp
+    from replay_tui.tui.screens.bisect import BisectScreen
+    from replay_tui.tui.screens.comparison import ComparisonScreen
 
     async def flow() -> None:
         app = ReplayApp(lab.store, replay_options_factory=lambda: ReplayOptions(backend="local"))

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from replay_tui.drill import (
+from replay_tui.errors import BadInput
+from replay_tui.replay.drill import (
     Candidate,
     DrillItem,
     DrillReport,
@@ -21,7 +22,6 @@ from replay_tui.drill import (
     pick_runs,
     run_drill,
 )
-from replay_tui.errors import BadInput
 from replay_tui.replay.plan import ReplayOptions
 from storage.manifest import manifest_from_data
 from storage.store import RunStore

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
-from replay_tui.widgets.plot import LinePlot, Series, by_wall_time, time_at
+from replay_tui.tui.widgets.plot import LinePlot, Series, by_wall_time, time_at
 
 A = Series("A", [(0.0, 1.0), (10.0, 0.5), (20.0, 0.25), (30.0, 0.2)])
 B = Series("B", [(0.0, 1.0), (10.0, 0.5), (20.0, 0.4), (30.0, 0.3)])
@@ -96,10 +96,10 @@ def test_a_real_run_and_its_replay_plot_by_wall_time(tmp_path: Path) -> None:
     """The example training recorded by the real launcher (its SDK logs every step with
     the time), replayed locally: both carry a time per point, so the comparison's plot
     and the run's overlay offer ``w``, and the axis reads seconds."""
-    from replay_tui.app import ReplayApp
-    from replay_tui.messages import OpenComparison, OpenRun
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.series import replay_many
+    from replay_tui.tui.app import ReplayApp
+    from replay_tui.tui.messages import OpenComparison, OpenRun
     from storage.store import RunStore
     from tests.app_support import record_real_run, settle
 

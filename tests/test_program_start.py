@@ -177,8 +177,8 @@ def test_the_first_page_is_read_while_the_app_starts(
     import asyncio
     import threading
 
-    import replay_tui.screens.runs as runs_screen
-    from replay_tui.app import ReplayApp
+    import replay_tui.tui.screens.runs as runs_screen
+    from replay_tui.tui.app import ReplayApp
     from tests.test_app_flows import wait_until
 
     path = tmp_path / "store.db"
@@ -223,8 +223,8 @@ def test_a_write_just_after_the_first_page_is_taken_is_shown(
     screen notes the store's state before it takes the page, not after."""
     import asyncio
 
-    import replay_tui.screens.runs as runs_screen
-    from replay_tui.app import ReplayApp
+    import replay_tui.tui.screens.runs as runs_screen
+    from replay_tui.tui.app import ReplayApp
     from tests.test_app_flows import wait_until
 
     path = tmp_path / "store.db"

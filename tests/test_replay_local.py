@@ -44,7 +44,7 @@ def test_same_seed_replay_is_identical_and_stored(store: Path, repo: Path) -> No
         replay = s.manifest(r["replay_run"])
         assert replay.replay is not None
         assert replay.replay.backend == "local" and replay.replay.environment_pinned is False
-        from replay_tui.gaps import evaluate
+        from replay_tui.compare.gaps import evaluate
 
         assert "REPLAY_ENV_NOT_PINNED" in {g.code for g in evaluate(replay)}
         assert s.get_run(rid).last_verdict == "IDENTICAL"
@@ -88,7 +88,7 @@ def test_commit_gone_exits_3_and_is_recorded(store: Path, repo: Path, tmp_path: 
         assert fact["status"] == "infra-error" and "was not found" in fact["reason"]
         assert s.verify().ok
         # a drill that meets the same failure links its item to the attempt it recorded
-        from replay_tui.drill import run_drill
+        from replay_tui.replay.drill import run_drill
         from replay_tui.replay.plan import ReplayOptions
 
         (item,) = run_drill(s, count=1, pick="oldest", options=ReplayOptions("local")).items

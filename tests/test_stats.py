@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replay_tui.stats import compute_stats, write_prometheus
+from replay_tui.evidence.stats import compute_stats, write_prometheus
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import RunCli

@@ -383,7 +383,7 @@ def test_a_page_and_its_count_read_the_search_matches_once(
 ) -> None:
     """The runs browser's first page reads what its search matched once, and its count
     reuses that (a second count of 100,000 matches was up to 7 ms a keystroke)."""
-    from replay_tui.screens.queries import RunsView, count_runs_view, load_runs_page
+    from replay_tui.tui.queries import RunsView, count_runs_view, load_runs_page
 
     owner = thirty[9]["tags"]["owner"]
     owned = {d["run_id"] for d in thirty if d["tags"]["owner"] == owner}

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from replay_tui.compare.gaps import gap_counts
 from replay_tui.evidence.export import export_bundle
-from replay_tui.gaps import gap_counts
 from replay_tui.replay.runner import compare_and_store
 from replay_tui.verdicts import counts_as_evidence, summarize
 from storage.manifest import manifest_from_data
@@ -245,10 +245,10 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
 
     from textual.widgets import DataTable
 
-    from replay_tui.app import ReplayApp
-    from replay_tui.messages import OpenRun
-    from replay_tui.screens.dashboard import DashboardScreen
-    from replay_tui.screens.runs import RunsScreen
+    from replay_tui.tui.app import ReplayApp
+    from replay_tui.tui.messages import OpenRun
+    from replay_tui.tui.screens.dashboard import DashboardScreen
+    from replay_tui.tui.screens.runs import RunsScreen
     from tests.app_support import settle
 
     unseeded = {"seed": None, "python": None, "numpy": None, "torch": None, "cuda": None}
@@ -292,7 +292,7 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
 
 
 def test_a_drill_run_that_did_not_finish_is_named_like_a_replay() -> None:
-    from replay_tui.screens.queries import drill_summary
+    from replay_tui.tui.queries import drill_summary
     from replay_tui.verdicts import drill_item_word
 
     assert drill_item_word("reproduced", "IDENTICAL", None) == "IDENTICAL"

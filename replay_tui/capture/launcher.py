@@ -727,7 +727,7 @@ def keep_run(
 ) -> Path:
     """Store a finished run: its artifacts' bytes, the manifest with its gap counts and
     blobs (the log and whatever else is given), and the log file beside the store."""
-    from replay_tui.gaps import gap_counts
+    from replay_tui.compare.gaps import gap_counts
 
     keep_artifacts(store, cwd, manifest)
     all_blobs = {collected.log_sha256: ("log", collected.log_bytes), **(blobs or {})}
@@ -928,10 +928,6 @@ def _lower_priority() -> None:
 def _warm() -> None:
     """Import and build now what reading the outputs needs after the command."""
     import zipfile  # noqa: F401 - the torch-free checkpoint reader's
-
-    import replay_tui.compare.tensors
-    import replay_tui.door
-    import replay_tui.gaps  # noqa: F401
 
     _inside_checks()
 

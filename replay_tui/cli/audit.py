@@ -226,8 +226,8 @@ def drill(
 ) -> None:
     """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce
     (WITHIN_NOISE of the run's own noise floor counts as reproduced)."""
-    from replay_tui import render
-    from replay_tui.drill import run_drill
+    from replay_tui.cli import render
+    from replay_tui.replay.drill import run_drill
     from replay_tui.replay.plan import ReplayOptions
 
     opts = ReplayOptions(
@@ -275,7 +275,7 @@ def drill(
 @handled
 def stats(obj: Ctx, prometheus: Path | None, as_json: bool) -> None:
     """Reproducibility SLIs of the store: rates, variances, attestation, drills."""
-    from replay_tui.stats import compute_stats, write_prometheus
+    from replay_tui.evidence.stats import compute_stats, write_prometheus
 
     s = compute_stats(obj.store)
     if prometheus is not None:

@@ -20,7 +20,7 @@ from storage.store import RunQuery, RunStore
 @handled
 def demo(ctx: click.Context, no_open: bool, no_docker: bool) -> None:
     """Build a demo store from real tiny training runs, then open the TUI on it."""
-    from replay_tui.demo import build_demo
+    from replay_tui.cli.demo_store import build_demo
 
     obj: Ctx = ctx.obj
     given = ctx.parent is not None and ctx.parent.params.get("store_path") is not None

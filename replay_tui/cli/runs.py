@@ -58,7 +58,7 @@ def _ingest_files(store: RunStore, files: Sequence[Path]) -> tuple[list[IngestRe
             errors.append(str(e))
     if errors:
         return [], errors
-    from replay_tui.gaps import gap_counts
+    from replay_tui.compare.gaps import gap_counts
 
     no_blobs: dict[str, tuple[str, bytes]] = {}
     items = [(m, gap_counts(m), (), no_blobs) for m in manifests]
@@ -152,7 +152,7 @@ def runs(
     more was cancelled (cancelled, interrupted, timed-out and infra-error replays never
     count as not reproduced).  A replay run that did not complete shows how it ended:
     CANCELLED, INTERRUPTED, TIMED OUT or INFRA-ERROR."""
-    from replay_tui import render
+    from replay_tui.cli import render
     from replay_tui.verdicts import aborted_replays, summarize
 
     if verdict is not None:
@@ -221,9 +221,9 @@ def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
 def show(obj: Ctx, run: str, as_json: bool) -> None:
     """Show one run's manifest, gaps, replays, bisects and whether its noise floor is
     measured."""
-    from replay_tui import render
+    from replay_tui.cli import render
     from replay_tui.compare.floor import floor_line, stored_floor
-    from replay_tui.gaps import evaluate
+    from replay_tui.compare.gaps import evaluate
 
     rec = obj.store.get_run(run)
     m = obj.store.manifest(rec.id)
@@ -317,8 +317,8 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
 @handled
 def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
     """List one run's provenance gaps, most severe first."""
-    from replay_tui import render
-    from replay_tui.gaps import evaluate
+    from replay_tui.cli import render
+    from replay_tui.compare.gaps import evaluate
 
     found = evaluate(obj.store.manifest(run))
     if as_json:

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
+from replay_tui.compare.gaps import Gap, evaluate, evaluate_pair, probable_causes
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
 from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
-from replay_tui.gaps import Gap, evaluate, evaluate_pair, probable_causes
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict
 from replay_tui.verdicts import verdict_exit

@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from replay_tui.compare.gaps import Gap
 from replay_tui.evidence.gather import Evidence, ReplayEntry
 from replay_tui.evidence.svg import metric_svg
-from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
 from storage.manifest import ArtifactInfo, RunManifest
 

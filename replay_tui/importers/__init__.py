@@ -162,7 +162,7 @@ def import_runs(store: RunStore, importer: Importer, source: str, **filters: Any
     Runs already in the store (same source identity) are reported as ``already`` and
     left as they are.  Any error while reading leaves the store unchanged.
     """
-    from replay_tui.gaps import gap_counts
+    from replay_tui.compare.gaps import gap_counts
     from storage.objects import ObjectStore
 
     outcomes: list[Outcome] = []

@@ -210,10 +210,10 @@ def test_the_tui_says_within_noise_in_words_and_shades_the_band(
     with a shape and says the curve stays inside it."""
     import asyncio
 
-    from replay_tui.app import ReplayApp
-    from replay_tui.messages import OpenComparison
-    from replay_tui.widgets.plot import BAND_GLYPH, LinePlot
-    from replay_tui.widgets.verdict_banner import VerdictBanner
+    from replay_tui.tui.app import ReplayApp
+    from replay_tui.tui.messages import OpenComparison
+    from replay_tui.tui.widgets.plot import BAND_GLYPH, LinePlot
+    from replay_tui.tui.widgets.verdict_banner import VerdictBanner
     from tests.app_support import settle
 
     store, original = floor_store["store"], floor_store["original"]

@@ -126,9 +126,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         " user named, or a run output just hashed as a regular file (O_NOFOLLOW); to move"
         " to the door with the tensor readers"
     ),
-    ("replay_tui.demo", "<module>"): "this package's own folder (the bundled example)",
-    ("replay_tui.demo", "make_demo_repo"): "copies the bundled example program",
-    ("replay_tui.demo", "build_demo"): "reads the bundled example program",
+    ("replay_tui.cli.demo_store", "<module>"): "this package's own folder (the bundled example)",
+    ("replay_tui.cli.demo_store", "make_demo_repo"): "copies the bundled example program",
+    ("replay_tui.cli.demo_store", "build_demo"): "reads the bundled example program",
     ("replay_tui.sdk", "_sha256_file"): (
         "runs inside the user's training program: hashes files that program names"
     ),
@@ -331,15 +331,15 @@ def test_a_new_read_text_in_a_module_fails_the_scan(tmp_path: Path) -> None:
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
     assert bypasses(tmp_path) == bypasses(ROOT)  # the copy scans as the tree does
-    target = tmp_path / "replay_tui" / "gaps.py"
+    target = tmp_path / "replay_tui" / "compare" / "gaps.py"
     before = target.read_text("utf-8")
     target.write_text(
         before + "\n\ndef _peek(x: str) -> str:\n    return Path(x).read_text()\n", "utf-8"
     )
     line = len(before.splitlines()) + 4
-    new = [b for b in bypasses(tmp_path) if b.file == "replay_tui/gaps.py"]
+    new = [b for b in bypasses(tmp_path) if b.file == "replay_tui/compare/gaps.py"]
     assert [str(b) for b in new] == [
-        f"replay_tui/gaps.py:{line}: Path(x).read_text() (in replay_tui.gaps _peek)"
+        f"replay_tui/compare/gaps.py:{line}: Path(x).read_text() (in replay_tui.compare.gaps _peek)"
     ]
     # and inside an allowed module, a function not on the list is caught just the same
     slurm = tmp_path / "replay_tui" / "replay" / "slurm.py"

@@ -23,19 +23,19 @@ from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
 
-from replay_tui.app import ReplayApp
 from replay_tui.bisect.verdict import BisectResult, ProbeRecord
-from replay_tui.gaps import gap_counts
-from replay_tui.messages import OpenRun, PickAndCompare
-from replay_tui.screens.bisect import BisectScreen
-from replay_tui.screens.modals import KEYMAP, HelpScreen
-from replay_tui.screens.picker import PickRunScreen
-from replay_tui.screens.queries import verdict_rank
-from replay_tui.screens.run_detail import RunDetailScreen
-from replay_tui.screens.runs import RunsScreen
-from replay_tui.widgets.fullrow import FullRow
-from replay_tui.widgets.runs_table import CHILD, REPLAY_MARK
-from replay_tui.widgets.status import StatusLine
+from replay_tui.compare.gaps import gap_counts
+from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.messages import OpenRun, PickAndCompare
+from replay_tui.tui.queries import verdict_rank
+from replay_tui.tui.screens.bisect import BisectScreen
+from replay_tui.tui.screens.modals import KEYMAP, HelpScreen
+from replay_tui.tui.screens.picker import PickRunScreen
+from replay_tui.tui.screens.run_detail import RunDetailScreen
+from replay_tui.tui.screens.runs import RunsScreen
+from replay_tui.tui.widgets.fullrow import FullRow
+from replay_tui.tui.widgets.runs_table import CHILD, REPLAY_MARK
+from replay_tui.tui.widgets.status import StatusLine
 from storage.manifest import _check_image_ref, manifest_from_data
 from storage.store import RunStore
 from tests.app_support import FixedStore, build_fixed_store, settle
@@ -463,15 +463,15 @@ def bound_keys(cls: type) -> set[str]:
 
 
 def test_the_key_map_names_every_binding_of_every_screen() -> None:
-    from replay_tui.screens.comparison import ComparisonScreen
-    from replay_tui.screens.dashboard import DashboardScreen
-    from replay_tui.screens.drill import DrillScreen
-    from replay_tui.screens.modals import ConfirmModal, ErrorModal
-    from replay_tui.screens.replay import ReplayScreen
-    from replay_tui.screens.verify import VerifyBundleScreen
-    from replay_tui.widgets.grid import Grid
-    from replay_tui.widgets.plot import LinePlot
-    from replay_tui.widgets.runs_table import RunsTable
+    from replay_tui.tui.screens.comparison import ComparisonScreen
+    from replay_tui.tui.screens.dashboard import DashboardScreen
+    from replay_tui.tui.screens.drill import DrillScreen
+    from replay_tui.tui.screens.modals import ConfirmModal, ErrorModal
+    from replay_tui.tui.screens.replay import ReplayScreen
+    from replay_tui.tui.screens.verify import VerifyBundleScreen
+    from replay_tui.tui.widgets.grid import Grid
+    from replay_tui.tui.widgets.plot import LinePlot
+    from replay_tui.tui.widgets.runs_table import RunsTable
 
     where: list[tuple[type, tuple[str, ...]]] = [
         (ReplayApp, ("everywhere",)),

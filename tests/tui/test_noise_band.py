@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.style import Style
 
-from replay_tui.widgets.plot import BAND_GLYPH, Series, render_plot
-from replay_tui.widgets.verdict_banner import block_letters
+from replay_tui.tui.widgets.plot import BAND_GLYPH, Series, render_plot
+from replay_tui.tui.widgets.verdict_banner import block_letters
 
 PLAIN = Style()
 

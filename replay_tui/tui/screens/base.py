@@ -19,8 +19,8 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerCancelled, WorkerState
 from textual.worker import WorkerFailed as WorkerRaised
 
-from replay_tui.messages import WorkerFailed
-from replay_tui.widgets.style import Palette
+from replay_tui.tui.messages import WorkerFailed
+from replay_tui.tui.widgets.style import Palette
 
 ResultT = TypeVar("ResultT")
 

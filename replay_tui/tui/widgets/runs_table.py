@@ -21,13 +21,13 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
+from replay_tui.tui.widgets.grid import Grid, GridColumn
+from replay_tui.tui.widgets.style import Palette, duration, short
 from replay_tui.verdicts import Reproduction
-from replay_tui.widgets.grid import Grid, GridColumn
-from replay_tui.widgets.style import Palette, duration, short
 from storage.records import RunRecord
 
 if TYPE_CHECKING:
-    from replay_tui.screens.queries import SortKey
+    from replay_tui.tui.queries import SortKey
 
 
 class RunColumn(NamedTuple):

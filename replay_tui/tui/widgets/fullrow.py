@@ -25,7 +25,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from replay_tui.safety import escape_control
-from replay_tui.widgets.grid import Grid, GridColumn
+from replay_tui.tui.widgets.grid import Grid, GridColumn
 
 Whole = Callable[[str], Mapping[str, str]]
 

@@ -31,8 +31,8 @@ from storage.store import Location, RunQuery, RunStore, SearchReach, StoreError
 # The run detail's gap rules and manifest models (pydantic) load when a run is first
 # opened, not with the runs browser (the first frame).
 if TYPE_CHECKING:
+    from replay_tui.compare.gaps import Gap
     from replay_tui.compare.verdict import Comparison
-    from replay_tui.gaps import Gap
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
     from storage.manifest import RunManifest
@@ -278,7 +278,7 @@ class RunDetail:
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:
-    from replay_tui.gaps import evaluate
+    from replay_tui.compare.gaps import evaluate
 
     record = store.get_run(ref)
     manifest = store.manifest(record.id)
@@ -540,7 +540,7 @@ def load_dashboard(
 ) -> DashboardStats:
     """The dashboard's figures: the SLIs exactly as ``replay-tui stats`` computes them,
     the runs that need attention, the latest replays and drills."""
-    from replay_tui.stats import compute_stats
+    from replay_tui.evidence.stats import compute_stats
 
     s = compute_stats(store)
     critical = store.list_runs(RunQuery(has_critical=True, limit=critical_limit))

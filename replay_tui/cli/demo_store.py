@@ -27,7 +27,7 @@ from replay_tui.replay.runner import ReplayEvent
 from replay_tui.replay.series import replay_many
 from storage.store import RunStore
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_mlp.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_mlp.py"
 QUICK = ["--epochs", "2", "--samples", "512", "--workers", "2"]
 
 Say = Callable[[str], None]

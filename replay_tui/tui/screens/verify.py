@@ -26,8 +26,8 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Static
 from textual.worker import Worker, WorkerState
 
-from replay_tui.screens.base import AppModal
-from replay_tui.widgets.style import Palette
+from replay_tui.tui.screens.base import AppModal
+from replay_tui.tui.widgets.style import Palette
 
 if TYPE_CHECKING:
     from replay_tui.evidence.verify import BundleCheck, ReportLine

@@ -1,7 +1,7 @@
 """Start a reproduction drill from the TUI: how many runs, which, on which backend; watch
 it run; read what each picked run came to.
 
-The drill is ``replay_tui.drill.run_drill`` (what ``replay-tui drill`` calls), run in a
+The drill is ``replay_tui.replay.drill.run_drill`` (what ``replay-tui drill`` calls), run in a
 thread worker with an ``on_event`` callback posting each event as a message and a
 ``should_cancel`` that reads a ``threading.Event`` set by the cancel key (or by leaving
 the screen).  A cancelled drill is still stored, with what each picked run came to (a
@@ -41,12 +41,12 @@ from textual.worker import get_current_worker
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.safety import escape_control
-from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
-from replay_tui.widgets.footer import LeanFooter
-from replay_tui.widgets.style import Palette, choices, duration, short
+from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
+from replay_tui.tui.widgets.footer import LeanFooter
+from replay_tui.tui.widgets.style import Palette, choices, duration, short
 
 if TYPE_CHECKING:
-    from replay_tui.drill import DrillReport
+    from replay_tui.replay.drill import DrillReport
     from replay_tui.replay.runner import ReplayEvent
 
 Pick = Literal["random", "oldest", "unverified"]
@@ -277,8 +277,8 @@ class DrillScreen(WorkScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="drill")
     def _run(self, count: int, pick: Pick, seed: int | None, options: ReplayOptions) -> None:
-        from replay_tui.drill import run_drill
-        from replay_tui.screens.queries import open_store
+        from replay_tui.replay.drill import run_drill
+        from replay_tui.tui.queries import open_store
 
         should_cancel = self.should_cancel_for(get_current_worker())
 

@@ -12,12 +12,12 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
-from replay_tui.messages import PickerRuns
-from replay_tui.screens.base import AppModal
-from replay_tui.screens.queries import find_runs, open_store
-from replay_tui.widgets.fullrow import FullRow
-from replay_tui.widgets.runs_table import RunsTable
-from replay_tui.widgets.style import short
+from replay_tui.tui.messages import PickerRuns
+from replay_tui.tui.queries import find_runs, open_store
+from replay_tui.tui.screens.base import AppModal
+from replay_tui.tui.widgets.fullrow import FullRow
+from replay_tui.tui.widgets.runs_table import RunsTable
+from replay_tui.tui.widgets.style import short
 
 PICKER_ROWS = 200
 DIALOG_MIN = 80

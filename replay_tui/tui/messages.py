@@ -1,7 +1,7 @@
 """Messages that workers post to their screens (and the one the runs screen posts itself).
 
 Workers never touch widgets: they read the store, run the replay or the comparison,
-and post one of these.  Each carries plain data from ``replay_tui.screens.queries``
+and post one of these.  Each carries plain data from ``replay_tui.tui.queries``
 or the domain layers, never a live connection.
 """
 
@@ -14,7 +14,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from replay_tui.replay.runner import ReplayEvent
-    from replay_tui.screens.queries import (
+    from replay_tui.tui.queries import (
         ComparisonView,
         DashboardStats,
         ReplaySummary,
@@ -178,7 +178,7 @@ class WorkerFailed(Message):
     """A screen's worker raised; the app shows the error modal.
 
     ``Worker.StateChanged`` does not bubble, so each screen forwards its failures with
-    this message (see ``replay_tui.screens.base``).
+    this message (see ``replay_tui.tui.screens.base``).
     """
 
     def __init__(self, error: BaseException, group: str) -> None:

@@ -18,15 +18,15 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from replay_tui.compare.verdict import TOLERANCE_RULE
-from replay_tui.messages import ComparisonLoaded
 from replay_tui.safety import escape_control
-from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
-from replay_tui.screens.queries import ComparisonView, load_comparison, open_store
+from replay_tui.tui.messages import ComparisonLoaded
+from replay_tui.tui.queries import ComparisonView, load_comparison, open_store
+from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
+from replay_tui.tui.widgets.footer import LeanFooter
+from replay_tui.tui.widgets.plot import LinePlot, Series
+from replay_tui.tui.widgets.style import Palette, fit, number, plain, short
+from replay_tui.tui.widgets.verdict_banner import VerdictBanner
 from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
-from replay_tui.widgets.footer import LeanFooter
-from replay_tui.widgets.plot import LinePlot, Series
-from replay_tui.widgets.style import Palette, fit, number, plain, short
-from replay_tui.widgets.verdict_banner import VerdictBanner
 
 FULL = 100_000  # a value shown whole under the fields table (bounded all the same)
 PACKAGES_ROW = "packages (diff)"
@@ -660,7 +660,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
     def action_bisect(self) -> None:
         """Which difference makes B diverge from A: replay A with B's factors swapped in."""
         if self.a_run and self.b_run:
-            from replay_tui.screens.bisect import BisectScreen
+            from replay_tui.tui.screens.bisect import BisectScreen
 
             options = getattr(self.app, "replay_options_factory", None)
             backend = options().backend if options else "docker"

@@ -23,12 +23,12 @@ from textual.widgets import DataTable, Footer, Header, Log, Static
 
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.safety import escape_control
-from replay_tui.screens.base import AppScreen
-from replay_tui.screens.queries import open_store
-from replay_tui.widgets.style import short, when
+from replay_tui.tui.queries import open_store
+from replay_tui.tui.screens.base import AppScreen
+from replay_tui.tui.widgets.style import short, when
 
 if TYPE_CHECKING:
-    from replay_tui.screens.queries import StoredBisect
+    from replay_tui.tui.queries import StoredBisect
 
 MAX_LOG_LINES = 5000
 

@@ -12,10 +12,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Digits, Footer, Header, Static
 
-from replay_tui.messages import DashboardLoaded, OpenComparison, OpenRun
-from replay_tui.screens.base import AppScreen
-from replay_tui.screens.queries import DashboardStats, drill_summary, load_dashboard, open_store
-from replay_tui.widgets.style import Palette, short, when
+from replay_tui.tui.messages import DashboardLoaded, OpenComparison, OpenRun
+from replay_tui.tui.queries import DashboardStats, drill_summary, load_dashboard, open_store
+from replay_tui.tui.screens.base import AppScreen
+from replay_tui.tui.widgets.style import Palette, short, when
 
 
 def _pct(rate: float | None) -> str:

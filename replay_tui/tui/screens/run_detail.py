@@ -16,32 +16,32 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
-from replay_tui.messages import (
+from replay_tui.safety import escape_control
+from replay_tui.tui.messages import (
     OpenBisect,
     OpenComparison,
     OpenReplay,
     PickAndCompare,
     RunDetailLoaded,
 )
-from replay_tui.safety import escape_control
-from replay_tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
-from replay_tui.screens.queries import RunDetail, load_run_detail, open_store
-from replay_tui.widgets.footer import LeanFooter
-from replay_tui.widgets.plot import (
+from replay_tui.tui.queries import RunDetail, load_run_detail, open_store
+from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
+from replay_tui.tui.widgets.footer import LeanFooter
+from replay_tui.tui.widgets.plot import (
     DASHED_GLYPH,
     SOLID_GLYPH,
     LinePlot,
     Series,
     overlay_spread,
 )
-from replay_tui.widgets.sections import (
+from replay_tui.tui.widgets.sections import (
     SECTIONS,
     gaps_renderable,
     human_size,
     section_rows,
     section_table,
 )
-from replay_tui.widgets.style import Palette, duration, number, short, when
+from replay_tui.tui.widgets.style import Palette, duration, number, short, when
 from storage.records import ReplayFact
 
 WIDE = 120

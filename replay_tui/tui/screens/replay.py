@@ -20,16 +20,16 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Header, Input, Label, Log, Select, Static
 from textual.worker import get_current_worker
 
-from replay_tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
-from replay_tui.screens.base import WORK_ESCAPE, WorkScreen
-from replay_tui.screens.drill import FoldingLog
-from replay_tui.screens.queries import ReplaySummary, open_store, replay
-from replay_tui.widgets.footer import LeanFooter
-from replay_tui.widgets.stages import StageBoard
-from replay_tui.widgets.style import Palette, choices, short
+from replay_tui.tui.messages import OpenComparison, ReplayFinished, ReplayProgress
+from replay_tui.tui.queries import ReplaySummary, open_store, replay
+from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
+from replay_tui.tui.screens.drill import FoldingLog
+from replay_tui.tui.widgets.footer import LeanFooter
+from replay_tui.tui.widgets.stages import StageBoard
+from replay_tui.tui.widgets.style import Palette, choices, short
 
 GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
 MAX_LOG_LINES = 10_000

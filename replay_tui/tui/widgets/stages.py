@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 from rich.text import Text
 
-from replay_tui.widgets.style import Palette
+from replay_tui.tui.widgets.style import Palette
 
 STAGES = ("plan", "checkout", "verify", "pull", "run", "hash", "compare")
 STAGE_LABELS = {

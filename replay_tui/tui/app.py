@@ -1,7 +1,7 @@
 """The terminal app: owns the dependencies, opens screens, turns worker failures into an error.
 
 Screens do the work (in thread workers that post messages); they ask the app to open
-other screens with the navigation messages of ``replay_tui.messages``.
+other screens with the navigation messages of ``replay_tui.tui.messages``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker
 
-from replay_tui import collector
-from replay_tui.messages import (
+from replay_tui.tui import collector
+from replay_tui.tui.messages import (
     OpenBisect,
     OpenComparison,
     OpenReplay,
@@ -27,16 +27,16 @@ from replay_tui.messages import (
     RunsPageShown,
     WorkerFailed,
 )
-from replay_tui.screens.base import forward_failure
-from replay_tui.screens.runs import FirstPage, RunsScreen
+from replay_tui.tui.screens.base import forward_failure
+from replay_tui.tui.screens.runs import FirstPage, RunsScreen
 
 # Only the runs browser is imported up front: it is the first frame. The other screens
 # (and through them pydantic models, the replay pipeline, docker, git, torch) load when
 # first opened, so start-up stays fast.
 if TYPE_CHECKING:
     from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.screens.drill import DrillScreen
-    from replay_tui.screens.replay import ReplayScreen
+    from replay_tui.tui.screens.drill import DrillScreen
+    from replay_tui.tui.screens.replay import ReplayScreen
 
 
 class Stoppable(Protocol):
@@ -105,7 +105,7 @@ class ReplayApp(App[None]):
 
     def on_worker_failed(self, message: WorkerFailed) -> None:
         """The one place a failure in any worker becomes the error modal."""
-        from replay_tui.screens.modals import ErrorModal
+        from replay_tui.tui.screens.modals import ErrorModal
 
         self.push_screen(ErrorModal(message.error, context=_what_failed(message.group)))
 
@@ -115,19 +115,19 @@ class ReplayApp(App[None]):
     # -- navigation ------------------------------------------------------------------
 
     def on_open_run(self, message: OpenRun) -> None:
-        from replay_tui.screens.run_detail import RunDetailScreen
+        from replay_tui.tui.screens.run_detail import RunDetailScreen
 
         self.push_screen(RunDetailScreen(self.store_path, message.run_id))
 
     def on_open_replay(self, message: OpenReplay) -> None:
-        from replay_tui.screens.replay import ReplayScreen
+        from replay_tui.tui.screens.replay import ReplayScreen
 
         self.push_screen(
             ReplayScreen(self.store_path, message.run_id, self.replay_options_factory())
         )
 
     def on_open_comparison(self, message: OpenComparison) -> None:
-        from replay_tui.screens.comparison import ComparisonScreen
+        from replay_tui.tui.screens.comparison import ComparisonScreen
 
         if self._asking_to_quit():
             # Pushed over the question, it would hide it (and its y would copy a run id):
@@ -144,14 +144,14 @@ class ReplayApp(App[None]):
         )
 
     def on_open_bisect(self, message: OpenBisect) -> None:
-        from replay_tui.screens.bisect import BisectScreen
+        from replay_tui.tui.screens.bisect import BisectScreen
 
         b = message.bisect
         self.push_screen(BisectScreen(self.store_path, b.good, b.bad, stored=b))
 
     def on_pick_and_compare(self, message: PickAndCompare) -> None:
-        from replay_tui.screens.comparison import ComparisonScreen
-        from replay_tui.screens.picker import PickRunScreen
+        from replay_tui.tui.screens.comparison import ComparisonScreen
+        from replay_tui.tui.screens.picker import PickRunScreen
 
         run_id = message.run_id
 
@@ -167,21 +167,21 @@ class ReplayApp(App[None]):
     # -- quitting --------------------------------------------------------------------
 
     def running_replays(self) -> list[ReplayScreen]:
-        if "replay_tui.screens.replay" not in sys.modules:
+        if "replay_tui.tui.screens.replay" not in sys.modules:
             return []  # never opened: nothing can be running
-        from replay_tui.screens.replay import ReplayScreen
+        from replay_tui.tui.screens.replay import ReplayScreen
 
         return [s for s in self.screen_stack if isinstance(s, ReplayScreen) and s.replay_running]
 
     def running_drills(self) -> list[DrillScreen]:
-        if "replay_tui.screens.drill" not in sys.modules:
+        if "replay_tui.tui.screens.drill" not in sys.modules:
             return []  # never opened: nothing can be running
-        from replay_tui.screens.drill import DrillScreen
+        from replay_tui.tui.screens.drill import DrillScreen
 
         return [s for s in self.screen_stack if isinstance(s, DrillScreen) and s.drill_running]
 
     def _asking_to_quit(self) -> bool:
-        from replay_tui.screens.modals import ConfirmModal
+        from replay_tui.tui.screens.modals import ConfirmModal
 
         return any(isinstance(s, ConfirmModal) and s.purpose == "quit" for s in self.screen_stack)
 
@@ -193,7 +193,7 @@ class ReplayApp(App[None]):
         if not running:
             self.exit()
             return
-        from replay_tui.screens.modals import ConfirmModal
+        from replay_tui.tui.screens.modals import ConfirmModal
 
         if isinstance(self.screen, ConfirmModal):
             self.screen.dismiss(True)  # quit pressed again on the question: yes
@@ -271,7 +271,7 @@ class ReplayApp(App[None]):
         import time
 
         from replay_tui.evidence.export import export_bundle
-        from replay_tui.screens.queries import open_store
+        from replay_tui.tui.queries import open_store
 
         key = os.environ.get("REPLAY_TUI_SIGNING_KEY")
         with open_store(self.store_path) as store:
@@ -301,27 +301,27 @@ class ReplayApp(App[None]):
         self.notify(f"copied run id {run}")
 
     def action_dashboard(self) -> None:
-        from replay_tui.screens.dashboard import DashboardScreen
+        from replay_tui.tui.screens.dashboard import DashboardScreen
 
         if not isinstance(self.screen, DashboardScreen):
             self.push_screen(DashboardScreen(self.store_path))
 
     def action_help(self) -> None:
-        from replay_tui.screens.modals import HelpScreen
+        from replay_tui.tui.screens.modals import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_verify_bundle(self) -> None:
         """Ask for a bundle folder (and a key) and verify it, as `replay-tui verify`."""
-        from replay_tui.screens.verify import VerifyBundleScreen
+        from replay_tui.tui.screens.verify import VerifyBundleScreen
 
         if not isinstance(self.screen, VerifyBundleScreen):
             self.push_screen(VerifyBundleScreen(self.store_path))
 
     def action_drill(self) -> None:
         """The drill form: how many runs, which pick, which backend; then run it."""
-        from replay_tui.screens.drill import DrillScreen
+        from replay_tui.tui.screens.drill import DrillScreen
 
         if not isinstance(self.screen, DrillScreen):
             self.push_screen(DrillScreen(self.store_path, self.replay_options_factory()))

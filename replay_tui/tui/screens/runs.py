@@ -30,7 +30,7 @@ from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Input, Select, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from replay_tui.messages import (
+from replay_tui.tui.messages import (
     OpenReplay,
     OpenRun,
     PickAndCompare,
@@ -39,8 +39,7 @@ from replay_tui.messages import (
     RunsPage,
     RunsPageShown,
 )
-from replay_tui.screens.base import AppScreen
-from replay_tui.screens.queries import (
+from replay_tui.tui.queries import (
     VERDICTS,
     RunsPageData,
     RunsView,
@@ -50,10 +49,11 @@ from replay_tui.screens.queries import (
     open_store,
     replays_under,
 )
-from replay_tui.widgets.footer import LeanFooter
-from replay_tui.widgets.fullrow import FullRow
-from replay_tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
-from replay_tui.widgets.status import StatusLine
+from replay_tui.tui.screens.base import AppScreen
+from replay_tui.tui.widgets.footer import LeanFooter
+from replay_tui.tui.widgets.fullrow import FullRow
+from replay_tui.tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
+from replay_tui.tui.widgets.status import StatusLine
 from storage.readmodel import end_read
 from storage.store import RunQuery, RunStore, SearchReach
 

@@ -7,15 +7,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from replay_tui.gaps import Gap
+from replay_tui.compare.gaps import Gap, gap_lines
 from replay_tui.safety import escape_control
-from replay_tui.textfmt import cut, duration, gap_lines, short, table
+from replay_tui.textfmt import cut, duration, short, table
 from replay_tui.verdicts import Reproduction, drill_item_word, outcome_word
 from storage.manifest import RunManifest
 from storage.records import ReplayFact, RunRecord
 
 if TYPE_CHECKING:
-    from replay_tui.drill import DrillReport
+    from replay_tui.replay.drill import DrillReport
 
 __all__ = ["cut", "duration", "short", "table"]  # re-exported from replay_tui.textfmt
 

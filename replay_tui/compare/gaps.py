@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from replay_tui.safety import escape_control
 from storage.manifest import RunManifest
 from storage.records import GapCounts
 
@@ -744,3 +745,15 @@ def gap_counts(m: RunManifest) -> GapCounts:
         warning=sum(g.severity == "warning" for g in gaps),
         info=sum(g.severity == "info" for g in gaps),
     )
+
+
+def gap_lines(gaps: Sequence[Gap], *, indent: str = "", fix: bool = True) -> list[str]:
+    """Each gap as ``[SEVERITY] CODE (field)``, its message and (``fix``) remediation."""
+    pad = indent + " " * 11
+    out: list[str] = []
+    for g in gaps:
+        out.append(f"{indent}[{g.severity.upper():8}] {g.code}  ({g.field})")
+        out.append(f"{pad}{g.message}")
+        if fix:
+            out.append(f"{pad}fix: {g.remediation}")
+    return [escape_control(line) for line in out]

@@ -1,0 +1,1 @@
+"""The terminal app: the app, its messages, screens, widgets and the queries they read."""
