@@ -35,7 +35,7 @@ from replay_tui.bisect.run import BisectOptions, _Runner, run_bisect  # noqa: E4
 from replay_tui.bisect.verdict import BisectResult  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402
 from storage.store import RunStore  # noqa: E402
-from tests.training import QUICK, cli_env, git, make_repo  # noqa: E402
+from tests.support.training import QUICK, cli_env, git, make_repo  # noqa: E402
 
 
 def record(

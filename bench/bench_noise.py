@@ -70,7 +70,7 @@ from replay_tui.replay.runner import compare_pair  # noqa: E402
 from storage.manifest import RunManifest, manifest_from_data  # noqa: E402
 from storage.objects import ObjectStore  # noqa: E402
 from storage.store import RunStore  # noqa: E402
-from tests.factories import EPOCH, realistic_manifest, timestamp, ulid  # noqa: E402
+from tests.support.factories import EPOCH, realistic_manifest, timestamp, ulid  # noqa: E402
 
 COLS = 1024
 """Each tensor is ``[rows, COLS]`` float32."""

@@ -30,7 +30,7 @@ from replay_tui.replay.docker import container_recorder  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402
 from replay_tui.replay.runner import replay_run  # noqa: E402
 from storage.store import RunStore  # noqa: E402
-from tests.training import make_repo  # noqa: E402
+from tests.support.training import make_repo  # noqa: E402
 
 
 def main() -> None:

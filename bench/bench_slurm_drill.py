@@ -40,7 +40,7 @@ from replay_tui.replay.docker import container_recorder  # noqa: E402
 from replay_tui.replay.drill import run_drill  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402
 from storage.store import RunStore  # noqa: E402
-from tests.training import make_repo  # noqa: E402
+from tests.support.training import make_repo  # noqa: E402
 
 
 def partition_cpus(partition: str | None) -> int:

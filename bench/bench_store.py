@@ -1,6 +1,6 @@
 """Benchmark the run store: ingest rate, first page of ``runs``, full-text search.
 
-Prints one JSON object.  Manifests come from ``tests/factories.py`` (the same realistic
+Prints one JSON object.  Manifests come from ``tests/support/factories.py`` (the same realistic
 generator the tests use: ~150 packages, 100-step metric history, every group filled,
 about 12 KB of canonical JSON each).  Generating the dicts is not timed; validating them
 (``manifest_from_data``) is timed and reported apart from ``ingest_per_s``, which times
@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from storage.manifest import RunManifest, manifest_from_data  # noqa: E402
 from storage.store import RunQuery, RunStore  # noqa: E402
-from tests.factories import (  # noqa: E402
+from tests.support.factories import (  # noqa: E402
     DATASETS,
     MODELS,
     OWNERS,

@@ -26,7 +26,7 @@ Measures, with ``App.run_test()`` (headless, the real event loop and compositor)
   is the CPU time of the event loop's thread over the same span (the store query runs
   in a worker thread): steadier than wall time on a busy machine.
 
-The store is built once from the realistic manifest generator in ``tests/factories.py``
+The store is built once from the realistic manifest generator in ``tests/support/factories.py``
 (every group filled; metric histories cut to 20 steps to keep the build in minutes) and
 cached under ``$TMPDIR/replay-tui-bench``.  Prints one JSON object.
 
@@ -62,7 +62,7 @@ def _sealed_batch(start: int, stop: int) -> list[tuple[str, Any]]:
     """Manifests ``start..stop`` sealed, with their gap counts (runs in a worker process)."""
     from replay_tui.compare.gaps import gap_counts
     from storage.manifest import manifest_from_data
-    from tests.factories import realistic_manifest
+    from tests.support.factories import realistic_manifest
 
     out = []
     for i in range(start, stop):

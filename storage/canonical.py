@@ -22,7 +22,7 @@ Anything not on the fast path (a top-level scalar, such a character, an out-of-r
 integer, a lone surrogate, a non-finite number, an unusual type) goes through
 ``_dumps_walk``: the C ``json`` encoder after a Python walk that fixes number formats,
 itself falling back to the reference, which then produces the output or raises its
-error.  ``tests/test_canonical.py`` checks all of it byte for byte against the reference.
+error.  ``tests/storage/test_canonical.py`` checks all of it byte for byte against the reference.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def dumps_data(value: Any) -> bytes:
     doubles is left out: about a third of the cost of a manifest.  Subclasses,
     dataclasses and datetimes would still be refused by orjson (passthrough, no default)
     and take the exact path; anything else orjson writes unlike the reference (an enum,
-    a UUID, NaN) must not be passed here.  ``tests/test_canonical.py`` checks both what
+    a UUID, NaN) must not be passed here.  ``tests/storage/test_canonical.py`` checks both what
     pydantic returns for odd values and the bytes against the reference.
     """
     t = type(value)

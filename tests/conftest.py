@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.factories import apply_overrides, realistic_manifest
+from replay_tui.evidence.export import export_bundle
+from replay_tui.evidence.keys import generate
+from replay_tui.replay.runner import compare_and_store
+from storage.manifest import manifest_from_data
+from storage.store import RunStore
+from tests.support.bundles import replay_of
+from tests.support.factories import apply_overrides, realistic_manifest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +50,7 @@ def make_manifest() -> MakeManifest:
 
 
 def subprocess_env() -> dict[str, str]:
-    """Environment for child processes: the repo root importable (tests.factories)."""
+    """Environment for child processes: the repo root importable (tests.support.factories)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.pop("REPLAY_TUI_STORE", None)
@@ -68,3 +75,83 @@ def cli(store_path: Path) -> RunCli:
         )
 
     return run
+
+
+# -- a real Docker engine (scripts/docker-env.sh) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Any]:
+    image = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
+    try:
+        import docker
+
+        client = docker.from_env(timeout=300)
+        client.ping()
+    except Exception as e:  # pragma: no cover - environment problem
+        msg = f"no Docker engine: {e} (run scripts/docker-env.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    if not image:
+        msg = "REPLAY_TUI_TRAIN_IMAGE unset (run scripts/docker-env.sh and source its env file)"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def train_image(engine: Any) -> str:
+    return os.environ["REPLAY_TUI_TRAIN_IMAGE"]
+
+
+# -- an evidence bundle of a replayed store -----------------------------------------
+
+
+@pytest.fixture
+def replayed_store(store_path: Path, make_manifest: MakeManifest) -> tuple[Path, str]:
+    """A store with one original run and an IDENTICAL replay of it (real comparison)."""
+    orig = make_manifest(index=0)
+    rep = replay_of(orig, make_manifest(index=1)["run_id"])
+    log = b"step 1 loss 0.5\n"
+    rep["outputs"]["log_sha256"] = hashlib.sha256(log).hexdigest()
+    with RunStore(store_path) as store:
+        store.ingest(manifest_from_data(orig))
+        store.ingest(manifest_from_data(rep))
+        a, b = store.manifest(orig["run_id"]), store.manifest(rep["run_id"])
+        verdict, _, cid = compare_and_store(store, a, b)
+        assert verdict == "IDENTICAL"
+        store.add_replay(
+            a.run_id,
+            replay_run=b.run_id,
+            backend="docker",
+            status="succeeded",
+            verdict=verdict,
+            reason=None,
+            duration_s=12.0,
+            comparison_id=cid,
+            body={"replay": {"determinism": "recorded"}, "verdict": verdict},
+        )
+        # the log the launcher would have kept beside the store
+        logs = store_path.parent / "logs"
+        logs.mkdir()
+        (logs / f"{b.run_id}.log").write_bytes(log)
+    return store_path, orig["run_id"]
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("keys")
+    pair = generate(d / "signer.key", d / "signer.pub")
+    return pair.private_path, pair.public_path
+
+
+@pytest.fixture
+def bundle(replayed_store: tuple[Path, str], keypair: tuple[Path, Path], tmp_path: Path) -> Path:
+    store_path, run_id = replayed_store
+    out = tmp_path / "bundle"
+    with RunStore(store_path) as store:
+        export_bundle(store, run_id, out, key_path=keypair[0])
+    return out

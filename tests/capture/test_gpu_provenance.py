@@ -26,7 +26,7 @@ from replay_tui.compare.gaps import evaluate
 from replay_tui.replay import docker as dk
 from replay_tui.replay.slurm import docker_cli_args
 from storage.store import RunStore
-from tests.factories import apply_overrides, model, realistic_manifest
+from tests.support.factories import apply_overrides, model, realistic_manifest
 
 TORCH_VERSION_PY = """\
 from typing import Optional

@@ -44,7 +44,7 @@ from replay_tui.capture.launcher import (
 )
 from replay_tui.compare.tensors import CheckpointError, _digest_without_torch, tensor_digest
 from storage.store import RunStore
-from tests.training import LOSS_REGEX, QUICK, make_repo, record_example
+from tests.support.training import LOSS_REGEX, QUICK, make_repo, record_example
 
 # -- the digest as it was: the reference ----------------------------------------------
 

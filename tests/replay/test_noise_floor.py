@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
-from tests.training import ROOT, git, replay_tui
+from tests.support.training import ROOT, git, replay_tui
 
 pytestmark = pytest.mark.slow
 
@@ -214,7 +214,7 @@ def test_the_tui_says_within_noise_in_words_and_shades_the_band(
     from replay_tui.tui.messages import OpenComparison
     from replay_tui.tui.widgets.plot import BAND_GLYPH, LinePlot
     from replay_tui.tui.widgets.verdict_banner import VerdictBanner
-    from tests.app_support import settle
+    from tests.support.app import settle
 
     store, original = floor_store["store"], floor_store["original"]
     with RunStore(store) as s:

@@ -18,7 +18,7 @@ import pytest
 from replay_tui.capture.launcher import artifact_entries, read_inside
 from storage.objects import ObjectStore
 from storage.store import RunStore
-from tests.training import make_repo, replay_tui
+from tests.support.training import make_repo, replay_tui
 
 SECRET = b"root:$6$not-a-real-hash:19000:0:99999:7:::\n"
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import RunCli
-from tests.factories import realistic_manifest
+from tests.support.factories import realistic_manifest
 
 EVIL = {
     "argv": "--lr=1\x1b[2K\rpython3 train.py",

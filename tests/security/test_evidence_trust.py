@@ -17,7 +17,7 @@ from replay_tui.evidence.keys import generate, load_private_key
 from replay_tui.evidence.statement import ENVELOPE_NAME, envelope_bytes, read_envelope
 from storage.store import RunStore
 from tests.conftest import RunCli
-from tests.test_evidence import _copy, bundle, keypair, replayed_store  # noqa: F401
+from tests.support.bundles import copy_bundle
 
 NOT_TRUSTED = "signature not checked against a trusted key"
 
@@ -34,8 +34,8 @@ def _forged(stored: tuple[Path, str], tmp_path: Path) -> tuple[Path, Path]:
 
 def test_a_bundle_resigned_with_the_forgers_key_is_not_intact(
     cli: RunCli,
-    replayed_store: tuple[Path, str],  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    replayed_store: tuple[Path, str],
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
     forged, _ = _forged(replayed_store, tmp_path)
@@ -53,9 +53,9 @@ def test_a_bundle_resigned_with_the_forgers_key_is_not_intact(
 
 def test_the_trusted_keys_file_is_used_without_key(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
-    replayed_store: tuple[Path, str],  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    bundle: Path,
+    replayed_store: tuple[Path, str],
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
     trusted = tmp_path / "trusted-keys.pem"
@@ -81,11 +81,11 @@ def _rewrite_envelope(b: Path, edit: object) -> None:
 
 def test_stripped_signatures_fail(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    bundle: Path,
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
-    b = _copy(bundle, tmp_path)
+    b = copy_bundle(bundle, tmp_path)
     _rewrite_envelope(b, lambda env: env.signatures.clear())
     (b / "signer.pub").unlink()  # an attacker would also drop the key
     r = cli("verify", b)
@@ -96,13 +96,13 @@ def test_stripped_signatures_fail(
 
 def test_an_extra_signature_beside_the_valid_one_is_reported(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    bundle: Path,
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
     from securesystemslib.signer import CryptoSigner, SSlibKey
 
-    b = _copy(bundle, tmp_path)
+    b = copy_bundle(bundle, tmp_path)
     mallory = generate(tmp_path / "x.key", tmp_path / "x.pub")
     priv = load_private_key(mallory.private_path)
 
@@ -119,11 +119,11 @@ def test_an_extra_signature_beside_the_valid_one_is_reported(
 
 def test_an_added_empty_folder_is_reported(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    bundle: Path,
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
-    b = _copy(bundle, tmp_path)
+    b = copy_bundle(bundle, tmp_path)
     (b / "notes").mkdir()
     r = cli("verify", b, "--key", keypair[1])
     assert r.returncode == 1
@@ -132,7 +132,7 @@ def test_an_added_empty_folder_is_reported(
 
 def test_key_from_dev_zero_or_a_huge_file_is_refused_quickly(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
+    bundle: Path,
     tmp_path: Path,
 ) -> None:
     t0 = time.monotonic()
@@ -153,11 +153,11 @@ def test_key_from_dev_zero_or_a_huge_file_is_refused_quickly(
 
 def test_special_files_inside_a_bundle_are_not_read(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    bundle: Path,
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
-    b = _copy(bundle, tmp_path)
+    b = copy_bundle(bundle, tmp_path)
     (b / "SHA256SUMS").unlink()
     os.mkfifo(b / "SHA256SUMS")
     (b / ENVELOPE_NAME).unlink()
@@ -170,11 +170,11 @@ def test_special_files_inside_a_bundle_are_not_read(
 
 def test_control_characters_in_problems_are_escaped(
     cli: RunCli,
-    bundle: Path,  # noqa: F811
-    keypair: tuple[Path, Path],  # noqa: F811
+    bundle: Path,
+    keypair: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
-    b = _copy(bundle, tmp_path)
+    b = copy_bundle(bundle, tmp_path)
     (b / "evil\x1b]0;owned\x07.txt").write_bytes(b"x")
     r = cli("verify", b, "--key", keypair[1])
     assert r.returncode == 1

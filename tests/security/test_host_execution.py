@@ -21,7 +21,7 @@ import pytest
 
 from replay_tui.sdk import _uuid7
 from storage.store import RunStore
-from tests.training import git, make_repo, replay_tui
+from tests.support.training import git, make_repo, replay_tui
 
 
 @pytest.fixture

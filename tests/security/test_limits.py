@@ -21,7 +21,7 @@ from replay_tui.replay.envpolicy import check_env, env_allowed
 from replay_tui.safety import escape_control, memory_limit_arg
 from storage.store import RunStore
 from tests.conftest import RunCli
-from tests.training import make_repo, replay_tui
+from tests.support.training import make_repo, replay_tui
 
 
 @pytest.mark.parametrize(

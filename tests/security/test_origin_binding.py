@@ -28,7 +28,7 @@ from storage.manifest import manifest_from_data
 from storage.records import GapCounts
 from storage.store import IngestItem, Location, RunStore, StoreError
 from tests.conftest import MakeManifest
-from tests.training import git, make_repo, replay_tui
+from tests.support.training import git, make_repo, replay_tui
 
 
 @pytest.fixture

@@ -219,7 +219,7 @@ def test_the_rebuilt_row_is_the_row_ingest_writes(make_manifest: MakeManifest) -
 
 def test_negative_zero_and_whole_floats_are_not_edits(store_path: Path) -> None:
     """Canonical JSON writes -0.0 as 0 and 1.0 as 1; the rows keep floats: not an edit."""
-    from tests.factories import realistic_manifest
+    from tests.support.factories import realistic_manifest
 
     d = realistic_manifest(7, history_steps=5)
     name = next(iter(d["outputs"]["metric_history"]))

@@ -33,9 +33,9 @@ from replay_tui.sdk import _uuid7
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.conftest import MakeManifest
-from tests.training import git
+from tests.support.training import git
 
-PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+PROGRAMS = Path(__file__).resolve().parents[1] / "support" / "programs"
 EXE = Path(sys.executable).parent / "replay-tui"
 SHADOW = b"root:$6$n0tAr3alH4sh$SHADOW-STAND-IN-5521:19000:0:99999:7:::\n"
 ID_RSA = b"-----BEGIN OPENSSH PRIVATE KEY----- not a real key ID-RSA-77331\n"

@@ -38,9 +38,9 @@ from replay_tui.tui.widgets.runs_table import CHILD, REPLAY_MARK
 from replay_tui.tui.widgets.status import StatusLine
 from storage.manifest import _check_image_ref, manifest_from_data
 from storage.store import RunStore
-from tests.app_support import FixedStore, build_fixed_store, settle
 from tests.conftest import RunCli
-from tests.factories import apply_overrides, realistic_manifest
+from tests.support.app import FixedStore, build_fixed_store, settle
+from tests.support.factories import apply_overrides, realistic_manifest
 
 SIZE = (120, 36)
 DIGEST = "sha256:f248" + "0123456789abcdef" * 3 + "0123456789ab"
