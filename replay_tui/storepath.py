@@ -7,7 +7,9 @@ load the command line at all (the TUI opens without it).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from typing import Literal
 
 
 def default_store_path() -> Path:
@@ -27,15 +29,55 @@ def builtin_store_path() -> Path:
     return Path(platformdirs.user_data_dir("replay-tui")) / "store.db"
 
 
+Origin = Literal["--store", "$REPLAY_TUI_STORE", "default"]
+
+
+def store_origin(path: Path) -> Origin:
+    """Where the store path ``path`` came from: ``--store``, ``$REPLAY_TUI_STORE`` or,
+    with neither, the default (:func:`builtin_store_path`).
+
+    While a command runs, the command line says whether ``--store`` was given (click's
+    context, when click is loaded: this module imports nothing beyond the standard
+    library); otherwise (the program deciding whether to open the TUI) the path is
+    matched against ``$REPLAY_TUI_STORE`` and the default."""
+    env = os.environ.get("REPLAY_TUI_STORE")
+    given = _given_on_command_line()
+    if given is not _UNKNOWN:
+        if given is not None:
+            return "--store"
+        return "$REPLAY_TUI_STORE" if env else "default"
+    if env:
+        return "$REPLAY_TUI_STORE" if Path(env) == path else "--store"
+    return "default" if path == builtin_store_path() else "--store"
+
+
+_UNKNOWN = object()
+
+
+def _given_on_command_line() -> object:
+    """The root command's ``--store`` value (None: not given), or ``_UNKNOWN`` when no
+    command is running."""
+    click = sys.modules.get("click")
+    ctx = click.get_current_context(silent=True) if click is not None else None
+    if ctx is None:
+        return _UNKNOWN
+    return ctx.find_root().params.get("store_path", _UNKNOWN)
+
+
 def may_be_missing(path: Path) -> bool:
-    """Whether reading the store at ``path`` may find no file (only the built-in one)."""
-    return not os.environ.get("REPLAY_TUI_STORE") and path == builtin_store_path()
+    """Whether reading the store at ``path`` may find no file (only the default one)."""
+    return store_origin(path) == "default"
 
 
 def named_as(path: Path) -> str:
-    """How the user named ``path``: ``--store X`` or ``$REPLAY_TUI_STORE=X``."""
-    env = os.environ.get("REPLAY_TUI_STORE")
-    return f"$REPLAY_TUI_STORE={path}" if env and Path(env) == path else f"--store {path}"
+    """How the user named ``path``, for a message that starts with it: ``--store X``,
+    ``$REPLAY_TUI_STORE=X`` or, when neither was given, ``default store X (...)``."""
+    origin = store_origin(path)
+    if origin == "$REPLAY_TUI_STORE":
+        return f"$REPLAY_TUI_STORE={path}"
+    if origin == "default":
+        return f"default store {path} (no --store or $REPLAY_TUI_STORE given)"
+    return f"--store {path}"
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"

@@ -15,7 +15,8 @@ exit-code precedence.
   with no noise measured.
 - ``INCOMPLETE``: something needed to judge is missing, or a run did not succeed.
 
-The first three are *reproduced* (exit 0); only ``IDENTICAL`` is *bit-identical*.
+The first three are *reproduced* (exit 0); only ``IDENTICAL`` is *bit-identical*.  A run
+with no verdict yet is ``not-replayed`` (:data:`NOT_REPLAYED`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ MEANING: Final[dict[str, str]] = {
 
 DIVERGED_NO_FLOOR: Final = "not reproduced: beyond the tolerance, and no noise floor measured"
 """DIVERGED's meaning when there was no noise to judge against."""
+
+NOT_REPLAYED: Final = "not-replayed"
+"""The one word for a run with no verdict: never replayed, or none of its replays
+completed and was judged (its ``last_verdict`` is NULL).  The CLI's filter takes it
+(``runs --verdict not-replayed``; ``none``, its older spelling, is still accepted) and
+the TUI's verdict filter shows it; prose writes it "not replayed"."""
+NO_VERDICT_QUERY: Final = "none"
+"""What a ``RunQuery``'s ``verdict`` holds to find the :data:`NOT_REPLAYED` runs."""
 
 
 def is_reproduced(verdict: str | None) -> bool:

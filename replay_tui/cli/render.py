@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from replay_tui.compare.gaps import Gap, gap_lines
 from replay_tui.safety import escape_control
-from replay_tui.textfmt import cut, duration, short, table
-from replay_tui.verdicts import Reproduction, drill_item_word, outcome_word
+from replay_tui.textfmt import (
+    Column,
+    cut,
+    duration,
+    fit_line,
+    fit_table,
+    output_width,
+    short,
+    table,
+    wrap_line,
+)
+from replay_tui.verdicts import Reproduction, outcome_word
 from storage.manifest import RunManifest
 from storage.records import ReplayFact, RunRecord
 
@@ -46,6 +56,29 @@ CONFIG_SHOWN = 30
 """Hyperparameters ``show`` lists in its text; the rest are counted (``--json``: all)."""
 RUN_COLUMNS = ("ID", "NAME", "KIND", "STARTED", "DUR", "COMMIT", "IMAGE", "STATUS", "VERDICT")
 RUN_COLUMNS_ALL = (*RUN_COLUMNS, "GAPS")
+RUN_FIT = (
+    Column("ID"),  # 13 characters, as the TUI shows it: a prefix `show` and `replay` take
+    Column("NAME", min=12),
+    Column("KIND", drop=6),
+    Column("STARTED", drop=7),
+    Column("DUR", drop=3),
+    Column("COMMIT", drop=2),
+    Column("IMAGE", drop=1),
+    Column("STATUS", drop=5),
+    Column("VERDICT", min=13),
+    Column("GAPS", drop=4),
+)
+"""How the runs table gives way on a narrow screen: NAME and VERDICT are cut (with an
+ellipsis), then IMAGE, COMMIT, DUR, GAPS, STATUS, KIND and STARTED are left out in that
+order; the id prefix is never cut."""
+assert tuple(c.header for c in RUN_FIT) == RUN_COLUMNS_ALL
+
+
+def left_out(dropped: Sequence[str], width: int, how: str) -> list[str]:
+    """The line under a table that left columns out to fit ``width``: never silently."""
+    if not dropped:
+        return []
+    return wrap_line(f"({', '.join(dropped)} left out to fit {width} columns; {how})", width)
 
 
 def verdict_cell(
@@ -96,18 +129,35 @@ def runs_table(
     wide: bool = False,
     filtered: bool = False,
     aborted: Mapping[str, str] | None = None,
+    width: int | None = None,
 ) -> str:
+    """The runs, one row each, fitted to ``width`` cells (None or ``wide``: whole)."""
     if not records:
         if filtered:
-            return "no run matches (the search and filters given); `replay-tui runs` lists all"
-        return "no runs (record one with `replay-tui record -- CMD` or `replay-tui ingest FILE`)"
-    return table(RUN_COLUMNS_ALL, run_rows(records, reproduction, wide=wide, aborted=aborted))
+            text = "no run matches (the search and filters given); `replay-tui runs` lists all"
+        else:
+            text = (
+                "no runs (record one with `replay-tui record -- CMD` or `replay-tui ingest FILE`)"
+            )
+        return "\n".join(wrap_line(text, width))
+    rows = run_rows(records, reproduction, wide=wide, aborted=aborted)
+    if wide:
+        return table(RUN_COLUMNS_ALL, rows)
+    fitted = fit_table(RUN_FIT, rows, width)
+    if width is None:
+        return fitted.text
+    return "\n".join([*fitted.lines, *left_out(fitted.dropped, width, "--wide shows them")])
 
 
-def gaps_text(gaps: Sequence[Gap]) -> str:
+def gaps_text(gaps: Sequence[Gap], width: int | None = None) -> str:
+    """The gaps, most severe first, each line wrapped to ``width`` cells (None: whole)."""
     if not gaps:
         return "no provenance gaps"
-    return "\n".join(gap_lines(gaps))
+    return "\n".join(w for ln in gap_lines(gaps) for w in wrap_line(ln, width))
+
+
+class _Prose(str):
+    """A line of ``show`` that is prose: wrapped to the screen, not cut."""
 
 
 def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
@@ -119,20 +169,33 @@ def _kv(title: str, pairs: Sequence[tuple[str, Any]]) -> list[str]:
     return out
 
 
+def gpu_text(names: Sequence[str]) -> str:
+    """A machine's GPUs, alike ones counted: ``8 × NVIDIA H100 80GB HBM3``."""
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return ", ".join(f"{c} × {n}" if c > 1 else n for n, c in counts.items())
+
+
 def manifest_text(
     rec: RunRecord,
     m: RunManifest,
     gaps: Sequence[Gap],
     replays: Sequence[ReplayFact],
     bisects: Sequence[Mapping[str, Any]] = (),
+    width: int | None = None,
 ) -> str:
+    """``show``'s text.  With a ``width``, each line fits it: values are cut with an
+    ellipsis (and a last line says so: ``show --wide`` has them whole),
+    prose (gaps, verdicts) is wrapped, the replays give way as a table does."""
     img = m.image
     lines = [
         f"run {m.run_id}  {m.name or ''}".rstrip(),
         f"  {m.kind}, {m.status} (exit {m.exit_code}), started {m.started_at},"
         f" {duration(m.duration_s)}" + (f", replay of {m.replay_of}" if m.replay_of else ""),
         f"  manifest sha256 {m.integrity.manifest_sha256}",
-        f"  command: {' '.join(m.argv) or '-'}   (workdir {m.workdir})",
+        f"  command: {' '.join(m.argv) or '-'}",
+        f"  workdir: {m.workdir}",
     ]
     lines += _kv(
         "code",
@@ -174,7 +237,7 @@ def manifest_text(
     lines += _kv("environment", list(env.items()))
     hw = m.hardware.model_dump()
     if hw.get("gpus"):
-        hw["gpus"] = ", ".join(g["name"] for g in hw["gpus"])
+        hw["gpus"] = gpu_text([g["name"] for g in hw["gpus"]])
     lines += _kv("hardware", list(hw.items()))
     lines.append("── outputs")
     for a in m.outputs.artifacts:
@@ -189,19 +252,68 @@ def manifest_text(
         lines.append("── log tail")
         lines += ["  " + ln for ln in m.outputs.log_tail.splitlines()[-15:]]
     lines.append("── gaps")
-    lines += ["  " + ln for ln in gaps_text(gaps).splitlines()]
+    lines += [_Prose("  " + ln) for ln in gaps_text(gaps).splitlines()]
     lines.append("── replays")
     if not replays:
         lines.append("  (none yet: `replay-tui replay RUN`)")
-    for i, r in enumerate(replays, 1):  # numbered per run, oldest first
-        lines.append(
-            f"  {i:>2}. {r.created_at[:19]} {r.backend or '-':<6} {r.status:<11}"
-            f" {outcome_word(r.status, r.verdict):<11} {r.replay_run or ''}"
-            f" {r.reason or ''}".rstrip()
-        )
-    lines += bisect_lines(rec.id, bisects)
+    lines += replay_lines(replays, width)
+    lines += bisect_lines(rec.id, bisects, width)
     lines.append(f"── signed evidence bundle: {'yes' if rec.signed else 'no'}")
-    return escape_control("\n".join(lines), keep_newlines=True)  # manifest strings: untrusted
+    return _fit_show(lines, width)
+
+
+def _fit_show(lines: Sequence[str], width: int | None) -> str:
+    """``show``'s lines escaped (manifest strings are untrusted) and fitted to ``width``:
+    prose wrapped, the rest cut, and a last line when anything was cut."""
+    out: list[str] = []
+    was_cut = False
+    for line in lines:
+        for ln in escape_control(line, keep_newlines=True).splitlines() or [""]:
+            if width is None:
+                out.append(ln)
+            elif isinstance(line, _Prose):
+                out += wrap_line(ln.expandtabs(), width)
+            else:
+                fitted = fit_line(ln.expandtabs(), width)
+                was_cut |= fitted != ln.expandtabs()
+                out.append(fitted)
+    if was_cut and width is not None:
+        out += wrap_line(
+            f"(… ends a value cut to fit {width} columns; `show --wide` shows it whole)",
+            width,
+        )
+    return "\n".join(out)
+
+
+REPLAY_FIT = (
+    Column("#"),
+    Column("CREATED", drop=2),
+    Column("BACKEND", drop=3),
+    Column("STATUS", drop=1),
+    Column("OUTCOME"),
+    Column("REPLAY RUN", min=13),
+    Column("REASON", min=12, drop=4),
+)
+"""``show``'s replays on a narrow screen: the replay run's id is cut to its 13-character
+prefix, the reason cut, then the status (the outcome says it too), the time, the backend
+and the reason are left out."""
+
+
+def replay_lines(replays: Sequence[ReplayFact], width: int | None = None) -> list[str]:
+    """``show``'s replays, numbered per run, oldest first, one line each (no header)."""
+    rows = [
+        [
+            f"{i:>2}.",
+            r.created_at[:19],
+            r.backend or "-",
+            r.status,
+            outcome_word(r.status, r.verdict),
+            r.replay_run or "",
+            r.reason or "",
+        ]
+        for i, r in enumerate(replays, 1)
+    ]
+    return fit_table(REPLAY_FIT, rows, width, indent="  ", sep=" ", header=False).lines
 
 
 def bisect_summary(run_id: str, fact: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,32 +336,70 @@ def bisect_summary(run_id: str, fact: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def bisect_lines(run_id: str, bisects: Sequence[Mapping[str, Any]]) -> list[str]:
+BISECT_FIT = (
+    Column("N"),
+    Column("ID"),
+    Column("CREATED", drop=1),
+    Column("ROLE"),
+    Column("OTHER", min=16),  # "vs " and the other run's 13-character prefix
+    Column("FOUND"),
+)
+
+
+def bisect_lines(
+    run_id: str, bisects: Sequence[Mapping[str, Any]], width: int | None = None
+) -> list[str]:
     """``show``'s bisects section: each bisect the run took part in, oldest first."""
     lines = ["── bisects"]
     if not bisects:
         lines.append("  (none: `replay-tui bisect GOOD BAD`)")
-    for i, fact in enumerate(bisects, 1):
-        b = bisect_summary(run_id, fact)
+    found = [bisect_summary(run_id, fact) for fact in bisects]
+    rows = []
+    for i, b in enumerate(found, 1):
         other = b["bad_run"] if b["role"] == "GOOD" else b["good_run"]
-        found = "CAUSE FOUND" if b["outcome"] == "cause" else "UNEXPLAINED"
-        lines.append(
-            f"  {i:>2}. #{b['id']} {str(b['created_at'])[:19]} {b['role']:<4} vs {other}"
-            f"  {found} after {b['probes_run']} probe(s)"
+        outcome = "CAUSE FOUND" if b["outcome"] == "cause" else "UNEXPLAINED"
+        rows.append(
+            [
+                f"{i:>2}.",
+                f"#{b['id']}",
+                str(b["created_at"])[:19],
+                b["role"],
+                f"vs {other}",
+                f"{outcome} after {b['probes_run']} probe(s)",
+            ]
         )
+    fitted = fit_table(BISECT_FIT, rows, width, indent="  ", sep=" ", header=False)
+    for b, line in zip(found, fitted.lines, strict=True):
+        lines.append(line)
         if b["verdict"]:
-            lines.append(f"      {b['verdict']}")
+            lines.append(_Prose(f"      {b['verdict']}"))
     return lines
 
 
-def drill_table(rep: DrillReport) -> str:
-    """A drill's runs, one row each, and its one-line outcome."""
+DRILL_FIT = (
+    Column("RUN"),
+    Column("NAME", min=12),
+    Column("RESULT", drop=3),
+    Column("VERDICT"),
+    Column("REPLAY", drop=2),
+    Column("TIME", drop=1),
+    Column("REASON", min=12, drop=4),
+)
+"""A drill's table on a narrow screen: the name and the reason are cut, then the time,
+the replay's id, the result (the verdict says it) and the reason are left out."""
+
+
+def drill_table(rep: DrillReport, width: int | Literal["terminal"] | None = "terminal") -> str:
+    """A drill's runs, one row each, and its one-line outcome, fitted to ``width`` cells
+    (``terminal``: :func:`~replay_tui.textfmt.output_width`; None: whole)."""
+    if width == "terminal":
+        width = output_width()
     rows = [
         [
             short(i.run_id, 13),
             cut(i.name or "-", 24),
             i.status.replace("_", " "),
-            drill_item_word(i.status, i.verdict, i.reason),
+            i.word,
             short(i.replay_run, 13),
             duration(i.duration_s),
             cut(i.reason or "", 60),
@@ -257,13 +407,18 @@ def drill_table(rep: DrillReport) -> str:
         for i in rep.items
     ]
     seed_note = f", seed {rep.seed}" if rep.seed is not None else ""
+    fitted = fit_table(DRILL_FIT, rows, width)
     lines = [
-        table(["RUN", "NAME", "RESULT", "VERDICT", "REPLAY", "TIME", "REASON"], rows),
-        f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
-        f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
-        f" candidate run(s)) => {rep.outcome}"
-        + (" (stopped before it finished: not counted)" if rep.cancelled else ""),
+        *fitted.lines,
+        *(left_out(fitted.dropped, width, "`drill --json` has them") if width else []),
+        *wrap_line(
+            f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
+            f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"
+            f" candidate run(s)) => {rep.outcome}"
+            + (" (stopped before it finished: not counted)" if rep.cancelled else ""),
+            width,
+        ),
     ]
     if rep.ledger_head:
-        lines.append(f"ledger head {rep.ledger_head} (keep it: verify-store --anchor)")
+        lines += wrap_line(f"ledger head {rep.ledger_head} (keep it: verify-store --anchor)", width)
     return "\n".join(lines)

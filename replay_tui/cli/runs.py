@@ -12,7 +12,8 @@ import click
 from replay_tui.cli.common import Ctx, echo_json, fail, handled, json_option
 from replay_tui.door import Refused, read_named
 from replay_tui.errors import BadInput
-from replay_tui.verdicts import VERDICTS
+from replay_tui.textfmt import fit_text, output_width
+from replay_tui.verdicts import NO_VERDICT_QUERY, NOT_REPLAYED, VERDICTS
 from storage.manifest import (
     MAX_MANIFEST_BYTES,
     ManifestError,
@@ -118,6 +119,16 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
         click.echo(f"{r.run_id}  {state}  {r.manifest_sha256[:12]}  {f}")
 
 
+class VerdictChoice(click.Choice[str]):
+    """A verdict, or ``not-replayed``; ``none`` (the older spelling) is still accepted,
+    unlisted."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "none":
+            value = NOT_REPLAYED
+        return super().convert(value, param, ctx)
+
+
 @click.command()
 @click.option(
     "--search", default=None, help="Full-text search: name, command, commit, image, tags."
@@ -126,9 +137,10 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
 @click.option("--kind", type=click.Choice(["original", "replay"]), default=None)
 @click.option(
     "--verdict",
-    type=click.Choice([*VERDICTS, "none"], case_sensitive=False),
+    type=VerdictChoice([*VERDICTS, NOT_REPLAYED], case_sensitive=False),
     default=None,
-    help="The run's verdict (its latest completed replay's); none: never judged.",
+    help=f"The run's verdict (its latest completed replay's); {NOT_REPLAYED}: none yet"
+    " (never replayed, or no replay completed).",
 )
 @click.option("--wide", is_flag=True, help="Show every value whole (full ids, digests, names).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV on stdout (every value whole).")
@@ -156,7 +168,7 @@ def runs(
     from replay_tui.verdicts import aborted_replays, summarize
 
     if verdict is not None:
-        verdict = "none" if verdict.lower() == "none" else verdict.upper()
+        verdict = NO_VERDICT_QUERY if verdict.lower() == NOT_REPLAYED else verdict.upper()
     q = RunQuery(search=search, limit=limit, kind=kind, verdict=verdict)
     records = _with_id_prefix(obj.store.list_runs(q), q, obj)
     originals = {r.id for r in records if r.kind == "original"}
@@ -188,7 +200,14 @@ def runs(
     else:
         filtered = bool(search or kind or verdict)
         click.echo(
-            render.runs_table(records, reproduction, wide=wide, filtered=filtered, aborted=aborted)
+            render.runs_table(
+                records,
+                reproduction,
+                wide=wide,
+                filtered=filtered,
+                aborted=aborted,
+                width=None if wide else output_width(),
+            )
         )
 
 
@@ -206,7 +225,11 @@ def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
         and (q.kind is None or r.kind == q.kind)
         and (
             q.verdict is None
-            or (r.last_verdict is None if q.verdict == "none" else r.last_verdict == q.verdict)
+            or (
+                r.last_verdict is None
+                if q.verdict == NO_VERDICT_QUERY
+                else r.last_verdict == q.verdict
+            )
         )
     ]
     seen = {r.id for r in by_id}
@@ -215,10 +238,11 @@ def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
 
 @click.command()
 @click.argument("run")
+@click.option("--wide", is_flag=True, help="Every line whole (not cut to the terminal's width).")
 @json_option
 @click.pass_obj
 @handled
-def show(obj: Ctx, run: str, as_json: bool) -> None:
+def show(obj: Ctx, run: str, wide: bool, as_json: bool) -> None:
     """Show one run's manifest, gaps, replays, bisects and whether its noise floor is
     measured."""
     from replay_tui.cli import render
@@ -244,8 +268,9 @@ def show(obj: Ctx, run: str, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(render.manifest_text(rec, m, gaps, replays, bisects))
-        click.echo(floor_line(floor))
+        width = None if wide else output_width()
+        click.echo(render.manifest_text(rec, m, gaps, replays, bisects, width))
+        click.echo(fit_text(floor_line(floor), width))
 
 
 @click.command("verify-store")
@@ -266,8 +291,10 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
     that point then fails too.
     """
     if not obj.store_path.exists():
+        from replay_tui.storepath import named_as
+
         raise BadInput(
-            f"no store at {obj.store_path}",
+            f"{named_as(obj.store_path)}: no store there",
             "pass the path of an existing store with --store (or $REPLAY_TUI_STORE)",
         )
     for a in anchors:
@@ -295,17 +322,10 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
             }
         )
     else:
-        click.echo(
-            f"checked {rep.events} events, {rep.manifests} manifests, {rep.blobs} blobs,"
-            f" {rep.facts} other facts"
-        )
-        click.echo(f"ledger head: {rep.head or '(empty)'}")
-        if rep.ok:
-            click.echo("store intact: every link and every hash matches")
-        else:
-            click.echo(f"STORE ALTERED: first problem: {rep.problems[0]}")
-            for p in rep.problems[1:20]:
-                click.echo(f"  also: {p}")
+        from replay_tui.evidence.storecheck import store_check_lines
+
+        for line in store_check_lines(rep):  # the TUI's "Check store" says the same
+            click.echo(line)
     if not rep.ok:
         sys.exit(1)
 
@@ -324,7 +344,7 @@ def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
     if as_json:
         echo_json([g.to_dict() for g in found])
     else:
-        click.echo(render.gaps_text(found))
+        click.echo(render.gaps_text(found, output_width()))
 
 
 def register(main: click.Group) -> None:

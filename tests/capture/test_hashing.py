@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -56,9 +55,11 @@ TREE = {
 }
 
 
-def _next_tick() -> None:
-    """Let file timestamps (a coarse clock, one tick is 1-10 ms) move on before a change."""
-    time.sleep(0.03)
+def _mtime_back(path: Path, st: os.stat_result) -> None:
+    """Give ``path`` an mtime a second before ``st``'s: a stat key unlike the one cached
+    at ``st`` whatever the filesystem's clock did (a coarse one may not have ticked since
+    the last write), and in the past (a file changed in the racy window is not cached)."""
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 1_000_000_000))
 
 
 def _count_digests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -418,15 +419,15 @@ def test_cache_is_used_only_while_files_are_unchanged(
         assert hash_path(root, cache=cache) == first
         assert calls == []  # every digest came from the cache
 
-        _next_tick()
-        _flip_byte(root)  # same size; mtime and ctime move
+        before = (root / "train/b.bin").stat()
+        _flip_byte(root)  # same size, same inode
+        _mtime_back(root / "train/b.bin", before)  # another mtime, set: no clock tick awaited
         changed = hash_path(root, cache=cache)
         assert calls == [str(root.resolve() / "train/b.bin")]
         assert changed.sha256 != first.sha256
 
         calls.clear()
-        _next_tick()
-        os.utime(root / "val/c.txt")  # touched, content unchanged
+        _mtime_back(root / "val/c.txt", (root / "val/c.txt").stat())  # content unchanged
         assert hash_path(root, cache=cache) == changed
         assert calls == [str(root.resolve() / "val/c.txt")]
 

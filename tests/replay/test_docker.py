@@ -210,10 +210,10 @@ def test_container_killed_mid_run(engine: Any, store: Path, repo: Path, train_im
 
     def killer() -> None:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # polled, with a deadline
             for c in engine.containers.list(filters={"label": "io.replay-tui.run"}):
-                if c.status == "running":
-                    time.sleep(1.0)
+                # killed mid-run: once the program says it is in its sleep, not before
+                if c.status == "running" and b"sleeping" in c.logs(stdout=True, stderr=False):
                     c.kill()
                     killed.append(c.id)
                     return

@@ -168,7 +168,7 @@ async def test_the_whole_value_line_keeps_the_height_it_grew_to_until_the_width_
         assert full._needed() == 3 > short
         table.move_cursor(row=other)
         await wait_until(pilot, lambda: ("ID", table.row_key(other)) in full.parts)
-        await pilot.pause(0.2)
+        await settle(pilot)  # the move's refresh and layout are done: the height is final
         assert full._needed() == short and full.size.height == 3  # kept
         assert len(str(full.render()).split("\n")) == 3
         await pilot.resize_terminal(200, 60)

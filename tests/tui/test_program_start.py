@@ -179,7 +179,7 @@ def test_the_first_page_is_read_while_the_app_starts(
 
     import replay_tui.tui.screens.runs as runs_screen
     from replay_tui.tui.app import ReplayApp
-    from tests.support.app import wait_until
+    from tests.support.app import settle, wait_until
 
     path = tmp_path / "store.db"
     _store_of(path, 3)
@@ -203,7 +203,7 @@ def test_the_first_page_is_read_while_the_app_starts(
         async with app.run_test(size=(120, 30)) as pilot:
             table = app.screen.query_one("#runs")
             await wait_until(pilot, lambda: table.row_count > 0)  # type: ignore[attr-defined]
-            await pilot.pause(0.2)  # any second page would have come by now
+            await settle(pilot)  # every worker done, its page shown: nothing more comes
             rows.append(table.row_count)  # type: ignore[attr-defined]
 
     asyncio.run(run())

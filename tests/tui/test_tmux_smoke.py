@@ -78,6 +78,12 @@ def terminal(fixed: FixedStore) -> Iterator[Terminal]:
         tmux("kill-session", "-t", session)
 
 
+def _footer(screen: str) -> str:
+    """The screen's last line: the keys the focused widget answers."""
+    lines = screen.rstrip("\n").splitlines()
+    return lines[-1].strip() if lines else ""
+
+
 def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     # wait for the end state (status and rows painted), never a frame in between
     # 44 runs: the 2 replays sit under their originals; the run's row (its group mark),
@@ -97,7 +103,8 @@ def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     terminal.wait_for(lambda s: "copied run id" in s)
 
     terminal.keys("/")
-    time.sleep(0.3)  # a person's pause between "/" and the word
+    # the box has the focus when the footer shows its keys, not the table's (r Replay)
+    terminal.wait_for(lambda s: _footer(s).startswith("/ Search") and "r Replay" not in _footer(s))
     terminal.keys("-l", "whisper")
 
     def whisper_rows(screen: str) -> list[str]:
@@ -113,8 +120,8 @@ def test_replay_tui_in_tmux(terminal: Terminal, fixed: FixedStore) -> None:
     )
     assert whisper_rows(text)
 
-    terminal.keys("Enter")  # leave the box for the table
-    time.sleep(0.3)
+    terminal.keys("Enter")  # leave the box for the table: its keys are back in the footer
+    terminal.wait_for(lambda s: "r Replay" in _footer(s))
     terminal.keys("Enter")  # open the run under the cursor
     text = terminal.wait_for(lambda s: "Manifest" in s and "code" in s)
     assert "whisper" in text
