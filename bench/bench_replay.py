@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from replay_tui.capture.launcher import RecordOptions, record  # noqa: E402
-from replay_tui.replay.docker import container_recorder  # noqa: E402
+from replay_tui.replay.backends.docker.engine import container_recorder  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402
 from replay_tui.replay.runner import replay_run  # noqa: E402
 from storage.store import RunStore  # noqa: E402

@@ -10,17 +10,15 @@ import click
 
 from replay_tui.cli.common import (
     Ctx,
-    backend_option,
     echo_json,
     handled,
     json_option,
     print_event,
-    tolerance_options,
+    replay_options,
 )
-from replay_tui.cli.slurm_flags import check_backend, slurm_flags
-from replay_tui.compare.tolerance import Tolerance
 
 if TYPE_CHECKING:
+    from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
 
 
@@ -56,30 +54,14 @@ def export(
     obj: Ctx, run: str, out: Path, key: Path | None, replay_ref: str | None, as_json: bool
 ) -> None:
     """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signature."""
-    from replay_tui.evidence.export import export_bundle
+    from replay_tui.evidence.export import describe_export, export_bundle
 
     res = export_bundle(obj.store, run, out, key_path=key, replay=replay_ref)
     if as_json:
         echo_json(res.to_dict())
         return
-    listed = res.files - 2  # SHA256SUMS and the statement are the other two
-    click.echo(
-        f"exported run {res.run_id} to {res.path} ({res.files} files: the {listed} that"
-        " SHA256SUMS lists, SHA256SUMS and the statement)"
-    )
-    click.echo(f"  verdict: {res.verdict_text or res.verdict or 'not replayed'}")
-    if res.ledger_head:
-        click.echo(f"  store ledger head: {res.ledger_head} (verify-store --anchor takes it)")
-    if res.signed:
-        click.echo(f"  signed with key {res.key_id}")
-    else:
-        click.echo("  not signed (pass --sign KEY to sign it)")
-    if res.signed:  # keygen writes the public half beside the private key
-        pub = _public_half(key) if key is not None else None
-        check = f" --key {pub if pub is not None and pub.is_file() else 'KEY.pub'}"
-    else:
-        check = " --allow-unsigned"
-    click.echo(f"  check it with: replay-tui verify {res.path}{check}")
+    for line in describe_export(res, key):  # the TUI's export says the same
+        click.echo(line)
 
 
 def _public_half(private: Path) -> Path:
@@ -192,10 +174,7 @@ def verify(
     help="Seed of a random pick (default: drawn, and recorded so it can be repeated).",
 )
 @click.option("--since", default=None, help="Only runs started on or after this date.")
-@backend_option
-@slurm_flags
-@click.option("--allow-cpu", is_flag=True, help="Replay GPU-recorded runs on CPU (a gap).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds per run.")
+@replay_options(allow_cpu="Replay GPU-recorded runs on CPU (a gap).", timeout="Seconds per run.")
 @click.option(
     "--replicas",
     type=click.IntRange(2, 20),
@@ -204,7 +183,6 @@ def verify(
     help="Replays that measure the noise floor of a run whose determinism was not fully on"
     " and that has none yet (then the original is judged against it).",
 )
-@tolerance_options
 @click.option("--quiet", is_flag=True, help="Only the summary.")
 @json_option
 @click.pass_obj
@@ -215,29 +193,15 @@ def drill(
     pick: str,
     seed: int | None,
     since: str | None,
-    backend: str,
-    allow_cpu: bool,
-    timeout: float | None,
+    options: ReplayOptions,
     replicas: int,
-    tolerance: Tolerance,
     quiet: bool,
     as_json: bool,
-    backend_options: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce
     (WITHIN_NOISE of the run's own noise floor counts as reproduced)."""
     from replay_tui.cli import render
     from replay_tui.replay.drill import run_drill
-    from replay_tui.replay.plan import ReplayOptions
-
-    opts = ReplayOptions(
-        backend=backend,
-        allow_cpu=allow_cpu,
-        timeout_s=timeout,
-        backend_options=backend_options,
-        tolerance=tolerance,
-    )
-    check_backend(backend, backend_options)
 
     def on_event(ev: ReplayEvent) -> None:
         if not quiet:
@@ -249,7 +213,7 @@ def drill(
         pick=pick,  # type: ignore[arg-type]
         seed=seed,
         since=since,
-        options=opts,
+        options=options,
         on_event=on_event,
         replicas=replicas,
     )
@@ -283,7 +247,9 @@ def stats(obj: Ctx, prometheus: Path | None, as_json: bool) -> None:
     if as_json:
         echo_json(s.to_dict())
     else:
-        click.echo(s.text())
+        from replay_tui.textfmt import fit_text, output_width
+
+        click.echo(fit_text(s.text(), output_width()))
         if prometheus is not None:
             click.echo(f"wrote {prometheus}")
 

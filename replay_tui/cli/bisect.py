@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from replay_tui.cli.common import (
     Ctx,
-    backend_option,
     echo_json,
     handled,
     json_option,
     print_event,
-    tolerance_options,
+    replay_options,
 )
-from replay_tui.compare.tolerance import Tolerance
+
+if TYPE_CHECKING:
+    from replay_tui.replay.plan import ReplayOptions
 
 
 @click.command("bisect")
 @click.argument("good")
 @click.argument("bad")
-@backend_option
+@replay_options(
+    allow_cpu="Run GPU-recorded runs on CPU (a gap).",
+    timeout="Seconds a probe.",
+    repo="A clone that has both commits.",
+)
 @click.option(
     "--times",
     type=click.IntRange(1, 20),
@@ -49,15 +54,6 @@ from replay_tui.compare.tolerance import Tolerance
     show_default=True,
     help="Probes at a time: the one-factor probes run concurrently (Slurm jobs, containers).",
 )
-@tolerance_options
-@click.option("--allow-cpu", is_flag=True, help="Run GPU-recorded runs on CPU (a gap).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, help="Seconds a probe.")
-@click.option(
-    "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="A clone that has both commits.",
-)
 @click.option("--quiet", is_flag=True, help="Do not stream the probes' output.")
 @json_option
 @click.pass_obj
@@ -66,15 +62,11 @@ def bisect_cmd(
     obj: Ctx,
     good: str,
     bad: str,
-    backend: str,
+    options: ReplayOptions,
     times: int | None,
     factors: str | None,
     budget: int,
     parallel: int,
-    tolerance: Tolerance,
-    allow_cpu: bool,
-    timeout: float | None,
-    repo: Path | None,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -82,26 +74,19 @@ def bisect_cmd(
     say which difference makes BAD diverge.  Exit 0 cause found, 1 unexplained, 2 bad
     input, 3 infrastructure failure."""
     from replay_tui.bisect.run import BisectOptions, check_factor_names, run_bisect
-    from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
 
     names = None
     if factors is not None:
         names = check_factor_names([f.strip() for f in factors.split(",") if f.strip()])
     opts = BisectOptions(
-        replay=ReplayOptions(
-            backend=backend,
-            allow_cpu=allow_cpu,
-            timeout_s=timeout,
-            repo=repo,
-            tolerance=tolerance,
-        ),
+        replay=options,
         times=times,
         factors=names,
         budget=budget,
         parallel=parallel,
-        rtol=tolerance.rtol,
-        atol=tolerance.atol,
+        rtol=options.tolerance.rtol,
+        atol=options.tolerance.atol,
     )
 
     def on_event(ev: ReplayEvent) -> None:

@@ -76,7 +76,7 @@ def docker_image() -> tuple[str | None, str | None]:
     if not image:
         return None, "no training image (run scripts/docker-env.sh)"
     try:
-        from replay_tui.replay.docker import client, ensure_image
+        from replay_tui.replay.backends.docker.engine import client, ensure_image
 
         ensure_image(client(), image, pull=False)
     except ReplayTuiError as e:
@@ -87,7 +87,7 @@ def docker_image() -> tuple[str | None, str | None]:
 def _local_only_tag(image: str) -> str | None:
     """Tag the training image under a name no registry has: a run 'by local image only'."""
     try:
-        from replay_tui.replay.docker import client
+        from replay_tui.replay.backends.docker.engine import client
 
         tag = "replay-tui/train-dev:hotfix"
         client().images.get(image).tag(tag)
@@ -115,7 +115,7 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
         ex = info = None
         use = image_override or (image if in_image else None)
         if use:
-            from replay_tui.replay.docker import container_recorder
+            from replay_tui.replay.backends.docker.engine import container_recorder
 
             ex, info = container_recorder(use, opts)
         say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {use}" if ex else ""))

@@ -3,47 +3,49 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from replay_tui.cli.common import (
     Ctx,
-    backend_option,
     echo_json,
     handled,
     json_option,
     print_event,
+    replay_options,
     tolerance_options,
 )
-from replay_tui.cli.slurm_flags import check_backend, slurm_flags
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.safety import escape_control, memory_limit_arg
+
+if TYPE_CHECKING:
+    from replay_tui.replay.plan import ReplayOptions
 
 
 @click.command()
 @click.argument("run")
-@backend_option
-@slurm_flags
+@replay_options(
+    allow_cpu="Run a GPU-recorded run on CPU (a gap).",
+    timeout="Seconds; then SIGTERM, and SIGKILL after a 5 s grace period.",
+    repo="A clone that has the recorded commit.",
+    own=(
+        "gpus",
+        "network",
+        "keep_workdir",
+        "force_data",
+        "memory_limit",
+        "allow_env",
+        "fetch_repo",
+        "allow_foreign_on_host",
+    ),
+)
 @click.option(
     "--gpus", type=click.Choice(["auto", "all", "none"]), default="auto", show_default=True
 )
-@click.option("--allow-cpu", is_flag=True, help="Run a GPU-recorded run on CPU (a gap).")
 @click.option("--network", type=click.Choice(["none", "bridge"]), default="none", show_default=True)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=None,
-    help="Seconds; then SIGTERM, and SIGKILL after a 5 s grace period.",
-)
 @click.option("--keep-workdir", is_flag=True, help="Keep the checkout for inspection.")
 @click.option("--force-data", is_flag=True, help="Go on when data hashes differ (a gap).")
-@click.option(
-    "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="A clone that has the recorded commit.",
-)
 @click.option(
     "--memory",
     "memory_limit",
@@ -82,7 +84,6 @@ from replay_tui.safety import escape_control, memory_limit_arg
     show_default=True,
     help="'off' also runs a deterministic replay and reports determinism_cost_pct.",
 )
-@tolerance_options
 @click.option("--quiet", is_flag=True, help="Do not stream the run's output.")
 @json_option
 @click.pass_obj
@@ -90,54 +91,22 @@ from replay_tui.safety import escape_control, memory_limit_arg
 def replay(
     obj: Ctx,
     run: str,
-    backend: str,
-    gpus: str,
-    allow_cpu: bool,
-    network: str,
-    timeout: float | None,
-    keep_workdir: bool,
-    force_data: bool,
-    repo: Path | None,
-    memory_limit: str | None,
-    allow_env: tuple[str, ...],
-    fetch_repo: bool,
-    allow_foreign_on_host: bool,
+    options: ReplayOptions,
     times: int,
     determinism: str,
     quiet: bool,
     as_json: bool,
-    tolerance: Tolerance,
-    backend_options: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """Replay RUN from its image digest and git commit; exit 0 if reproduced (IDENTICAL,
     EQUIVALENT, or WITHIN_NOISE of a stored noise floor), else 1."""
-    from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
     from replay_tui.replay.series import replay_many
-
-    opts = ReplayOptions(
-        backend=backend,
-        gpus=gpus,  # type: ignore[arg-type]
-        allow_cpu=allow_cpu,
-        network=network,  # type: ignore[arg-type]
-        timeout_s=timeout,
-        keep_workdir=keep_workdir,
-        force_data=force_data,
-        repo=repo,
-        memory_limit=memory_limit,
-        backend_options=backend_options,
-        allow_env=allow_env,
-        fetch_repo=fetch_repo,
-        allow_foreign_on_host=allow_foreign_on_host,
-        tolerance=tolerance,
-    )
-    check_backend(backend, backend_options)
 
     def on_event(ev: ReplayEvent) -> None:
         print_event(ev, as_json=as_json, logs=not quiet)
 
     report = replay_many(
-        obj.store, run, opts, times=times, determinism=determinism, on_event=on_event
+        obj.store, run, options, times=times, determinism=determinism, on_event=on_event
     )
     if as_json:
         echo_json(report.to_dict())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from replay_tui.capture.launcher import ExecResult, Executor
 from replay_tui.capture.metrics import MetricSeries
@@ -22,6 +22,9 @@ from replay_tui.replay.debris import Claim
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan
 from storage.manifest import RunManifest
 from storage.store import RunStore
+
+if TYPE_CHECKING:
+    from replay_tui.replay.backends import BackendOption, OptionValues
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,15 @@ class ReplayBackend(Protocol):
     pins_environment: bool  # the recorded image (by digest) is what runs
     needs_image: bool  # a plan without an image digest is refused
     mounts_data: bool  # data is bind-mounted over the checkout (else linked into it)
+    options: tuple[BackendOption, ...]  # its own settings: CLI flags, TUI fields
+
+    def check_options(self, options: OptionValues) -> None:
+        """BadInput naming the flag or variable when a value of its options is bad."""
+        ...
+
+    def image_problem(self, ref: str, client: Any = None) -> str | None:
+        """Why the image ``ref`` cannot be run now (a sentence), or None."""
+        ...
 
     def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
         """Where the worktree and temporary folders go (None: the system temp dir).

@@ -6,7 +6,8 @@ keeps a worktree registration for it.  So every replay
 
 - claims its scratch folder with an owner file (pid, process start time, host, repository,
   attempt id) before anything runs in it,
-- labels its containers with the same owner (``replay_tui.replay.docker.owner_labels``),
+- labels its containers with the same owner
+  (``replay_tui.replay.backends.docker.engine.owner_labels``),
 - records an ``attempt`` in the store's ledger before the run begins,
 
 and the next replay, on any backend, sweeps what dead owners left: folders, worktree

@@ -23,8 +23,8 @@ import pytest
 from replay_tui.capture import probes
 from replay_tui.capture.launcher import ExecSpec, RecordOptions, record
 from replay_tui.compare.gaps import evaluate
-from replay_tui.replay import docker as dk
-from replay_tui.replay.slurm import docker_cli_args
+from replay_tui.replay.backends.docker import engine as dk
+from replay_tui.replay.backends.slurm.engine import docker_cli_args
 from storage.store import RunStore
 from tests.support.factories import apply_overrides, model, realistic_manifest
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from replay_tui.replay.backends.docker.engine import OWNER_LABEL
 from replay_tui.replay.debris import SCRATCH_PREFIX
-from replay_tui.replay.docker import OWNER_LABEL
 from storage.store import RunStore
 from tests.support.training import cli_env, git, replay_tui
 

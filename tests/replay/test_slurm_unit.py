@@ -18,8 +18,8 @@ import pytest
 
 from replay_tui.capture.launcher import ExecSpec
 from replay_tui.errors import BadInput, InfraError
-from replay_tui.replay import docker as dk
-from replay_tui.replay.slurm import (
+from replay_tui.replay.backends.docker import engine as dk
+from replay_tui.replay.backends.slurm.engine import (
     SlurmExecutor,
     SlurmOptions,
     container_kwargs,
@@ -254,7 +254,7 @@ def test_slurm_flags_with_another_backend_are_refused(cli: RunCli, store_path: P
 def test_max_in_flight_holds_a_job_back_until_a_slot_frees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from replay_tui.replay.slurm import _slot
+    from replay_tui.replay.backends.slurm.engine import _slot
 
     log = _fake_tools(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")

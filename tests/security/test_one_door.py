@@ -89,27 +89,33 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.checkout", "repo_lock"): (
         "the repository the user named, and the lock file the tool keeps in it"
     ),
-    ("replay_tui.replay.docker", "<module>"): "this package's own folder (the SDK mount)",
-    ("replay_tui.replay.docker", "_empty_file"): (
+    ("replay_tui.replay.backends.docker.engine", "<module>"): (
+        "this package's own folder (the SDK mount)"
+    ),
+    ("replay_tui.replay.backends.docker.engine", "_empty_file"): (
         "creates its own empty file: O_CREAT | O_EXCL | O_NOFOLLOW, then checks it is ours"
     ),
-    ("replay_tui.replay.docker", "_pump_logs"): "writes the replay's log file the tool made",
-    ("replay_tui.replay.docker", "container_recorder"): (
+    ("replay_tui.replay.backends.docker.engine", "_pump_logs"): (
+        "writes the replay's log file the tool made"
+    ),
+    ("replay_tui.replay.backends.docker.engine", "container_recorder"): (
         "the working folder and --data paths the user named"
     ),
     ("replay_tui.replay.runner", "stage_place"): (
         "the checkout the tool made and the data locations the user named"
     ),
-    ("replay_tui.replay.slurm", "spool_dir"): (
+    ("replay_tui.replay.backends.slurm.engine", "spool_dir"): (
         "the spool folder the user named (then door.private_folder)"
     ),
-    ("replay_tui.replay.slurm", "sdk_copy"): (
+    ("replay_tui.replay.backends.slurm.engine", "sdk_copy"): (
         "copies this package's own .py files into the job's owner-only folder"
     ),
-    ("replay_tui.replay.slurm", "SlurmExecutor.submit"): (
+    ("replay_tui.replay.backends.slurm.engine", "SlurmExecutor.submit"): (
         "creates the job's own output.log (O_CREAT | O_EXCL, 0600)"
     ),
-    ("replay_tui.replay.slurm", "_Tail.__init__"): "writes the replay's log file the tool made",
+    ("replay_tui.replay.backends.slurm.engine", "_Tail.__init__"): (
+        "writes the replay's log file the tool made"
+    ),
     ("replay_tui.replay.debris", "_start_time"): "/proc/PID/stat: the kernel's",
     # -- evidence, importers, the demo, the SDK
     ("replay_tui.evidence.keys", "_write_new"): (
@@ -342,6 +348,6 @@ def test_a_new_read_text_in_a_module_fails_the_scan(tmp_path: Path) -> None:
         f"replay_tui/compare/gaps.py:{line}: Path(x).read_text() (in replay_tui.compare.gaps _peek)"
     ]
     # and inside an allowed module, a function not on the list is caught just the same
-    slurm = tmp_path / "replay_tui" / "replay" / "slurm.py"
+    slurm = tmp_path / "replay_tui" / "replay" / "backends" / "slurm" / "engine.py"
     slurm.write_text(slurm.read_text("utf-8") + "\n\ndef _x(p):\n    return p.read_bytes()\n")
     assert any(b.function == "_x" for b in bypasses(tmp_path))

@@ -6,18 +6,25 @@ for every backend; a backend only says what it pins and prepares the executor th
 the recorded command (the ``pull`` stage).  Cancelling is the executor's job: it polls
 ``should_cancel`` and stops what it started (a process group, a container, a Slurm job).
 
-A new backend (a Kubernetes Job, Ray) is one module with a class that satisfies
-``replay_tui.replay.context.ReplayBackend``, plus one line in ``_BUILTIN`` (or a call
-to :func:`register`).
-The registry maps names to ``module:Class`` strings so that listing the names (for the
-CLI's ``--backend`` choices, the TUI's options) imports nothing heavy.
+Each backend is a folder: ``backend.py`` holds the class, its other modules what it
+runs with (``docker/engine.py``: the sandboxed container; ``slurm/engine.py``: the batch
+job).  A backend declares its own settings (:class:`BackendOption`): the command line
+makes a flag of each, the TUI a field, and :meth:`Backend.check_options` validates what
+was given.  A new backend (a Kubernetes Job, Ray) is one folder with a class that
+satisfies ``replay_tui.replay.context.ReplayBackend`` (start from :class:`Backend`),
+plus one line in ``_BUILTIN`` (or a call to :func:`register`).
+
+The registry maps names to ``module:Class`` strings, and a backend's ``backend.py``
+imports what it runs with only when it runs, so listing the names and reading the
+options (the CLI's ``--backend`` choices and flags, the TUI's form) import nothing heavy.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.errors import BadInput
 
@@ -26,17 +33,85 @@ if TYPE_CHECKING:
 
 
 _BUILTIN: dict[str, str] = {
-    "docker": "replay_tui.replay.backends.docker:DockerBackend",
-    "local": "replay_tui.replay.backends.local:LocalBackend",
-    "slurm": "replay_tui.replay.backends.slurm:SlurmBackend",
+    "docker": "replay_tui.replay.backends.docker.backend:DockerBackend",
+    "local": "replay_tui.replay.backends.local.backend:LocalBackend",
+    "slurm": "replay_tui.replay.backends.slurm.backend:SlurmBackend",
 }
 _registry: dict[str, str | Callable[[], ReplayBackend]] = dict(_BUILTIN)
 DEFAULT_BACKEND = "docker"
+
+OptionValues = Sequence[tuple[str, str]]
+"""What was given of a backend's options: (name, value) pairs, values as typed."""
+
+
+@dataclass(frozen=True)
+class BackendOption:
+    """One setting a backend takes: a command-line flag, an environment variable it
+    overrides, a field of the TUI's replay form.  Values travel as strings
+    (``ReplayOptions.backend_options``); the backend's ``check_options`` validates them."""
+
+    name: str
+    """The key in ``ReplayOptions.backend_options``, e.g. ``partition``."""
+    flag: str
+    """The command-line flag, e.g. ``--slurm-partition``."""
+    help: str
+    """One line for ``--help`` and the form, without the variable (added) or a full stop."""
+    env: str | None = None
+    """The environment variable the flag overrides, e.g. ``REPLAY_TUI_SLURM_PARTITION``."""
+    type: type[str] | type[int] = str
+    """How the command line reads the flag."""
+    default: str | None = None
+    """What applies when neither the flag nor the variable says (None: nothing, or the
+    backend's own default, which the help says)."""
+    choices: tuple[str, ...] | None = None
+    """The values allowed, when they are few."""
+    label: str | None = None
+    """The form's label (default: the name, spaced)."""
+
+    @property
+    def help_text(self) -> str:
+        """The flag's help: ``Slurm partition [REPLAY_TUI_SLURM_PARTITION].``"""
+        return f"{self.help} [{self.env}]." if self.env else f"{self.help}."
+
+    @property
+    def field_label(self) -> str:
+        return self.label or self.name.replace("_", " ")
+
+
+class Backend:
+    """What a backend has unless it says otherwise: no options of its own, nothing to
+    check before a replay starts.  A backend class starts from this one."""
+
+    name: str = ""
+    summary: str = ""
+    options: tuple[BackendOption, ...] = ()
+    """The settings this backend takes (its flags, its form fields)."""
+
+    def check_options(self, options: OptionValues) -> None:
+        """BadInput naming the flag (or variable) when a given value (or one read from
+        the environment) is bad; nothing otherwise.  This one refuses names it does not
+        declare; a backend with options of its own validates their values too."""
+        known = {o.name for o in self.options}
+        for name, _value in options:
+            if name not in known:
+                raise BadInput(f"the {self.name} backend has no option {name!r}")
+
+    def image_problem(self, ref: str, client: Any = None) -> str | None:
+        """Why the image ``ref`` cannot be run by this backend now (a sentence), or None.
+        A backend that cannot tell from here (its runs pull on other machines) says None."""
+        return None
 
 
 def register(name: str, factory: str | Callable[[], ReplayBackend]) -> None:
     """Add a backend: ``factory`` is ``"module:Class"`` or a callable returning one."""
     _registry[name] = factory
+
+
+def unregister(name: str) -> None:
+    """Remove a backend :func:`register` added (a test's); a built-in one comes back."""
+    _registry.pop(name, None)
+    if name in _BUILTIN:
+        _registry[name] = _BUILTIN[name]
 
 
 def backend_names() -> tuple[str, ...]:
@@ -72,3 +147,8 @@ def get_backend(name: str) -> ReplayBackend:
 def backend_choices() -> list[tuple[str, str]]:
     """(label, name) of every backend, for a choice list."""
     return [(f"{n} ({get_backend(n).summary})", n) for n in backend_names()]
+
+
+def declared_options() -> dict[str, tuple[BackendOption, ...]]:
+    """Each registered backend's options, by backend name (for flags and forms)."""
+    return {n: tuple(get_backend(n).options) for n in backend_names()}

@@ -1,5 +1,9 @@
 """The docker backend: the recorded image by digest, in the sandbox of
-``replay_tui.replay.docker`` (no network, read-only code and data, caps dropped).
+:mod:`replay_tui.replay.backends.docker.engine` (no network, read-only code and data,
+caps dropped).
+
+The engine (and the Docker SDK) are imported when a replay runs, not when the backend is
+listed or its options read.
 """
 
 from __future__ import annotations
@@ -7,28 +11,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay_tui.capture import probes
-from replay_tui.replay import docker as dk
-from replay_tui.replay.context import Prepared
+from replay_tui.replay.backends import Backend
 
 if TYPE_CHECKING:
+    from replay_tui.capture import probes
     from replay_tui.capture.launcher import Executor
-    from replay_tui.replay.context import ReplayContext
+    from replay_tui.replay.backends.docker.engine import Mount
+    from replay_tui.replay.context import Prepared, ReplayContext
     from replay_tui.replay.plan import ReplayOptions
     from storage.store import RunStore
 
 
 def container_workdir(workdir: str) -> str:
-    root = dk.CONTAINER_ROOT
+    from replay_tui.replay.backends.docker.engine import CONTAINER_ROOT as root
+
     return root if workdir == "." else f"{root}/{workdir}"
 
 
-def replay_mounts(ctx: ReplayContext) -> list[dk.Mount]:
+def replay_mounts(ctx: ReplayContext) -> list[Mount]:
     """The checkout read-only, each output folder writable, each data input read-only.
 
     Data that lived in the recording repository is mounted at its place in the checkout
     (over whatever the commit tracks there); data outside it at its own absolute path.
     """
+    from replay_tui.replay.backends.docker import engine as dk
+
     plan = ctx.plan
     assert ctx.worktree is not None and ctx.cwd is not None
     root = dk.CONTAINER_ROOT
@@ -48,7 +55,7 @@ def replay_mounts(ctx: ReplayContext) -> list[dk.Mount]:
     return mounts
 
 
-class DockerBackend:
+class DockerBackend(Backend):
     name = "docker"
     summary = "image by digest, sandboxed"
     pins_environment = True
@@ -59,11 +66,24 @@ class DockerBackend:
         return None
 
     def client(self, ctx: ReplayContext) -> Any:
+        from replay_tui.replay.backends.docker import engine as dk
+
         return ctx.docker_client or dk.client()
 
-    def executor(
-        self, ctx: ReplayContext, c: Any, image_id: str, mounts: list[dk.Mount]
-    ) -> Executor:
+    def image_problem(self, ref: str, client: Any = None) -> str | None:
+        """The image pulled (by digest) into the local engine, or why it cannot be."""
+        from replay_tui.errors import InfraError
+        from replay_tui.replay.backends.docker import engine as dk
+
+        try:
+            dk.ensure_image(client or dk.client(), ref)
+        except InfraError as e:
+            return e.message
+        return None
+
+    def executor(self, ctx: ReplayContext, c: Any, image_id: str, mounts: list[Mount]) -> Executor:
+        from replay_tui.replay.backends.docker import engine as dk
+
         plan, opts = ctx.plan, ctx.plan.options
         return dk.DockerExecutor(
             image_id,
@@ -80,6 +100,9 @@ class DockerBackend:
         )
 
     def prepare(self, ctx: ReplayContext) -> Prepared:
+        from replay_tui.replay.backends.docker import engine as dk
+        from replay_tui.replay.context import Prepared
+
         plan = ctx.plan
         assert plan.image is not None
         ctx.emit("pull", "start", plan.image)
@@ -97,4 +120,6 @@ class DockerBackend:
         return Prepared(ex, f"image {img.id[:19]}", dk.image_info(c, plan.image), notes)
 
     def python_env(self, ctx: ReplayContext) -> probes.PythonEnv:
+        from replay_tui.capture import probes
+
         return probes.PythonEnv()  # the image probe fills the environment in

@@ -34,7 +34,9 @@ HANDOFF_MOUNT = "/replay-tui/handoff"
 SDK_MOUNT = "/replay-tui/sdk"
 LABEL = "io.replay-tui.run"
 OWNER_LABEL = "io.replay-tui.owner"  # pid, process start time, host of who started it
-_SDK_DIR = Path(__file__).resolve().parent.parent  # the replay_tui package
+SDK_DIR = Path(__file__).resolve().parents[3]
+"""The replay_tui package (this file is replay_tui/replay/backends/docker/engine.py):
+mounted read-only into the container as the SDK."""
 
 
 def client() -> Any:
@@ -184,7 +186,7 @@ def image_info(c: Any, ref: str) -> dict[str, Any]:
     }
 
 
-_PROBE = (
+PROBE = (
     "import importlib.metadata as m, json, platform, sys\n"
     "try:\n"
     "    osr = platform.freedesktop_os_release().get('PRETTY_NAME')\n"
@@ -216,7 +218,7 @@ def probe_image(c: Any, image_id: str, cache_dir: Path | None) -> dict[str, Any]
     try:
         out = c.containers.run(
             image_id,
-            ["python3", "-I", "-c", _PROBE],
+            ["python3", "-I", "-c", PROBE],
             network_mode="none",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -251,7 +253,8 @@ class DockerExecutor:
 
     def create_kwargs(self, spec: ExecSpec) -> dict[str, Any]:
         """The Docker SDK's ``containers.create`` arguments for ``spec``: the one definition
-        of the sandbox (``replay_tui.replay.slurm`` turns it into ``docker run`` flags)."""
+        of the sandbox (``replay_tui.replay.backends.slurm.engine`` turns it into
+        ``docker run`` flags)."""
         from docker.types import DeviceRequest
         from docker.types import Mount as DMount
 
@@ -265,7 +268,7 @@ class DockerExecutor:
             for m in self.mounts
         ]
         mounts.append(DMount(HANDOFF_MOUNT, str(spec.handoff_dir), type="bind", read_only=False))
-        mounts.append(DMount(f"{SDK_MOUNT}/replay_tui", str(_SDK_DIR), type="bind", read_only=True))
+        mounts.append(DMount(f"{SDK_MOUNT}/replay_tui", str(SDK_DIR), type="bind", read_only=True))
         sb = self.sandbox
         kwargs: dict[str, Any] = {
             "command": spec.argv,

@@ -9,17 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from replay_tui.capture import probes
-from replay_tui.capture.launcher import LocalExecutor
-from replay_tui.replay.context import Prepared
+from replay_tui.replay.backends import Backend
 
 if TYPE_CHECKING:
-    from replay_tui.replay.context import ReplayContext
+    from replay_tui.capture import probes
+    from replay_tui.replay.context import Prepared, ReplayContext
     from replay_tui.replay.plan import ReplayOptions
     from storage.store import RunStore
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     name = "local"
     summary = "this host, no sandbox"
     pins_environment = False
@@ -30,6 +29,9 @@ class LocalBackend:
         return None
 
     def prepare(self, ctx: ReplayContext) -> Prepared:
+        from replay_tui.capture.launcher import LocalExecutor
+        from replay_tui.replay.context import Prepared
+
         return Prepared(
             LocalExecutor(),
             "local backend: no image (environment not pinned); the recorded command runs"
@@ -37,4 +39,6 @@ class LocalBackend:
         )
 
     def python_env(self, ctx: ReplayContext) -> probes.PythonEnv:
+        from replay_tui.capture import probes
+
         return probes.probe_python(probes.interpreter_for(ctx.plan.argv, "python3"))

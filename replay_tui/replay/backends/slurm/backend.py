@@ -1,69 +1,121 @@
 """The slurm backend: the docker backend's sandboxed container, run as a Slurm batch job.
 
 It prepares like the docker backend (the recorded image by digest, the same mounts and
-sandbox) but its executor submits a job (``replay_tui.replay.slurm``) instead of talking
-to a local engine: the compute node pulls the image by digest and runs the container.
-The checkout and the scratch folder live in the spool, a folder the compute nodes see
-(``--slurm-spool`` / ``REPLAY_TUI_SLURM_SPOOL``, default ``slurm-spool`` beside the
-store); the job never opens the store.  GPUs recorded in the manifest are requested with
-``--gres=gpu:N``.
+sandbox) but its executor submits a job (:mod:`replay_tui.replay.backends.slurm.engine`)
+instead of talking to a local engine: the compute node pulls the image by digest and
+runs the container.  The checkout and the scratch folder live in the spool, a folder the
+compute nodes see (``--slurm-spool`` / ``REPLAY_TUI_SLURM_SPOOL``, default
+``slurm-spool`` beside the store); the job never opens the store.  GPUs recorded in the
+manifest are requested with ``--gres=gpu:N``.
+
+Its options (:data:`OPTIONS`) are the ``--slurm-*`` flags of the commands that replay and
+the fields of the TUI's form; each overrides its ``REPLAY_TUI_SLURM_*`` variable.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay_tui.capture import probes
 from replay_tui.errors import BadInput
-from replay_tui.replay import docker as dk
-from replay_tui.replay.backends.docker import container_workdir, replay_mounts
-from replay_tui.replay.context import Prepared
-from replay_tui.replay.slurm import SlurmExecutor, SlurmOptions, slurm_memory, spool_dir
+from replay_tui.replay.backends import Backend, BackendOption, OptionValues
 
 if TYPE_CHECKING:
+    from replay_tui.capture import probes
+    from replay_tui.replay.backends.slurm.engine import SlurmOptions
+    from replay_tui.replay.context import Prepared, ReplayContext
     from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.replay.runner import ReplayContext
     from storage.store import RunStore
 
 
-OPTION_NAMES = (
-    "partition",
-    "account",
-    "qos",
-    "time_limit",
-    "sbatch_args",
-    "max_in_flight",
-    "spool",
+OPTIONS: tuple[BackendOption, ...] = (
+    BackendOption(
+        "partition", "--slurm-partition", "Slurm partition", env="REPLAY_TUI_SLURM_PARTITION"
+    ),
+    BackendOption("account", "--slurm-account", "Slurm account", env="REPLAY_TUI_SLURM_ACCOUNT"),
+    BackendOption("qos", "--slurm-qos", "Slurm QOS", env="REPLAY_TUI_SLURM_QOS", label="QOS"),
+    BackendOption(
+        "time_limit",
+        "--slurm-time",
+        "Job time limit in Slurm's form, e.g. 30 or 2:00:00",
+        env="REPLAY_TUI_SLURM_TIME",
+    ),
+    BackendOption(
+        "sbatch_args",
+        "--slurm-sbatch-args",
+        "Extra sbatch arguments, one shell-quoted string",
+        env="REPLAY_TUI_SLURM_SBATCH_ARGS",
+        label="extra sbatch args",
+    ),
+    BackendOption(
+        "max_in_flight",
+        "--slurm-max-in-flight",
+        "Jobs of this command queued or running at once; 0: no limit",
+        env="REPLAY_TUI_SLURM_MAX_IN_FLIGHT",
+        type=int,
+        default="0",
+        label="jobs in flight",
+    ),
+    BackendOption(
+        "spool",
+        "--slurm-spool",
+        "Folder the compute nodes share with this host for job files, checkouts and outputs"
+        " (default: slurm-spool beside the store)",
+        env="REPLAY_TUI_SLURM_SPOOL",
+    ),
 )
+_BY_NAME = {o.name: o for o in OPTIONS}
 
 
-def slurm_options(options: ReplayOptions) -> SlurmOptions:
-    """Flags (``options.backend_options``, name/value strings) over ``REPLAY_TUI_SLURM_*``,
-    validated; BadInput names a bad one."""
+def _value(option: BackendOption, text: str) -> Any:
+    """A flag's text as the :class:`SlurmOptions` field wants it; BadInput names the flag."""
+    if option.name == "sbatch_args":
+        try:
+            return tuple(shlex.split(text))
+        except ValueError as e:
+            raise BadInput(f"{option.flag} {text!r} cannot be split: {e}") from None
+    if option.type is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise BadInput(f"{option.flag} {text!r} is not a number") from None
+    if option.name == "spool":
+        return Path(text)
+    return text
+
+
+def slurm_options(values: OptionValues, env: Mapping[str, str] | None = None) -> SlurmOptions:
+    """The flags (``ReplayOptions.backend_options``, name/value strings) over
+    ``REPLAY_TUI_SLURM_*``, validated; BadInput names the bad flag or variable."""
+    from replay_tui.replay.backends.slurm.engine import SlurmOptions
+
+    e = os.environ if env is None else env
     given: dict[str, Any] = {}
-    for name, value in options.backend_options:
-        if name not in OPTION_NAMES:
+    for name, text in values:
+        option = _BY_NAME.get(name)
+        if option is None:
             raise BadInput(f"the slurm backend has no option {name!r}")
-        if name == "sbatch_args":
-            try:
-                given[name] = tuple(shlex.split(value))
-            except ValueError as e:
-                raise BadInput(f"--slurm-sbatch-args {value!r} cannot be split: {e}") from None
-        elif name == "max_in_flight":
-            try:
-                given[name] = int(value)
-            except ValueError:
-                raise BadInput(f"--slurm-max-in-flight {value!r} is not a number") from None
-        elif name == "spool":
-            given[name] = Path(value)
-        else:
-            given[name] = value
-    return SlurmOptions.from_env(**given)
+        value = _value(option, text)
+        try:
+            SlurmOptions(**{name: value}).validated()
+        except BadInput as err:
+            raise BadInput(f"{option.flag}: {err.message}", err.hint) from None
+        given[name] = value
+    for option in OPTIONS:  # a variable no flag overrides: checked alone, named
+        if option.name in given or option.env is None or not e.get(option.env):
+            continue
+        try:
+            SlurmOptions.from_env({option.env: e[option.env]})
+        except BadInput as err:
+            named = err.message if option.env in err.message else f"{option.env}: {err.message}"
+            raise BadInput(named, err.hint) from None
+    return SlurmOptions.from_env(e, **given)
 
 
-class SlurmBackend:
+class SlurmBackend(Backend):
     name = "slurm"
     summary = "image by digest, sandboxed, as a Slurm batch job"
     pins_environment = True
@@ -71,14 +123,29 @@ class SlurmBackend:
     mounts_data = True
     gpus_from_scheduler = True  # the cluster has the GPUs, not the submit host
     concurrent = True  # many replays can wait on their jobs at once
+    options = OPTIONS
+
+    def check_options(self, options: OptionValues) -> None:
+        slurm_options(options)
 
     def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
-        return spool_dir(slurm_options(options), store.path) / "work"
+        from replay_tui.replay.backends.slurm.engine import spool_dir
+
+        return spool_dir(slurm_options(options.backend_options), store.path) / "work"
 
     def prepare(self, ctx: ReplayContext) -> Prepared:
+        from replay_tui.replay.backends.docker import engine as dk
+        from replay_tui.replay.backends.docker.backend import container_workdir, replay_mounts
+        from replay_tui.replay.backends.slurm.engine import (
+            SlurmExecutor,
+            slurm_memory,
+            spool_dir,
+        )
+        from replay_tui.replay.context import Prepared
+
         plan, opts = ctx.plan, ctx.plan.options
         assert plan.image is not None
-        sopts = slurm_options(opts)
+        sopts = slurm_options(opts.backend_options)
         spool = spool_dir(sopts, ctx.store.path)
         ctx.emit("pull", "start", f"{plan.image} (pulled by the compute node)")
         gpus = len(plan.original.hardware.gpus or []) if plan.use_gpus else 0
@@ -128,4 +195,6 @@ class SlurmBackend:
         return Prepared(ex, msg, image, notes)
 
     def python_env(self, ctx: ReplayContext) -> probes.PythonEnv:
+        from replay_tui.capture import probes
+
         return probes.PythonEnv()  # the job's image probe fills the environment in

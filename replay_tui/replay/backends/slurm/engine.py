@@ -1,11 +1,12 @@
 """Run a replay's sandboxed container as a Slurm batch job.
 
 The job runs the same container as the docker backend: the docker backend's
-:class:`~replay_tui.replay.docker.DockerExecutor` defines the sandbox (image by digest, no
-network, read-only code and data, capabilities dropped, no-new-privileges, pids and
-memory limits, a label), :func:`container_kwargs` takes exactly what it would create the
-container with, and :func:`docker_cli_args` turns that into ``docker run`` flags, refusing
-any setting it does not know (so the two backends cannot drift apart silently).
+:class:`~replay_tui.replay.backends.docker.engine.DockerExecutor` defines the sandbox
+(image by digest, no network, read-only code and data, capabilities dropped,
+no-new-privileges, pids and memory limits, a label), :func:`container_kwargs` takes
+exactly what it would create the container with, and :func:`docker_cli_args` turns that
+into ``docker run`` flags, refusing any setting it does not know (so the two backends
+cannot drift apart silently).
 
 The job never opens the store.  It writes into a job folder in the spool (a folder on a
 filesystem the submit host and the compute nodes share): the container's output, the
@@ -41,7 +42,7 @@ from typing import Any
 from replay_tui.capture import probes
 from replay_tui.capture.launcher import ExecResult, ExecSpec, OnLine, ShouldCancel
 from replay_tui.errors import BadInput, InfraError
-from replay_tui.replay.docker import SDK_MOUNT
+from replay_tui.replay.backends.docker.engine import PROBE, SDK_DIR, SDK_MOUNT
 from storage.ledger import utc_now
 
 ENV_PREFIX = "REPLAY_TUI_SLURM_"
@@ -366,8 +367,6 @@ def job_script(
     want_probe: bool,
     gpus: bool,
 ) -> str:
-    from replay_tui.replay.docker import _PROBE
-
     args = list(docker_args)
     if "--gpus" in args:  # the job's allocated GPUs, not every GPU of the node
         i = args.index("--gpus")
@@ -385,7 +384,7 @@ def job_script(
         image=shlex.quote(image),
         command=_lines(list(command), "  "),
         want_probe=1 if want_probe else 0,
-        probe=shlex.quote(_PROBE),
+        probe=shlex.quote(PROBE),
     )
 
 
@@ -393,13 +392,11 @@ def sdk_copy(jobdir: Path) -> Path:
     """The replay_tui package (what the container imports as the SDK) copied into the
     job's own owner-only folder, fresh for each job, so compute nodes that cannot see
     this checkout have it, and nothing another user left in the spool is ever run."""
-    from replay_tui.replay.docker import _SDK_DIR
-
     dest = jobdir / "sdk" / "replay_tui"
-    for p in sorted(_SDK_DIR.rglob("*")):
+    for p in sorted(SDK_DIR.rglob("*")):
         if p.suffix not in (".py", ".typed") or p.is_symlink() or not p.is_file():
             continue
-        target = dest / p.relative_to(_SDK_DIR)
+        target = dest / p.relative_to(SDK_DIR)
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         shutil.copyfile(p, target)
     return dest
@@ -527,7 +524,7 @@ class SlurmExecutor:
     handoff folder and the mounts' sources must be on the shared filesystem.
     """
 
-    container: Any  # replay_tui.replay.docker.DockerExecutor
+    container: Any  # replay_tui.replay.backends.docker.engine.DockerExecutor
     spool: Path
     options: SlurmOptions = field(default_factory=SlurmOptions)
     gpus: int = 0  # GPUs to request with --gres (the manifest's count, never assumed)
