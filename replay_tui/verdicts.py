@@ -96,7 +96,6 @@ __all__ = [
     "aborted_replays",
     "combine_exits",
     "counts_as_evidence",
-    "drill_item_word",
     "environment_failure",
     "exit_code",
     "is_bit_identical",
@@ -162,21 +161,6 @@ def outcome_word(status: str | None, verdict: str | None) -> str:
     if label is None:
         return str(verdict) if verdict in VERDICTS else INFRA_ERROR.upper()
     return label
-
-
-def drill_item_word(status: str | None, verdict: str | None, reason: str | None) -> str:
-    """A drill run's word where a verdict stands, in the words replays use: its verdict,
-    else CANCELLED / INTERRUPTED / TIMED OUT (how its replay ended, which the item's
-    reason starts with), INFRA-ERROR when the machine could not run it (a drill item's
-    status is reproduced / not_reproduced / error), else ``-``."""
-    if verdict:
-        return verdict
-    if status == "error":
-        for word in (CANCELLED, INTERRUPTED, TIMED_OUT):
-            if (reason or "").startswith(word):
-                return word.replace("_", " ").upper()
-        return "INFRA-ERROR"
-    return "-"
 
 
 class Attempt(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +45,25 @@ RUN_SELECT = ", ".join(f'"{c}"' for c in RUN_COLUMNS)
 
 @dataclass(frozen=True)
 class GapCounts:
+    """How many provenance gaps of each severity a run (or a pair of runs) has."""
+
     critical: int = 0
     warning: int = 0
     info: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"critical": self.critical, "warning": self.warning, "info": self.info}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> GapCounts:
+        """Counts as ``to_json`` wrote them; a count that is absent or not a whole number
+        reads as 0."""
+
+        def n(key: str) -> int:
+            v = d.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+        return cls(n("critical"), n("warning"), n("info"))
 
 
 @dataclass(frozen=True)
@@ -113,7 +130,7 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = {c: getattr(self, c) for c in RUN_COLUMNS if c not in _GAP_COLUMNS}
-        out["gaps"] = None if self.gaps is None else self.gaps.__dict__.copy()
+        out["gaps"] = None if self.gaps is None else self.gaps.to_json()
         return out
 
 
@@ -162,6 +179,11 @@ class ReplayFact:
         d = dict(zip(REPLAY_COLUMNS, row[: len(REPLAY_COLUMNS)], strict=True))
         det = row[len(REPLAY_COLUMNS)] if len(row) > len(REPLAY_COLUMNS) else None
         return cls(**d, determinism=None if det is None else str(det))
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any]) -> ReplayFact:
+        """A row read by column name (``REPLAY_COLUMNS``, ``determinism`` optional)."""
+        return cls.from_row((*(d[c] for c in REPLAY_COLUMNS), d.get("determinism")))
 
     def to_dict(self) -> dict[str, Any]:
         return {c: getattr(self, c) for c in (*REPLAY_COLUMNS, "determinism")}

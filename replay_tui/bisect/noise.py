@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from replay_tui.compare.distance import metric_gap, weight_rel_l2
 from replay_tui.compare.noise_rule import NoiseFloor as RuleFloor
@@ -66,7 +66,8 @@ def distance(a: RunManifest, b: RunManifest, objects: ObjectStore | None) -> Dis
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """The spread of GOOD over its recorded run and its replays."""
+    """The spread of GOOD over its recorded run and its replays (the answer keeps
+    ``runs``, ``floor`` and ``identical``: ``verdict.FloorSummary``)."""
 
     runs: int
     floor: Distance
@@ -79,14 +80,6 @@ class NoiseFloor:
     near_bad: RuleFloor | None = None
     """The same spread centred on BAD (each of GOOD's runs moved by BAD - GOOD, metric by
     metric and step by step): a probe within it behaves like BAD."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "runs": self.runs,
-            "replays": self.runs - 1,
-            **self.floor.to_dict(),
-            "identical": self.identical,
-        }
 
 
 def noise_floor(
@@ -159,6 +152,9 @@ def first_divergent_step(cmp: Comparison) -> int | None:
 
 @dataclass(frozen=True)
 class Judgement:
+    """What a probe behaves like, and why (the answer keeps its verdicts, distances and
+    first divergent step vs GOOD: ``verdict.ProbeJudgement``)."""
+
     behaves: Behaviour
     vs_good: str  # comparison verdict
     vs_bad: str
@@ -166,17 +162,6 @@ class Judgement:
     d_bad: Distance
     first_divergent_step: int | None  # vs GOOD
     first_divergent_step_bad: int | None  # vs BAD
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "behaves_like": self.behaves,
-            "vs_good": self.vs_good,
-            "vs_bad": self.vs_bad,
-            "distance_to_good": self.d_good.to_dict(),
-            "distance_to_bad": self.d_bad.to_dict(),
-            "first_divergent_step": self.first_divergent_step,
-            "first_divergent_step_vs_bad": self.first_divergent_step_bad,
-        }
 
 
 def _close(

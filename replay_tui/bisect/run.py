@@ -35,7 +35,17 @@ from replay_tui.bisect.noise import (
 )
 from replay_tui.bisect.probe import Probe, Side, build_probe
 from replay_tui.bisect.search import search
-from replay_tui.bisect.verdict import BisectResult, ProbeRecord, noun
+from replay_tui.bisect.verdict import (
+    BisectResult,
+    DifferingFactor,
+    EnvChange,
+    FloorSummary,
+    GoodVsBad,
+    ProbeJudgement,
+    ProbeRecord,
+    Untestable,
+    noun,
+)
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
@@ -137,15 +147,8 @@ def _check_image(bad: Side, opts: ReplayOptions, docker_client: Any) -> str | No
     ref = image_reference(bad.manifest)
     if ref is None:
         return "BAD recorded no image digest to pull"
-    if backend.name != "docker":
-        return None
-    from replay_tui.replay import docker as dk
-
-    try:
-        dk.ensure_image(docker_client or dk.client(), ref)
-    except InfraError as e:
-        return f"BAD's image is no longer available: {e.message}"
-    return None
+    problem = backend.image_problem(ref, docker_client)
+    return None if problem is None else f"BAD's image is no longer available: {problem}"
 
 
 def _check_data(store: RunStore, good: Side, bad: Side) -> str | None:
@@ -327,60 +330,52 @@ class _Runner:
             rtol=self.rtol,
             atol=self.atol,
         )
-        rec.behaves, rec.judgement = j.behaves, j.to_dict()
+        rec.behaves = j.behaves
+        rec.judgement = ProbeJudgement(
+            j.vs_good, j.vs_bad, j.first_divergent_step, j.d_good, j.d_bad
+        )
         rec.replay_run, rec.status = rm.run_id, rm.status
         rec.duration_s = time.monotonic() - t0
         self.on_event(ReplayEvent("bisect", "done", f"probe {rec.index}: behaves like {j.behaves}"))
         return j.behaves
 
 
-def _env_diff(good: RunManifest, bad: RunManifest, blamed: Sequence[str]) -> list[dict[str, Any]]:
+def _env_diff(good: RunManifest, bad: RunManifest, blamed: Sequence[str]) -> list[EnvChange]:
     """What differs inside the blamed factors, GOOD -> BAD (packages for an image)."""
     from replay_tui.compare.environment import compare_environment
 
-    rows: list[dict[str, Any]] = []
+    rows: list[EnvChange] = []
     if "image" in blamed:
         ga, gb = good.image, bad.image
         rows.append(
-            {
-                "factor": "image",
-                "what": "image",
-                "good": ga.reference if ga else None,
-                "bad": gb.reference if gb else None,
-            }
+            EnvChange("image", "image", ga.reference if ga else None, gb.reference if gb else None)
         )
         ea, eb = good.environment, bad.environment
         for k in ("python_version", "torch_version", "cuda_version", "cudnn_version", "os"):
             if getattr(ea, k) != getattr(eb, k):
-                rows.append(
-                    {"factor": "image", "what": k, "good": getattr(ea, k), "bad": getattr(eb, k)}
-                )
+                rows.append(EnvChange("image", k, getattr(ea, k), getattr(eb, k)))
         from replay_tui.compare.environment import compare_packages
 
         pk = compare_packages(good, bad)
         if pk is None:
-            rows.append({"factor": "image", "what": "packages", "good": "not recorded", "bad": "-"})
+            rows.append(EnvChange("image", "packages", "not recorded", "-"))
         elif pk.same:
             rows.append(
-                {
-                    "factor": "image",
-                    "what": "packages",
-                    "good": f"{pk.count_a} packages",
-                    "bad": "the same list: the difference is elsewhere in the image"
+                EnvChange(
+                    "image",
+                    "packages",
+                    f"{pk.count_a} packages",
+                    "the same list: the difference is elsewhere in the image"
                     " (files, start-up hooks, libraries outside pip)",
-                }
+                )
             )
         else:
             for n, va, vb in pk.changed:
-                rows.append({"factor": "image", "what": f"package {n}", "good": va, "bad": vb})
+                rows.append(EnvChange("image", f"package {n}", va, vb))
             for n in pk.added:
-                rows.append(
-                    {"factor": "image", "what": f"package {n}", "good": "-", "bad": "added"}
-                )
+                rows.append(EnvChange("image", f"package {n}", "-", "added"))
             for n in pk.removed:
-                rows.append(
-                    {"factor": "image", "what": f"package {n}", "good": "present", "bad": "-"}
-                )
+                rows.append(EnvChange("image", f"package {n}", "present", "-"))
     prefixes = {
         "code": ("code.",),
         "data": ("data",),
@@ -398,7 +393,7 @@ def _env_diff(good: RunManifest, bad: RunManifest, blamed: Sequence[str]) -> lis
                 continue
             if f == "environment" and r.path[4:] in fx.SEED_ENV | fx.DETERMINISM_ENV:
                 continue
-            rows.append({"factor": f, "what": r.path, "good": r.a, "bad": r.b})
+            rows.append(EnvChange(f, r.path, r.a, r.b))
     return rows
 
 
@@ -446,12 +441,7 @@ def run_bisect(
     step = first_divergent_step(gb_cmp)
     at_step = [m for m in gb_cmp.metrics if not m.timing and m.first_step_differs == step]
     metric = max(at_step, key=lambda m: m.steps_compared).name if at_step else None
-    res.good_bad = {
-        "verdict": gb_cmp.verdict,
-        **gb_dist.to_dict(),
-        "first_divergent_step": step,
-        "metric": metric,
-    }
+    res.good_bad = GoodVsBad(gb_cmp.verdict, gb_dist, step, metric)
     if is_reproduced(gb_cmp.verdict) and good_m.status == bad_m.status:
         raise BadInput(
             f"GOOD and BAD agree ({gb_cmp.verdict} within rtol={rtol:g}, atol={atol:g}"
@@ -478,8 +468,10 @@ def run_bisect(
             why = check()
             if why:
                 rep.mark_untestable(name, why)
-    res.factors = [f.to_dict() for f in rep.differing]
-    res.untestable = [{"factor": f.name, "reason": f.reason} for f in rep.untestable]
+    res.factors = [
+        DifferingFactor(f.name, tuple(f.detail), f.testable, f.reason) for f in rep.differing
+    ]
+    res.untestable = [Untestable(f.name, f.reason) for f in rep.untestable]
     if not rep.differing:
         raise BadInput(
             "GOOD and BAD differ in their outputs but in none of the recorded factors"
@@ -492,7 +484,7 @@ def run_bisect(
     res.times = times
     floor = runner.baseline(times)
     runner.floor = floor
-    res.noise_floor = floor.to_dict()
+    res.noise_floor = FloorSummary(floor.runs, floor.floor, floor.identical)
     if not gb_dist.beyond(floor.floor, MARGIN) and good_m.status == bad_m.status:
         res.outcome = "unexplained"
         res.reason = (
@@ -507,7 +499,7 @@ def run_bisect(
     testable = rep.testable
     if not testable:
         res.reason = "no factor that differs can be tested here: " + "; ".join(
-            f"{u['factor']} ({u['reason']})" for u in res.untestable
+            f"{u.factor} ({u.reason})" for u in res.untestable
         )
         return _finish(store, res, t0, persist)
     blocked = [f.name for f in rep.untestable if f.name in ("code", "image", "data")]
@@ -534,7 +526,7 @@ def run_bisect(
         res.env_diff = _env_diff(good_m, bad_m, sr.causes)
     else:
         res.outcome = "unexplained"
-        untestable = ", ".join(f"{u['factor']} ({u['reason']})" for u in res.untestable)
+        untestable = ", ".join(f"{u.factor} ({u.reason})" for u in res.untestable)
         if sr.budget_exhausted:
             res.reason = f"the probe budget ({opts.budget}) ran out before an answer"
             if sr.narrowed_to:

@@ -7,22 +7,30 @@ parameters and, for K >= 4, the leave-one-out self-check.  From then on every co
 that involves the run (a replay of it, ``compare`` with it, a drill, a bisect, an export)
 finds the floor here (:func:`noise_context`) and judges what is beyond the fixed
 tolerance against it (``replay_tui.compare.noise_rule``; docs/noise.md).
+
+The same table holds determinism-cost measurements (``replay --determinism off``).  Each
+fact's body is written and read through a typed record (:class:`FloorRecord`,
+:class:`DeterminismCost`: ``to_json`` / ``from_json``, the stored JSON unchanged), and
+a row reads back as a :class:`NoiseFloorFact` whose ``kind`` says which it is.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast, get_args
 
 from replay_tui.compare.distance import weight_rel_l2
 from replay_tui.compare.noise_rule import (
+    JudgementStatus,
+    LeftOut,
     NoiseFloor,
     NoiseJudgement,
     NoiseParams,
     SelfCheck,
+    SelfCheckStatus,
     judge,
     self_check,
 )
@@ -34,7 +42,11 @@ from storage.store import RunStore
 FLOOR_KEY: Final = "floor"
 """A noise-floor fact's body holds its floor under this key (older facts of the same
 table hold a determinism-cost measurement instead, and are not floors)."""
+DETERMINISM_KEY: Final = "determinism"
+"""A determinism-cost fact's body holds its measurement under this key."""
 DEFAULT_REPLICAS: Final = 3
+
+Side = Literal["a", "b"]
 
 
 def params_of(tolerance: Tolerance) -> NoiseParams:
@@ -69,13 +81,339 @@ def measure_floor(
 def floor_body(
     floor: NoiseFloor, check: SelfCheck | None, tolerance: Tolerance, original: str
 ) -> dict[str, Any]:
-    return {
-        FLOOR_KEY: floor.to_dict(),
-        "original_run": original,
-        "replicas": list(floor.labels),
-        "tolerance": tolerance.to_dict(),
-        "self_check": check.to_dict() if check is not None else None,
-    }
+    """The body of a noise-floor fact (:meth:`FloorRecord.to_json`, no spread)."""
+    return FloorRecord(floor, original, floor.labels, tolerance, check).to_json()
+
+
+# -- what a noise-floor fact holds -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The replicas' spread in a few numbers people read."""
+
+    replicas: int
+    max_metric_gap: float
+    max_weight_rel_l2: float
+    identical_groups: tuple[int, ...]
+    floor_id: int | None = None
+    """The stored noise-floor fact that judges this run from now on."""
+
+    @property
+    def largest_identical_group(self) -> int:
+        return max(self.identical_groups) if self.identical_groups else 0
+
+    @property
+    def all_identical(self) -> bool:
+        return len(self.identical_groups) == 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "replicas": self.replicas,
+            "max_metric_gap": self.max_metric_gap,
+            "max_weight_rel_l2": self.max_weight_rel_l2,
+            "largest_identical_group": self.largest_identical_group,
+            "identical_groups": list(self.identical_groups),
+            "all_identical": self.all_identical,
+            "floor_id": self.floor_id,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Spread:
+        """``ValueError`` when ``d`` is not a spread ``to_json`` wrote."""
+        groups = d.get("identical_groups")
+        floor_id = d.get("floor_id")
+        if not isinstance(groups, list) or not all(_is_int(g) for g in groups):
+            raise ValueError("spread: identical_groups must be a list of counts")
+        if floor_id is not None and not _is_int(floor_id):
+            raise ValueError(f"spread: floor_id {floor_id!r} is not a fact id")
+        return cls(
+            _int(d.get("replicas"), "spread replicas"),
+            _number(d.get("max_metric_gap"), "spread max_metric_gap"),
+            _number(d.get("max_weight_rel_l2"), "spread max_weight_rel_l2"),
+            tuple(groups),
+            floor_id,
+        )
+
+
+MeasuredOn = Literal["gpu", "cpu"]
+_COST_NOTE: Final[dict[MeasuredOn, str]] = {
+    "gpu": "measured on GPU",
+    "cpu": "measured on CPU, where deterministic mode changes few kernels:"
+    " a cost near zero is expected and run-to-run timing noise dominates",
+}
+
+
+@dataclass(frozen=True)
+class DeterminismCost:
+    """What deterministic mode costs: a replay's run time with it on against one with it
+    switched off (``replay --determinism off``), and the verdict of the one with it off."""
+
+    deterministic_s: float
+    nondeterministic_s: float
+    measured_on: MeasuredOn
+    """Where the two runs ran: on CPU deterministic mode changes few kernels, so the
+    cost there is mostly timing noise (:attr:`note` says so)."""
+    off_verdict: str | None
+
+    @property
+    def cost_pct(self) -> float:
+        return (self.deterministic_s - self.nondeterministic_s) / self.nondeterministic_s * 100
+
+    @property
+    def note(self) -> str:
+        return _COST_NOTE[self.measured_on]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deterministic_s": self.deterministic_s,
+            "nondeterministic_s": self.nondeterministic_s,
+            "determinism_cost_pct": self.cost_pct,
+            "note": self.note,
+            "off_verdict": self.off_verdict,
+        }
+
+    def fact_body(self) -> dict[str, Any]:
+        """The body of the noise-floor fact that stores this measurement."""
+        return {DETERMINISM_KEY: self.to_json()}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DeterminismCost:
+        """``ValueError`` when ``d`` is not a measurement ``to_json`` wrote.  Where it
+        ran is stored as its note (one of two sentences), and read back from it."""
+        off = d.get("off_verdict")
+        if off is not None and not isinstance(off, str):
+            raise ValueError(f"determinism cost: off_verdict {off!r} is not a verdict")
+        return cls(
+            _number(d.get("deterministic_s"), "deterministic_s"),
+            _number(d.get("nondeterministic_s"), "nondeterministic_s"),
+            "gpu" if d.get("note") == _COST_NOTE["gpu"] else "cpu",
+            off,
+        )
+
+
+@dataclass(frozen=True)
+class FloorRecord:
+    """The body of a noise-floor fact: the floor, the run it is of, its replicas, the
+    tolerance it was measured with, the self-check (K >= 4) and the spread summary."""
+
+    floor: NoiseFloor
+    original_run: str | None
+    replicas: tuple[str, ...]
+    tolerance: Tolerance | None
+    self_check: SelfCheck | None = None
+    spread: Spread | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            FLOOR_KEY: self.floor.to_dict(),
+            "original_run": self.original_run,
+            "replicas": list(self.replicas),
+            "tolerance": self.tolerance.to_dict() if self.tolerance is not None else None,
+            "self_check": self.self_check.to_dict() if self.self_check is not None else None,
+        }
+        if self.spread is not None:
+            body["spread"] = self.spread.to_json()
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> FloorRecord:
+        """``ValueError`` when the floor itself cannot be read; the parts around it that
+        cannot be (a tolerance, a self-check, a spread of another shape) read as None."""
+        raw = body.get(FLOOR_KEY)
+        if not isinstance(raw, Mapping):
+            raise ValueError("a noise-floor fact holds its floor under 'floor'")
+        try:
+            floor = NoiseFloor.from_dict(raw)
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"noise floor: {e}") from None
+        original = body.get("original_run")
+        replicas = body.get("replicas")
+        return cls(
+            floor,
+            original if isinstance(original, str) else None,
+            tuple(str(r) for r in replicas) if isinstance(replicas, list) else floor.labels,
+            _lenient(Tolerance.from_dict, body.get("tolerance")),
+            _lenient(self_check_from_json, body.get("self_check")),
+            _lenient(Spread.from_json, body.get("spread")),
+        )
+
+
+_SELF_CHECK_STATUSES: Final = get_args(SelfCheckStatus)
+_JUDGEMENT_STATUSES: Final = get_args(JudgementStatus)
+
+
+def self_check_from_json(d: Mapping[str, Any]) -> SelfCheck:
+    """A stored self-check (``SelfCheck.to_dict``) read back; ``ValueError`` when it is
+    not one."""
+    status = d.get("status")
+    if status not in _SELF_CHECK_STATUSES:
+        raise ValueError(f"self-check: unknown status {status!r}")
+    results = []
+    raw = d.get("results")
+    for r in raw if isinstance(raw, list) else []:
+        if not isinstance(r, Mapping) or r.get("status") not in _JUDGEMENT_STATUSES:
+            raise ValueError("self-check: each result is a replica's judgement")
+        failed = r.get("failed")
+        results.append(
+            LeftOut(
+                str(r.get("label", "")),
+                cast(JudgementStatus, r["status"]),
+                tuple(str(x) for x in failed) if isinstance(failed, list) else (),
+            )
+        )
+    return SelfCheck(
+        cast(SelfCheckStatus, status),
+        _int(d.get("k"), "self-check k"),
+        _int(d.get("failures"), "self-check failures"),
+        tuple(results),
+        str(d.get("message") or ""),
+    )
+
+
+FactKind = Literal["floor", "determinism", "other"]
+
+
+@dataclass(frozen=True)
+class NoiseFloorFact:
+    """One row of the noise-floor table, typed: ``kind`` says what it holds.
+
+    ``floor``: a measured floor (:attr:`record`); ``determinism``: a determinism-cost
+    measurement (:attr:`determinism`); ``other``: a body written before floors were
+    stored, or one that cannot be read (:attr:`problem` says why), which is no floor.
+    """
+
+    fact_id: int
+    run_id: str
+    created_at: str
+    times: int
+    kind: FactKind
+    record: FloorRecord | None = None
+    determinism: DeterminismCost | None = None
+    problem: str | None = None
+    stored_body: Mapping[str, Any] | None = None
+    """The body exactly as the store holds it (its ledger hash covers it): what an
+    evidence bundle copies, so ``to_json`` of a fact read back is the stored fact."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The fact as the store lists it (``id``, ``created_at``, ``times``, ``body``)."""
+        if self.stored_body is not None:
+            body: Any = self.stored_body
+        elif self.record is not None:
+            body = self.record.to_json()
+        elif self.determinism is not None:
+            body = self.determinism.fact_body()
+        else:
+            body = {}
+        return {
+            "id": self.fact_id,
+            "created_at": self.created_at,
+            "times": self.times,
+            "body": body,
+        }
+
+    @classmethod
+    def from_json(cls, run_id: str, fact: Mapping[str, Any]) -> NoiseFloorFact:
+        """A row of ``RunStore.noise_floors_of`` (``id``, ``created_at``, ``times``,
+        decoded ``body``)."""
+        body = fact.get("body")
+        head = (
+            int(fact["id"]),
+            run_id,
+            str(fact.get("created_at")),
+            int(fact.get("times") or 0),
+        )
+        stored = body if isinstance(body, Mapping) else None
+        try:
+            if stored is not None and FLOOR_KEY in stored:
+                return cls(*head, "floor", record=FloorRecord.from_json(stored), stored_body=stored)
+            if stored is not None and isinstance(stored.get(DETERMINISM_KEY), Mapping):
+                cost = DeterminismCost.from_json(stored[DETERMINISM_KEY])
+                return cls(*head, "determinism", determinism=cost, stored_body=stored)
+        except ValueError as e:
+            return cls(*head, "other", problem=str(e), stored_body=stored)
+        return cls(
+            *head, "other", problem="neither a floor nor a determinism cost", stored_body=stored
+        )
+
+
+def noise_floor_facts(store: RunStore, run_id: str) -> list[NoiseFloorFact]:
+    """The noise-floor facts of ``run_id``, newest first."""
+    return [NoiseFloorFact.from_json(run_id, f) for f in store.noise_floors_of(run_id)]
+
+
+def latest_floor_fact(store: RunStore, run_id: str) -> NoiseFloorFact | None:
+    """The newest fact of ``run_id`` that holds a readable floor."""
+    return next((f for f in noise_floor_facts(store, run_id) if f.kind == "floor"), None)
+
+
+@dataclass(frozen=True)
+class FloorRef:
+    """Which stored floor judged a comparison (``Comparison.floor``), and how: the side
+    that was the candidate, and whether it was one of the floor's own replicas."""
+
+    fact_id: int
+    run_id: str
+    created_at: str
+    replicas: tuple[str, ...]
+    k: int
+    candidate: Side
+    in_sample: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fact_id": self.fact_id,
+            "run_id": self.run_id,
+            "created_at": self.created_at,
+            "replicas": list(self.replicas),
+            "k": self.k,
+            "candidate": self.candidate,
+            "in_sample": self.in_sample,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FloorRef:
+        """``ValueError`` when ``d`` names no floor (a fact id, a run, K)."""
+        run_id = d.get("run_id")
+        if not isinstance(run_id, str):
+            raise ValueError("the floor reference names no run")
+        replicas = d.get("replicas")
+        candidate = d.get("candidate")
+        return cls(
+            _int(d.get("fact_id"), "floor fact_id"),
+            run_id,
+            str(d.get("created_at") or ""),
+            tuple(str(r) for r in replicas) if isinstance(replicas, list) else (),
+            _int(d.get("k"), "floor k"),
+            "a" if candidate == "a" else "b",
+            d.get("in_sample") is True,
+        )
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int(v: object, what: str) -> int:
+    if not _is_int(v):
+        raise ValueError(f"{what}: expected a whole number, got {v!r}")
+    return cast(int, v)
+
+
+def _number(v: object, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{what}: expected a number, got {v!r}")
+    return v
+
+
+def _lenient(read: Callable[[Any], Any], v: object) -> Any:
+    """``read(v)`` for a JSON object, None for anything else or what it cannot read."""
+    if not isinstance(v, Mapping):
+        return None
+    try:
+        return read(v)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -86,7 +424,7 @@ class StoredFloor:
     run_id: str
     created_at: str
     floor: NoiseFloor
-    self_check: dict[str, Any] | None
+    self_check: SelfCheck | None
 
     @property
     def replicas(self) -> tuple[str, ...]:
@@ -107,6 +445,18 @@ class StoredFloor:
             "k": self.floor.k,
         }
 
+    def ref(self, candidate: Side, in_sample: bool) -> FloorRef:
+        """This floor as the reference a comparison judged by it keeps."""
+        return FloorRef(
+            self.fact_id,
+            self.run_id,
+            self.created_at,
+            self.replicas,
+            self.floor.k,
+            candidate,
+            in_sample,
+        )
+
 
 def floor_line(floor: StoredFloor | None) -> str:
     """Whether a run's noise floor is measured, in one line (``show``, run detail)."""
@@ -119,33 +469,20 @@ def floor_line(floor: StoredFloor | None) -> str:
         f"noise floor: #{floor.fact_id}, {floor.floor.k} replicas, measured {floor.created_at};"
         " replays and comparisons of this run are judged against it"
     )
-    if floor.self_check and floor.self_check.get("status") == "NOT_WELL_BEHAVED":
-        text += f" (self-check: {floor.self_check.get('message')})"
+    check = floor.self_check
+    if check is not None and check.status == "NOT_WELL_BEHAVED":
+        text += f" (self-check: {check.message})"
     return text
 
 
 def stored_floor(store: RunStore, run_id: str) -> StoredFloor | None:
-    """The latest noise floor measured for ``run_id``, or None."""
-    for fact in store.noise_floors_of(run_id):
-        body = fact["body"]
-        if not isinstance(body, dict) or not isinstance(body.get(FLOOR_KEY), dict):
-            continue
-        try:
-            floor = NoiseFloor.from_dict(body[FLOOR_KEY])
-        except (ValueError, KeyError, TypeError):
-            continue  # an unreadable floor is no floor (verify-store says why)
-        check = body.get("self_check")
-        return StoredFloor(
-            int(fact["id"]),
-            run_id,
-            str(fact["created_at"]),
-            floor,
-            check if isinstance(check, dict) else None,
-        )
-    return None
-
-
-Side = Literal["a", "b"]
+    """The latest noise floor measured for ``run_id``, or None (an unreadable floor is
+    no floor: verify-store says why)."""
+    fact = latest_floor_fact(store, run_id)
+    if fact is None or fact.record is None:
+        return None
+    rec = fact.record
+    return StoredFloor(fact.fact_id, run_id, fact.created_at, rec.floor, rec.self_check)
 
 
 @dataclass(frozen=True)
@@ -163,6 +500,10 @@ class NoiseContext:
     in_sample: bool = False
     """Both runs are replicas of the floor: the candidate is judged against a floor it is
     part of, which is lenient; the judgement says so."""
+
+    def ref(self) -> FloorRef:
+        """The floor, as the comparison judged by this context keeps it."""
+        return self.stored.ref(self.candidate, self.in_sample)
 
     def judge(self, m: RunManifest) -> NoiseJudgement:
         return judge(

@@ -18,6 +18,7 @@ from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.verdict import TOLERANCE_RULE, Comparison
 from replay_tui.textfmt import short, table
 from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
+from storage.records import GapCounts
 
 ARTIFACT_MARKS: dict[str, str] = {
     "match": "==",
@@ -123,10 +124,10 @@ def banner(c: Comparison) -> str:
     if c.floor is not None:
         f = c.floor
         lines.append(
-            f"noise: floor #{f.get('fact_id')} of {f.get('run_id')} ({f.get('k')} replicas,"
-            f" measured {f.get('created_at')}), alpha={c.alpha:g}"
+            f"noise: floor #{f.fact_id} of {f.run_id} ({f.k} replicas,"
+            f" measured {f.created_at}), alpha={c.alpha:g}"
             + (f", margin={c.margin:g}" if c.margin is not None else "")
-            + f"; candidate: run {str(f.get('candidate', '')).upper()}   (docs/noise.md)"
+            + f"; candidate: run {f.candidate.upper()}   (docs/noise.md)"
         )
     meaning = MEANING.get(c.verdict, "")
     if c.verdict == "DIVERGED" and c.floor is None:
@@ -311,8 +312,8 @@ def environment_text(env: EnvironmentDiff) -> list[str]:
 def gaps_text(c: Comparison) -> list[str]:
     counts = c.gap_counts
     head = (
-        f"── pair gaps ({len(c.gaps)}); own gaps A {_counts(counts.get('a', {}))},"
-        f" B {_counts(counts.get('b', {}))}"
+        f"── pair gaps ({len(c.gaps)}); own gaps A {_counts(counts.get('a'))},"
+        f" B {_counts(counts.get('b'))}"
     )
     out = [head]
     if not c.gaps:
@@ -321,8 +322,9 @@ def gaps_text(c: Comparison) -> list[str]:
     return out
 
 
-def _counts(d: dict[str, int]) -> str:
-    return f"{d.get('critical', 0)}c/{d.get('warning', 0)}w/{d.get('info', 0)}i"
+def _counts(n: GapCounts | None) -> str:
+    n = n or GapCounts()
+    return f"{n.critical}c/{n.warning}w/{n.info}i"
 
 
 def comparison_text(c: Comparison) -> str:

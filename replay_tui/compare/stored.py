@@ -21,11 +21,13 @@ from typing import Any, TypeVar
 
 from replay_tui.compare.artifacts import ArtifactDiff
 from replay_tui.compare.environment import EnvironmentDiff, EnvRow, PackagesDiff
+from replay_tui.compare.floor import FloorRef
 from replay_tui.compare.gaps import Gap
 from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.noise_rule import NoiseJudgement
 from replay_tui.compare.tensors import CheckpointDiff, TensorDiff
 from replay_tui.compare.verdict import Comparison
+from storage.records import GapCounts
 
 T = TypeVar("T")
 
@@ -173,12 +175,29 @@ def comparison_from_dict(body: Mapping[str, Any]) -> Comparison:
         metrics=tuple(metric_from_dict(m) for m in _dicts(body.get("metrics"))),
         environment=environment_from_dict(body.get("environment")),
         gaps=tuple(gap_from_dict(g) for g in _dicts(body.get("gaps"))),
-        gap_counts=dict(counts) if isinstance(counts, Mapping) else {},
+        gap_counts=_gap_counts(counts),
         rtol=_num(body.get("rtol")) if body.get("rtol") is not None else math.nan,
         atol=_num(body.get("atol")) if body.get("atol") is not None else math.nan,
         noise=_noise(body.get("noise")),
-        floor=dict(body["floor"]) if isinstance(body.get("floor"), Mapping) else None,
+        floor=_floor(body.get("floor")),
     )
+
+
+def _gap_counts(v: Any) -> dict[str, GapCounts]:
+    """Per side (``a``, ``b``, ``pair``), the counts stored; a side stored as something
+    other than counts is left out (as a body that has none)."""
+    if not isinstance(v, Mapping):
+        return {}
+    return {str(side): GapCounts.from_json(n) for side, n in v.items() if isinstance(n, Mapping)}
+
+
+def _floor(v: Any) -> FloorRef | None:
+    if not isinstance(v, Mapping):
+        return None
+    try:
+        return FloorRef.from_json(v)
+    except ValueError as e:
+        raise StoredComparisonError(f"comparison floor: {e}") from None
 
 
 def _noise(v: Any) -> NoiseJudgement | None:

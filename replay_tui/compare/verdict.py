@@ -42,9 +42,10 @@ from replay_tui.verdicts import Verdict as Verdict
 from replay_tui.verdicts import verdict_exit
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
+from storage.records import GapCounts
 
 if TYPE_CHECKING:
-    from replay_tui.compare.floor import NoiseContext
+    from replay_tui.compare.floor import FloorRef, NoiseContext
     from replay_tui.compare.noise_rule import NoiseJudgement
     from replay_tui.compare.tensors import TensorDiff
 
@@ -77,7 +78,8 @@ class Comparison:
     metrics: tuple[MetricDiff, ...]
     environment: EnvironmentDiff
     gaps: tuple[Gap, ...]
-    gap_counts: dict[str, dict[str, int]]
+    gap_counts: dict[str, GapCounts]
+    """Each side's own gaps (``a``, ``b``) and the pair's (``pair``), counted by severity."""
     rtol: float
     atol: float
     a_status: str = "succeeded"
@@ -91,9 +93,8 @@ class Comparison:
     noise: NoiseJudgement | None = None
     """The candidate judged against the stored noise floor (only when the pair was beyond
     the tolerance and a floor speaks for it)."""
-    floor: dict[str, Any] | None = None
-    """Which floor judged it: ``fact_id``, ``run_id``, ``created_at``, ``replicas``,
-    ``k``, ``candidate`` (``a`` or ``b``), ``in_sample``."""
+    floor: FloorRef | None = None
+    """Which floor judged it, and the side that was the candidate (``compare.floor``)."""
 
     @property
     def exit_code(self) -> int:
@@ -126,11 +127,11 @@ class Comparison:
             "metrics": [m.to_dict() for m in self.metrics],
             "environment": self.environment.to_dict(),
             "gaps": [g.to_dict() for g in self.gaps],
-            "gap_counts": self.gap_counts,
+            "gap_counts": {side: n.to_json() for side, n in self.gap_counts.items()},
         }
         if self.noise is not None:
             body["noise"] = self.noise.to_dict()
-            body["floor"] = self.floor
+            body["floor"] = self.floor.to_json() if self.floor is not None else None
         cleaned: dict[str, Any] = json_safe(body)
         return cleaned
 
@@ -150,8 +151,12 @@ def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def _severity_counts(gaps: list[Gap]) -> dict[str, int]:
-    return {s: sum(1 for g in gaps if g.severity == s) for s in ("critical", "warning", "info")}
+def _severity_counts(gaps: list[Gap]) -> GapCounts:
+    return GapCounts(
+        critical=sum(g.severity == "critical" for g in gaps),
+        warning=sum(g.severity == "warning" for g in gaps),
+        info=sum(g.severity == "info" for g in gaps),
+    )
 
 
 # --------------------------------------------------------------------------- findings
@@ -338,14 +343,10 @@ def compare_runs(
     own_a, own_b = evaluate(a), evaluate(b)
     pair = evaluate_pair(a, b)
     judgement: NoiseJudgement | None = None
-    floor_ref: dict[str, Any] | None = None
+    floor_ref: FloorRef | None = None
     if verdict == "DIVERGED" and noise is not None:
         judgement = noise.judge(a if noise.candidate == "a" else b)
-        floor_ref = {
-            **noise.stored.to_ref(),
-            "candidate": noise.candidate,
-            "in_sample": noise.in_sample,
-        }
+        floor_ref = noise.ref()
         verdict, reasons = _noise_verdict(judgement, noise, arts, f)
         pair = [*pair, *_too_wide_gaps(judgement, noise)]
     return Comparison(

@@ -12,6 +12,7 @@ from storage.records import ReplayFact, RunRecord
 from storage.store import RunQuery, RunStore
 
 if TYPE_CHECKING:
+    from replay_tui.compare.floor import NoiseFloorFact
     from replay_tui.compare.verdict import Comparison
 
 MAX_REPLAYS = 10_000
@@ -83,9 +84,9 @@ class Evidence:
     replays: list[ReplayEntry]
     chosen: str | None = None
     """A replay run id picked by the caller (``export --replay``) over the latest."""
-    floor: dict[str, Any] | None = None
-    """The run's latest noise-floor fact (``id``, ``created_at``, ``times``, ``body``:
-    the replicas, their statistics, the rule's parameters), when one was measured."""
+    floor: NoiseFloorFact | None = None
+    """The run's latest noise-floor fact that holds a floor (its record: the replicas,
+    their statistics, the rule's parameters), when one was measured."""
 
     @property
     def noise_bands(self) -> dict[str, tuple[list[tuple[int, float, float]], int | None]]:
@@ -175,10 +176,10 @@ def gather(store: RunStore, run_ref: str, *, replay: str | None = None) -> Evide
     chosen = None
     if replay is not None:
         chosen = _pick_replay(store, rec.id, replay, replays)
-    floors = [f for f in store.noise_floors_of(rec.id) if "floor" in f["body"]]
-    return Evidence(
-        rec, original, evaluate(original), replays, chosen, floors[0] if floors else None
-    )
+    from replay_tui.compare.floor import latest_floor_fact
+
+    floor = latest_floor_fact(store, rec.id)
+    return Evidence(rec, original, evaluate(original), replays, chosen, floor)
 
 
 def _pick_replay(store: RunStore, run_id: str, ref: str, replays: list[ReplayEntry]) -> str:

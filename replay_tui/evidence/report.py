@@ -164,8 +164,8 @@ def _noise_clause(ev: Evidence) -> str:
         return ""
     f = cmp.floor
     rule = (
-        f"; judged against noise floor #{f.get('fact_id')} ({f.get('k')} replicas, measured"
-        f" {f.get('created_at')}) with alpha={cmp.alpha:g}"
+        f"; judged against noise floor #{f.fact_id} ({f.k} replicas, measured"
+        f" {f.created_at}) with alpha={cmp.alpha:g}"
         + (f", margin={cmp.margin:g}" if cmp.margin is not None else "")
         + f", rtol={cmp.rtol:g}, atol={cmp.atol:g} (noise_floor.json holds the floor)"
     )

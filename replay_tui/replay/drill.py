@@ -8,9 +8,10 @@ A drill with no ``--seed`` draws one and records it, so it can be repeated.
 
 Each picked run ends as ``reproduced`` (verdict IDENTICAL or EQUIVALENT),
 ``not_reproduced`` (DIVERGED or INCOMPLETE, or the manifest cannot be replayed at all),
-or ``error`` (the machine could not run it: no Docker engine, data missing...).  The drill
-passes only when every picked run reproduced; its exit code is 1 when any did not,
-else 3 when any hit an infrastructure error, else 0.
+or ``error``: its replay was aborted, and the item's ``abort`` says how (the machine
+could not run it: no Docker engine, data missing...; or it was cancelled, interrupted,
+timed out).  The drill passes only when every picked run reproduced; its exit code is 1
+when any did not, else 3 when any hit an infrastructure error, else 0.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from replay_tui.compare.floor import DEFAULT_REPLICAS
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
@@ -30,7 +31,20 @@ from replay_tui.replay.fanout import fans_out, run_each, tagged
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome
 from replay_tui.replay.series import replay_many
-from replay_tui.verdicts import MEANING, REPRODUCED, SEVERITY, WITHIN_NOISE, combine_exits
+from replay_tui.verdicts import (
+    CANCELLED,
+    COMPLETED,
+    INFRA_ERROR,
+    INTERRUPTED,
+    MEANING,
+    REPRODUCED,
+    SEVERITY,
+    TIMED_OUT,
+    WITHIN_NOISE,
+    aborted_label,
+    combine_exits,
+    normalize_status,
+)
 from storage import integrity, ledger, readmodel
 from storage.manifest import RunManifest
 from storage.store import RunStore
@@ -38,6 +52,8 @@ from storage.vocabulary import EXIT_CANCELLED, EXIT_INFRA, EXIT_NOT_REPRODUCED, 
 
 Pick = Literal["random", "oldest", "unverified"]
 ItemStatus = Literal["reproduced", "not_reproduced", "error"]
+Abort = Literal["cancelled", "interrupted", "timed_out", "infra-error"]
+"""How a drilled run's replay was aborted (``replay_tui.verdicts``' aborted statuses)."""
 MAX_COUNT = 1000
 MAX_REPLICAS = 20
 
@@ -61,6 +77,30 @@ class DrillItem:
     replay_fact_id: int | None
     reason: str | None
     duration_s: float
+    abort: Abort | None = None
+    """For an ``error`` item, how its replay was aborted (set where it was: an item in
+    error without one is an infrastructure error); None for every other item."""
+
+    def __post_init__(self) -> None:
+        if self.status == "error" and self.abort is None:
+            object.__setattr__(self, "abort", INFRA_ERROR)
+        elif self.status != "error" and self.abort is not None:
+            raise ValueError(f"a {self.status} drill item was not aborted ({self.abort})")
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped by a cancel or an interrupt (not failed on its own)."""
+        return self.abort in (CANCELLED, INTERRUPTED)
+
+    @property
+    def word(self) -> str:
+        """Its word where a verdict stands, in the words replays use: its verdict, else
+        how its replay was aborted (CANCELLED, INTERRUPTED, TIMED OUT, INFRA-ERROR),
+        else ``-``."""
+        if self.verdict:
+            return self.verdict
+        label = aborted_label(self.abort) if self.abort is not None else None
+        return label or "-"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +113,38 @@ class DrillItem:
             "reason": self.reason,
             "duration_s": self.duration_s,
         }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DrillItem | None:
+        """An item of a stored drill (``to_dict``); None when it is not one (no known
+        status).  The JSON does not carry ``abort``: an ``error`` item's reason starts
+        with how its replay ended (``cancelled``, ``interrupted``, ``timed_out``), as
+        :func:`_drill_one` writes it; any other reason is an infrastructure error."""
+        status = d.get("status")
+        if status not in _STATUSES:
+            return None
+        reason = _opt(d.get("reason"), str)
+        abort: Abort | None = None
+        if status == "error":
+            ended = (w for w in (CANCELLED, INTERRUPTED, TIMED_OUT) if (reason or "").startswith(w))
+            abort = cast(Abort | None, next(ended, None))
+        duration = d.get("duration_s")
+        return cls(
+            str(d.get("run_id") or ""),
+            str(d.get("name") or ""),
+            cast(ItemStatus, status),
+            _opt(d.get("verdict"), str),
+            _opt(d.get("replay_run"), str),
+            _opt(d.get("replay_fact_id"), int),
+            reason,
+            float(duration) if isinstance(duration, int | float) else 0.0,
+            abort,
+        )
+
+
+def _opt(v: object, kind: type[Any]) -> Any:
+    """``v`` when it is of ``kind`` (a bool is no int), else None."""
+    return v if isinstance(v, kind) and not isinstance(v, bool) else None
 
 
 @dataclass
@@ -250,7 +322,7 @@ def run_drill(
         if _interrupted(item):  # Ctrl-C or a signal stopped the run: stop the drill too
             report.cancelled = True
             break
-    if should_cancel() and any(_stopped(i) for i in report.items):
+    if should_cancel() and any(i.stopped for i in report.items):
         report.cancelled = True  # the cancel landed during a run (the last one, say)
     report.ended_at = ledger.utc_now()
     body = report.to_dict()
@@ -261,14 +333,9 @@ def run_drill(
     return report
 
 
-def _stopped(item: DrillItem) -> bool:
-    """Was this run stopped by a cancel or an interrupt (not failed on its own)?"""
-    return item.status == "error" and (item.reason or "").startswith(("cancelled", "interrupted"))
-
-
 def _interrupted(item: DrillItem) -> bool:
     """Did a signal (Ctrl-C) stop this run?"""
-    return item.status == "error" and (item.reason or "").startswith("interrupted")
+    return item.abort == INTERRUPTED
 
 
 def _drill_in_thread(
@@ -330,43 +397,53 @@ def _drill_one(
             recorded[-1] if recorded else None,
             "interrupted (Ctrl-C)",
             time.monotonic() - t0,
+            INTERRUPTED,
         )
     except ReplayTuiError as e:
-        status: ItemStatus = "error" if isinstance(e, InfraError) else "not_reproduced"
+        infra = isinstance(e, InfraError)
         # the attempt the replay recorded before it failed (the store is the record)
         recorded = [f.id for f in store.replays_of(run_id) if f.id > before]
         return DrillItem(
             run_id,
             name,
-            status,
+            "error" if infra else "not_reproduced",
             None,
             None,
             recorded[-1] if recorded else None,
             e.message,
             time.monotonic() - t0,
+            INFRA_ERROR if infra else None,
         )
     except Exception as e:  # one broken run must not stop the drill or go unrecorded
         why = f"{type(e).__name__}: {e}"
-        return DrillItem(run_id, name, "error", None, None, None, why, time.monotonic() - t0)
+        return DrillItem(
+            run_id, name, "error", None, None, None, why, time.monotonic() - t0, INFRA_ERROR
+        )
     out = _worst(rep.outcomes)
     if out is None:
         return DrillItem(
-            run_id, name, "error", None, None, None, "cancelled", time.monotonic() - t0
+            run_id, name, "error", None, None, None, "cancelled", time.monotonic() - t0, CANCELLED
         )
     verdict = out.verdict
     reason = out.reason
-    if out.status != "completed":  # cancelled, timed out, host fault: not a failed reproduction
+    if out.status != COMPLETED:  # cancelled, timed out, host fault: not a failed reproduction
         why = f"{out.status}: {reason}" if reason else out.status
         rep_id = out.replay.run_id if out.replay else None
         # no verdict: what its partial outputs compared is not a judgement (the replay
-        # fact keeps it); the drill names how it ended (verdicts.drill_item_word)
+        # fact keeps it); the drill names how it ended (DrillItem.word)
         return DrillItem(
-            run_id, name, "error", None, rep_id, out.replay_fact_id, why, time.monotonic() - t0
+            run_id,
+            name,
+            "error",
+            None,
+            rep_id,
+            out.replay_fact_id,
+            why,
+            time.monotonic() - t0,
+            _abort_of(out.status),
         )
-    if verdict not in REPRODUCED and reason is None and out.comparison:
-        reasons = out.comparison.get("reasons")
-        if isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
-            reason = reasons[0]
+    if verdict not in REPRODUCED and reason is None and out.comparison is not None:
+        reason = next(iter(out.comparison.reasons), None)
     if verdict == WITHIN_NOISE and reason is None:
         reason = MEANING[WITHIN_NOISE]
     return DrillItem(
@@ -379,6 +456,12 @@ def _drill_one(
         reason,
         time.monotonic() - t0,
     )
+
+
+def _abort_of(status: str) -> Abort:
+    """How a replay that did not complete was aborted (its replay status)."""
+    s = normalize_status(status)
+    return cast(Abort, s) if s in get_args(Abort) else INFRA_ERROR
 
 
 def _worst(outcomes: Sequence[ReplayOutcome]) -> ReplayOutcome | None:

@@ -77,7 +77,9 @@ class ReplayOutcome:
     original: RunManifest
     replay: RunManifest | None
     verdict: str | None
-    comparison: dict[str, Any] | None
+    comparison: Comparison | None
+    """The replay compared with its original (stored as ``comparison_id``); None when
+    no comparison was made (a probe, a judgement deferred)."""
     exit_code: int
     reason: str | None
     replay_fact_id: int | None
@@ -614,7 +616,7 @@ def judge_pending(store: RunStore, p: Pending) -> ReplayOutcome:
     stored), store the comparison and the replay fact, and say the verdict."""
     m, rm, status, reason = p.original, p.replay, p.status, p.reason
     p.emit("compare", "start", "")
-    verdict, body, cid = compare_and_store(store, m, rm, tolerance=p.options.tolerance)
+    verdict, cmp, cid = compare_and_store(store, m, rm, tolerance=p.options.tolerance)
     fid = store.add_replay(
         m.run_id,
         replay_run=rm.run_id,
@@ -644,7 +646,7 @@ def judge_pending(store: RunStore, p: Pending) -> ReplayOutcome:
         p.emit("replay", "failed", p.host_fault)
     code = verdict_exit_code(status, verdict)
     t = time.monotonic() - p.t0
-    return ReplayOutcome(m, rm, verdict, body, code, reason, fid, t, status, cid)
+    return ReplayOutcome(m, rm, verdict, cmp, code, reason, fid, t, status, cid)
 
 
 def compare_and_store(
@@ -654,22 +656,22 @@ def compare_and_store(
     *,
     tolerance: Tolerance | None = None,
     set_verdict_on: str | None = "b",
-) -> tuple[str, dict[str, Any], int]:
+) -> tuple[str, Comparison, int]:
     """Compare two runs with the full comparison, against the noise floor that speaks for
-    the pair when one is stored (``compare.floor``), and store the result.
+    the pair when one is stored (``compare.floor``), and store the result (its
+    ``to_dict()``).  The verdict, the comparison and its id.
     ``set_verdict_on``: ``"b"`` (B's badge takes the verdict) or None."""
     cmp = compare_pair(store, a, b, tolerance or Tolerance())
-    body = cmp.to_dict()
     cid = store.add_comparison(
         a.run_id,
         b.run_id,
         cmp.verdict,
-        body,
+        cmp.to_dict(),
         rtol=cmp.rtol,
         atol=cmp.atol,
         set_verdict_on=b.run_id if set_verdict_on == "b" else None,
     )
-    return cmp.verdict, body, cid
+    return cmp.verdict, cmp, cid
 
 
 def compare_pair(

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from replay_tui.compare.distance import metric_gap
-from replay_tui.compare.floor import floor_body, measure_floor
+from replay_tui.compare.floor import DeterminismCost, FloorRecord, Spread, measure_floor
 from replay_tui.compare.noise_rule import NoiseFloor
 from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions
@@ -43,57 +43,7 @@ from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore
 
-
-@dataclass(frozen=True)
-class Spread:
-    """The replicas' spread in a few numbers people read."""
-
-    replicas: int
-    max_metric_gap: float
-    max_weight_rel_l2: float
-    identical_groups: tuple[int, ...]
-    floor_id: int | None = None
-    """The stored noise-floor fact that judges this run from now on."""
-
-    @property
-    def largest_identical_group(self) -> int:
-        return max(self.identical_groups) if self.identical_groups else 0
-
-    @property
-    def all_identical(self) -> bool:
-        return len(self.identical_groups) == 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "replicas": self.replicas,
-            "max_metric_gap": self.max_metric_gap,
-            "max_weight_rel_l2": self.max_weight_rel_l2,
-            "largest_identical_group": self.largest_identical_group,
-            "identical_groups": list(self.identical_groups),
-            "all_identical": self.all_identical,
-            "floor_id": self.floor_id,
-        }
-
-
-@dataclass(frozen=True)
-class DeterminismCost:
-    deterministic_s: float
-    nondeterministic_s: float
-    note: str
-    off_verdict: str | None
-
-    @property
-    def cost_pct(self) -> float:
-        return (self.deterministic_s - self.nondeterministic_s) / self.nondeterministic_s * 100
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "deterministic_s": self.deterministic_s,
-            "nondeterministic_s": self.nondeterministic_s,
-            "determinism_cost_pct": self.cost_pct,
-            "note": self.note,
-            "off_verdict": self.off_verdict,
-        }
+__all__ = ["DeterminismCost", "ReplayReport", "Spread", "replay_many", "spread"]
 
 
 @dataclass
@@ -131,12 +81,12 @@ class ReplayReport:
                     "determinism": o.replay.replay.determinism
                     if o.replay and o.replay.replay
                     else None,
-                    "comparison": o.comparison,
+                    "comparison": o.comparison.to_dict() if o.comparison else None,
                 }
                 for o in self.outcomes
             ],
-            "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
-            "determinism": self.determinism.to_dict() if self.determinism else None,
+            "noise_floor": self.noise_floor.to_json() if self.noise_floor else None,
+            "determinism": self.determinism.to_json() if self.determinism else None,
         }
 
     def text(self) -> str:
@@ -153,7 +103,7 @@ class ReplayReport:
                 + (f"  (determinism {mode})" if mode != "recorded" else "")
                 + (f"  [{o.reason}]" if o.reason else "")
             )
-            for r in (o.comparison or {}).get("reasons", [])[:8]:
+            for r in (o.comparison.reasons if o.comparison else ())[:8]:
                 lines.append(f"    - {r}")
         if self.noise_floor:
             nf = self.noise_floor
@@ -277,14 +227,9 @@ def replay_many(
         if on and on.replay and off.replay and on.replay.duration_s and off.replay.duration_s:
             t_on, t_off = on.replay.duration_s, off.replay.duration_s
             gpu = bool(on.original.hardware.gpus) and bool(on.replay.hardware.gpus)
-            note = (
-                "measured on GPU"
-                if gpu
-                else "measured on CPU, where deterministic mode changes few kernels:"
-                " a cost near zero is expected and run-to-run timing noise dominates"
-            )
-            report.determinism = DeterminismCost(t_on, t_off, note, off.verdict)
-            store.add_noise_floor(original_id, 2, {"determinism": report.determinism.to_dict()})
+            cost = DeterminismCost(t_on, t_off, "gpu" if gpu else "cpu", off.verdict)
+            report.determinism = cost
+            store.add_noise_floor(original_id, 2, cost.fact_body())
     return report
 
 
@@ -310,11 +255,8 @@ def _measure(
     tol = options.tolerance
     floor, check = measure_floor(replicas, ObjectStore.beside(store.path), tol)
     summary = spread(replicas, floor)  # its metric gaps walk every pair once
-    fid = store.add_noise_floor(
-        original_id,
-        len(replicas),
-        {**floor_body(floor, check, tol, original_id), "spread": summary.to_dict()},
-    )
+    record = FloorRecord(floor, original_id, floor.labels, tol, check, summary)
+    fid = store.add_noise_floor(original_id, len(replicas), record.to_json())
     emit(
         ReplayEvent(
             "compare",

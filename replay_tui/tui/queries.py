@@ -9,7 +9,7 @@ read-only SQL over the store's tables, kept here in one place.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +21,6 @@ from replay_tui.verdicts import (
     VERDICTS,
     Reproduction,
     aborted_replays,
-    drill_item_word,
     summarize,
 )
 from storage import readmodel
@@ -31,8 +30,10 @@ from storage.store import Location, RunQuery, RunStore, SearchReach, StoreError
 # The run detail's gap rules and manifest models (pydantic) load when a run is first
 # opened, not with the runs browser (the first frame).
 if TYPE_CHECKING:
+    from replay_tui.bisect.verdict import BisectResult
     from replay_tui.compare.gaps import Gap
     from replay_tui.compare.verdict import Comparison
+    from replay_tui.replay.drill import DrillItem
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
     from storage.manifest import RunManifest
@@ -207,7 +208,8 @@ def find_runs(store: RunStore, text: str, limit: int) -> list[RunRecord]:
 @dataclass(frozen=True)
 class StoredBisect:
     """A bisect the store holds (``bisect GOOD BAD``, or ``b`` on a comparison): who was
-    GOOD and BAD, what it found, and its whole answer (``BisectResult.to_dict``)."""
+    GOOD and BAD, what it found, and its whole answer, read back from its stored body
+    (``BisectResult.from_json``)."""
 
     id: int
     created_at: str
@@ -215,12 +217,11 @@ class StoredBisect:
     bad: str
     outcome: str
     causes: list[str]
-    body: dict[str, Any]
+    result: BisectResult
 
     @property
     def probes_run(self) -> int:
-        n = self.body.get("probes_run")
-        return n if isinstance(n, int) else len(self.body.get("probes") or [])
+        return self.result.probes_run
 
     def role_of(self, run_id: str) -> str:
         """``GOOD`` or ``BAD``: what ``run_id`` was in this bisect."""
@@ -233,6 +234,8 @@ class StoredBisect:
 
 def bisects_of(store: RunStore, run_id: str) -> list[StoredBisect]:
     """The bisects ``run_id`` took part in (as GOOD or BAD), oldest first."""
+    from replay_tui.bisect.verdict import BisectResult
+
     out = []
     for f in store.bisects_of(run_id):
         body = f["body"] if isinstance(f["body"], dict) else {}
@@ -245,7 +248,7 @@ def bisects_of(store: RunStore, run_id: str) -> list[StoredBisect]:
                 bad=str(f["bad_run"]),
                 outcome=str(f["outcome"]),
                 causes=causes,
-                body=body,
+                result=BisectResult.from_json(body),
             )
         )
     return out
@@ -415,16 +418,22 @@ def load_comparison(
         a, b = b, a  # computed now: the earlier run is the reference
     if body is not None:
         return ComparisonView(a, b, comparison_from_dict(body), comparison_id, computed=False)
-    return ComparisonView(a, b, compute_comparison(store, a, b), None, computed=True)
+    comparison, cid = compare_and_keep(store, a, b)
+    return ComparisonView(a, b, comparison, cid, computed=True)
 
 
-def compute_comparison(store: RunStore, a: RunManifest, b: RunManifest) -> Comparison:
-    """Compare two runs now as every command does (checkpoints from the object store
-    beside it, the default tolerance, against the noise floor that speaks for them)."""
+def compare_and_keep(store: RunStore, a: RunManifest, b: RunManifest) -> tuple[Comparison, int]:
+    """Compare two runs now and store the comparison, as ``replay-tui compare A B`` does
+    (``compare_and_store``: checkpoints from the object store beside it, the default
+    tolerance, the noise floor that speaks for them; B's verdict set only when B is a
+    replay of A).  Returns it as read back from the store, and its id."""
+    from replay_tui.compare.stored import comparison_from_dict
     from replay_tui.compare.tolerance import Tolerance
-    from replay_tui.replay.runner import compare_pair
+    from replay_tui.replay.runner import compare_and_store
 
-    return compare_pair(store, a, b, Tolerance())
+    verdict_on = "b" if b.replay_of == a.run_id else None
+    _, cmp, cid = compare_and_store(store, a, b, tolerance=Tolerance(), set_verdict_on=verdict_on)
+    return comparison_from_dict(cmp.to_dict()), cid
 
 
 # -- replay ---------------------------------------------------------------------------
@@ -520,8 +529,10 @@ class DashboardStats:
     drills: Share
     critical_total: int
     critical_runs: list[RunRecord]
-    recent_replays: list[dict[str, Any]]
-    recent_drills: list[dict[str, Any]] = field(default_factory=list)
+    recent_replays: list[ReplayFact]
+    """The latest replay facts, newest first."""
+    recent_drills: list[StoredDrill] = field(default_factory=list)
+    """The latest drills, newest first."""
     critical_originals: int | None = None
     """Of ``critical_total``, the original runs (the runs browser's groups)."""
     aborted: Share = Share(0, 0)
@@ -556,26 +567,64 @@ def load_dashboard(
         critical_total=store.count_runs(RunQuery(has_critical=True)),
         critical_originals=store.count_runs(RunQuery(has_critical=True, kind="original")),
         critical_runs=_as_ended(critical, aborted_replays(store.replay_outcomes(list(of)))),
-        recent_replays=readmodel.recent_replays(store, recent),
-        recent_drills=readmodel.recent_drills(store, recent),
+        recent_replays=[
+            ReplayFact.from_mapping(r) for r in readmodel.recent_replays(store, recent)
+        ],
+        recent_drills=[StoredDrill.from_json(d) for d in readmodel.recent_drills(store, recent)],
         aborted=Share(s.aborted.numerator, s.aborted.denominator),
     )
 
 
-def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
+@dataclass(frozen=True)
+class StoredDrill:
+    """A drill the store holds: when, whether it passed or was cancelled, its runs
+    (``DrillReport.to_dict`` read back with ``DrillItem.from_json``)."""
+
+    id: int
+    created_at: str
+    passed: bool
+    cancelled: bool
+    """Stopped by a cancel or an interrupt: neither a pass nor a failure."""
+    items: tuple[DrillItem, ...]
+    unreadable: int = 0
+    """Entries of its runs that are no drill item (a malformed body): shown as ``-``."""
+
+    @classmethod
+    def from_json(cls, fact: Mapping[str, Any]) -> StoredDrill:
+        """A row of ``readmodel.recent_drills`` (``id``, ``created_at``, ``passed``,
+        decoded ``body``)."""
+        body = fact.get("body")
+        body = body if isinstance(body, Mapping) else {}
+        items, unreadable = drill_items(body)
+        return cls(
+            int(fact["id"]),
+            str(fact.get("created_at") or ""),
+            fact.get("passed") is True,
+            body.get("cancelled") is True,
+            items,
+            unreadable,
+        )
+
+    @property
+    def words(self) -> list[str]:
+        """Each run's word where a verdict stands (``DrillItem.word``)."""
+        return [i.word for i in self.items] + ["-"] * self.unreadable
+
+    def summary(self) -> str:
+        """``2/3 reproduced``, or ``no runs``."""
+        words = self.words
+        if not words:
+            return "no runs"
+        return f"{sum(v in REPRODUCED for v in words)}/{len(words)} reproduced"
 
 
-def drill_summary(body: dict[str, Any]) -> tuple[str, list[str]]:
-    """A stored drill (``DrillReport.to_dict``) as one line and its runs' verdicts; a
-    malformed body reads as no runs rather than failing the dashboard."""
+def drill_items(body: Mapping[str, Any]) -> tuple[tuple[DrillItem, ...], int]:
+    """The runs of a stored drill (``DrillReport.to_dict``), and how many of its entries
+    are no drill item (a malformed body reads as fewer runs rather than failing)."""
+    from replay_tui.replay.drill import DrillItem
+
     runs = body.get("runs")
-    items = [x for x in runs if isinstance(x, dict)] if isinstance(runs, list) else []
-    if not items:
-        return "no runs", []
-    verdicts = [
-        drill_item_word(_str(x.get("status")), _str(x.get("verdict")), _str(x.get("reason")))
-        for x in items
-    ]
-    ok = sum(v in REPRODUCED for v in verdicts)
-    return f"{ok}/{len(verdicts)} reproduced", verdicts
+    entries = runs if isinstance(runs, list) else []
+    parsed = [DrillItem.from_json(x) for x in entries if isinstance(x, Mapping)]
+    items = tuple(i for i in parsed if i is not None)
+    return items, len(parsed) - len(items)

@@ -8,6 +8,7 @@ function of the swapped set), since it is pure logic over probe outcomes.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 from dataclasses import dataclass
@@ -17,10 +18,19 @@ from typing import Any
 import pytest
 
 from replay_tui.bisect import factors as fx
-from replay_tui.bisect.noise import Behaviour
+from replay_tui.bisect.noise import Behaviour, Distance
 from replay_tui.bisect.probe import Side, build_probe
 from replay_tui.bisect.search import ddmin, search
-from replay_tui.bisect.verdict import BisectResult
+from replay_tui.bisect.verdict import (
+    BisectResult,
+    DifferingFactor,
+    EnvChange,
+    FloorSummary,
+    GoodVsBad,
+    ProbeJudgement,
+    ProbeRecord,
+    Untestable,
+)
 from storage.store import RunStore
 from tests.support.training import QUICK, git, make_repo, record_example, replay_tui, write_data
 
@@ -318,6 +328,136 @@ def test_stored_bisect_is_an_append_only_fact_in_the_ledger(tmp_path: Path) -> N
         assert not s.verify().ok
 
 
+def test_a_stored_answer_reads_back_into_the_same_result() -> None:
+    """What the store keeps (``to_dict``) reads back with ``from_json``: the same JSON,
+    the same verdict line, the same typed rows."""
+    res = BisectResult(
+        "g" * 16,
+        "b" * 16,
+        "docker",
+        outcome="cause",
+        causes=["seed"],
+        cleared=["config"],
+        untestable=[Untestable("image", "BAD recorded no image digest to pull")],
+        factors=[
+            DifferingFactor("seed", ("seed 1 -> 2",), testable=True),
+            DifferingFactor("config", ("lr",), testable=True),
+        ],
+        probes=[
+            ProbeRecord(
+                1,
+                "good",
+                ["seed"],
+                "one factor at a time: seed alone",
+                behaves="BAD",
+                judgement=ProbeJudgement(
+                    "DIVERGED", "IDENTICAL", 40, Distance(0.5, 0.1), Distance(0.0, 0.0)
+                ),
+                replay_run="r" * 16,
+                status="succeeded",
+                duration_s=1.5,
+            ),
+            ProbeRecord(2, "good", ["config"], "config alone", behaves="failed", error="x"),
+        ],
+        noise_floor=FloorSummary(2, Distance(0.0, 0.0), identical=True),
+        good_bad=GoodVsBad("DIVERGED", Distance(0.5, 0.1), 40, "loss"),
+        confirmed=True,
+        budget=16,
+        times=1,
+        env_diff=[EnvChange("seed", "randomness.seed", 1, 2)],
+        notes=["a note"],
+        duration_s=3.25,
+        bisect_id=9,
+    )
+    body = json.loads(json.dumps(res.to_dict()))
+    back = BisectResult.from_json(body)
+    assert back == res and back.to_dict() == body and back.verdict_line() == res.verdict_line()
+    assert back.probes_run == 2 and back.exit_code == 0 and back.bisect_id == 9
+    p1, p2 = back.probes
+    assert (p1.vs_good, p1.vs_bad, p1.first_divergent_step) == ("DIVERGED", "IDENTICAL", 40)
+    assert (p2.judgement, p2.vs_good, p2.first_divergent_step, p2.error) == (None, None, None, "x")
+    (c,) = back.env_diff
+    assert (c.what, c.good, c.bad) == ("randomness.seed", 1, 2)  # the values as recorded
+    # an older or damaged body still opens, with what it has
+    thin = BisectResult.from_json({"good": "g", "bad": "b", "probes": [{"probe": 1}, "x"]})
+    assert thin.outcome == "unexplained" and thin.probes_run == 1
+    assert thin.probes[0].vs_good is None and thin.verdict_line().startswith("unexplained")
+
+
+def test_the_rows_write_the_json_stored_bodies_hold() -> None:
+    """The typed rows write exactly the JSON that bodies stored before them hold (the
+    keys in their order; an int distance stays an int, a non-finite one a string), and
+    such a body reads back and writes itself again byte for byte."""
+    probe = ProbeRecord(
+        3,
+        "bad",
+        ["image", "seed"],
+        "confirmation",
+        behaves="neither",
+        judgement=ProbeJudgement("DIVERGED", "DIVERGED", None, Distance(math.inf, 2), None),
+        status="failed",
+    )
+    assert json.dumps(BisectResult("g", "b", "docker", probes=[probe]).to_dict()["probes"]) == (
+        '[{"probe": 3, "base": "bad", "swapped": ["image", "seed"], "why": "confirmation",'
+        ' "behaves_like": "neither", "vs_good": "DIVERGED", "vs_bad": "DIVERGED",'
+        ' "first_divergent_step": null, "distance_to_good": {"metric_gap": "inf",'
+        ' "weight_rel_l2": 2}, "distance_to_bad": null, "replay_run": null, "status":'
+        ' "failed", "error": null, "duration_s": null}]'
+    )
+    body = {
+        "version": 1,
+        "good": "g",
+        "bad": "b",
+        "backend": "local",
+        "outcome": "cause",
+        "verdict": "the divergence follows the code: GOOD's hardware with BAD's code"
+        " reproduce BAD's outputs",
+        "exit_code": 0,
+        "causes": ["code"],
+        "cleared": [],
+        "partial": [],
+        "untestable": [{"factor": "hardware", "reason": "hardware and drivers cannot be"}],
+        "factors": [
+            {"factor": "code", "detail": ["commit a -> b"], "testable": True, "reason": None},
+            {"factor": "hardware", "detail": [], "testable": False, "reason": "hardware"},
+        ],
+        "probes": [],
+        "probes_run": 0,
+        "budget": 16,
+        "budget_exhausted": False,
+        "times": 3,
+        "noise_floor": {
+            "runs": 4,
+            "replays": 3,
+            "metric_gap": 1,
+            "weight_rel_l2": "nan",
+            "identical": False,
+        },
+        "good_vs_bad": {
+            "verdict": "DIVERGED",
+            "metric_gap": 2,
+            "weight_rel_l2": 0.5,
+            "first_divergent_step": None,
+            "metric": None,
+        },
+        "reason": None,
+        "confirmed": None,
+        "interaction": False,
+        "env_diff": [
+            {"factor": "code", "what": "code.commit", "good": "a", "bad": "b"},
+            {"factor": "code", "what": "code.files", "good": ["x.py"], "bad": {"y": [1, 2.5]}},
+        ],
+        "notes": [],
+        "duration_s": 12.5,
+    }
+    back = BisectResult.from_json(body)
+    assert json.dumps(back.to_dict()) == json.dumps(body)
+    nf = back.noise_floor
+    assert nf is not None and (nf.runs, nf.replays, nf.floor.metric_gap) == (4, 3, 1)
+    assert math.isnan(nf.floor.weight_rel_l2)
+    assert "GOOD vs BAD: DIVERGED, metric gap 2, weight rel L2 0.5" in back.text()
+
+
 def test_verdict_text_of_an_unexplained_result() -> None:
     res = BisectResult("g" * 16, "b" * 16, "local", reason="nothing reproduces BAD")
     assert res.exit_code == 1
@@ -362,8 +502,9 @@ def test_tui_comparison_key_b_runs_the_bisect_to_its_answer(
 
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.tui.app import ReplayApp
-    from replay_tui.tui.screens.bisect import BisectScreen
+    from replay_tui.tui.screens.bisect import BisectFormScreen, BisectScreen
     from replay_tui.tui.screens.comparison import ComparisonScreen
+    from tests.support.app import wait_until
 
     async def flow() -> None:
         app = ReplayApp(lab.store, replay_options_factory=lambda: ReplayOptions(backend="local"))
@@ -372,20 +513,20 @@ def test_tui_comparison_key_b_runs_the_bisect_to_its_answer(
             await app.push_screen(ComparisonScreen(lab.store, a_run=lab.good, b_run=lab.bad_seed))
             await app.workers.wait_for_complete()
             await pilot.pause()
-            await pilot.press("b")
+            await pilot.press("b")  # the bisect form: its defaults, started as they are
+            await pilot.pause()
+            assert isinstance(app.screen, BisectFormScreen)
+            await pilot.press("ctrl+s")
             await pilot.pause()
             screen = app.screen
             assert isinstance(screen, BisectScreen)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 600
-            while screen.phase != "done":
-                assert screen.phase in ("running",), screen.phase
-                assert loop.time() < deadline, "the bisect did not finish"
-                await pilot.pause(0.2)
-            assert screen.body is not None, screen.query_one("#bisect-status", Static).render()
-            assert screen.body["causes"] == ["seed"], screen.body["verdict"]
+            await wait_until(pilot, lambda: screen.phase != "running", timeout=600)
+            assert screen.phase == "done", screen.phase
+            res = screen.result
+            assert res is not None, screen.query_one("#bisect-status", Static).render()
+            assert res.causes == ["seed"], res.verdict_line()
             table = screen.query_one("#bisect-probes", DataTable)
-            assert table.row_count == len(screen.body["probes"]) == 3
+            assert table.row_count == len(res.probes) == 3
             log_lines = screen.query_one("#bisect-log", Log).lines
             assert any("probe 1" in line for line in log_lines)
             await pilot.press("escape")

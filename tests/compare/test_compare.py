@@ -26,6 +26,7 @@ from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, Comparison
 from replay_tui.compare.verdict import compare_runs as _compare_runs
 from storage.manifest import RunManifest, canonical_json, config_hash, manifest_from_data
 from storage.objects import ObjectStore
+from storage.records import GapCounts
 from storage.store import RunStore
 from tests.conftest import RunCli
 from tests.support.factories import realistic_manifest
@@ -625,7 +626,7 @@ def test_pair_gaps_attached() -> None:
     b["hardware"]["driver_version"] = "535.104.05"
     c = compare_runs(m(a), m(b))
     assert [g.code for g in c.gaps] == ["PAIR_DRIVER_DIFFERS"]
-    assert c.gap_counts["pair"] == {"critical": 0, "warning": 1, "info": 0}
+    assert c.gap_counts["pair"] == GapCounts(critical=0, warning=1, info=0)
     assert strict_json(c)["gaps"][0]["code"] == "PAIR_DRIVER_DIFFERS"
     assert "PAIR_DRIVER_DIFFERS" in comparison_text(c)
 

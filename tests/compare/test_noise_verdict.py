@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from replay_tui.compare.floor import NoiseContext, StoredFloor
-from replay_tui.compare.noise_rule import NoiseFloor, NoiseParams
+from replay_tui.compare.floor import (
+    DeterminismCost,
+    FloorRecord,
+    FloorRef,
+    NoiseContext,
+    Spread,
+    StoredFloor,
+    floor_line,
+    noise_floor_facts,
+    self_check_from_json,
+    stored_floor,
+)
+from replay_tui.compare.noise_rule import NoiseFloor, NoiseParams, SelfCheck, self_check
 from replay_tui.compare.stored import comparison_from_dict
+from replay_tui.compare.tolerance import Tolerance
 from replay_tui.compare.verdict import compare_runs
 from storage.manifest import RunManifest, manifest_from_data
+from storage.records import GapCounts
+from storage.store import RunStore
 from tests.conftest import MakeManifest
 
 REPLICAS = (1.5314, 1.5330, 1.5340)
@@ -45,7 +60,7 @@ def test_beyond_tolerance_but_within_noise_is_within_noise(make_manifest: MakeMa
     assert plain.verdict == "DIVERGED" and plain.noise is None  # no floor: as before
     c = compare_runs(a, b, noise=_context(make_manifest))
     assert c.verdict == "WITHIN_NOISE" and c.exit_code == 0
-    assert c.floor is not None and c.floor["fact_id"] == 7 and c.floor["candidate"] == "b"
+    assert c.floor is not None and c.floor.fact_id == 7 and c.floor.candidate == "b"
     assert any(r.startswith("beyond the fixed tolerance") for r in c.reasons)
     back = comparison_from_dict(c.to_dict())  # stored and read back, typed
     assert back.verdict == "WITHIN_NOISE" and back.noise is not None
@@ -70,3 +85,67 @@ def test_a_band_wider_than_the_declared_margin_is_a_gap(make_manifest: MakeManif
     gaps = [g for g in c.gaps if g.code == "NOISE_TOO_WIDE"]
     assert len(gaps) == 1 and "wider than the declared margin 0.010%" in gaps[0].message
     assert c.margin == 1e-4
+
+
+def test_a_noise_floor_fact_reads_back_typed_and_its_json_unchanged(
+    make_manifest: MakeManifest, store_path: Path
+) -> None:
+    """A floor fact's body is written by ``FloorRecord.to_json`` and read back by
+    ``from_json``: the self-check with its status, the tolerance, the spread typed; the
+    fact as listed (what a bundle copies) is the stored body itself."""
+    runs = [_run(make_manifest, v) for v in (*REPLICAS, 1.5321)]
+    histories = [dict(r.outputs.metric_history) for r in runs]
+    finals = [dict(r.outputs.metrics) for r in runs]
+    labels = ["r1", "r2", "r3", "r4"]
+    floor = NoiseFloor.from_replicas(histories, finals, labels=labels)
+    check = self_check(histories, finals, labels=labels)
+    spread = Spread(4, 0.0, 0.0, (1, 1, 1, 1))
+    tol = Tolerance(alpha=1e-3)
+    record = FloorRecord(floor, "orig", floor.labels, tol, check, spread)
+    cost = DeterminismCost(2.5, 2.0, "cpu", "IDENTICAL")
+    with RunStore(store_path) as store:
+        store.add_noise_floor("orig", 4, record.to_json())
+        store.add_noise_floor("orig", 2, cost.fact_body())
+        store.add_noise_floor("orig", 3, {"replicas": 3, "max_metric_gap": 0.1})  # older
+        stored_rows = store.noise_floors_of("orig")
+        facts = noise_floor_facts(store, "orig")
+        found = stored_floor(store, "orig")
+    assert [f.kind for f in facts] == ["other", "determinism", "floor"]  # newest first
+    assert facts[0].problem is not None and facts[0].record is None
+    assert facts[1].determinism == cost and facts[1].determinism.note.startswith("measured on CPU")
+    back = facts[2].record
+    assert back is not None and back.floor == floor and back.tolerance == tol
+    assert back.self_check == check and back.self_check.status == check.status
+    assert back.spread == spread and back.original_run == "orig"
+    assert back.to_json() == record.to_json() == stored_rows[2]["body"]
+    assert [f.to_json() for f in facts] == stored_rows  # the bundle's copy: as stored
+    assert found is not None and found.fact_id == facts[2].fact_id
+    assert found.self_check == check
+    gpu = DeterminismCost(2.5, 2.0, "gpu", None)
+    assert DeterminismCost.from_json(gpu.to_json()) == gpu
+    assert gpu.to_json()["note"] == "measured on GPU"
+
+
+def test_the_floor_line_reads_the_self_checks_status() -> None:
+    floor = NoiseFloor.from_replicas([{}, {}], [{"loss": 1.0}, {"loss": 1.1}])
+    bad = SelfCheck("NOT_WELL_BEHAVED", 5, 2, (), "2 of 5 replicas fall outside the others")
+    ok = SelfCheck("WELL_BEHAVED", 5, 0, (), "every replica within the others' noise")
+    line = floor_line(StoredFloor(3, "orig", "t", floor, bad))
+    assert "(self-check: 2 of 5 replicas fall outside the others)" in line
+    assert "self-check" not in floor_line(StoredFloor(3, "orig", "t", floor, ok))
+    assert self_check_from_json(bad.to_dict()) == bad
+
+
+def test_a_stored_comparison_keeps_its_gap_counts_and_floor_typed(
+    make_manifest: MakeManifest,
+) -> None:
+    a, b = _run(make_manifest, 1.5330), _run(make_manifest, 1.5325)
+    c = compare_runs(a, b, noise=_context(make_manifest))
+    assert set(c.gap_counts) == {"a", "b", "pair"}
+    assert all(isinstance(n, GapCounts) for n in c.gap_counts.values())
+    body = c.to_dict()
+    assert body["gap_counts"]["pair"] == c.gap_counts["pair"].to_json()
+    assert c.floor is not None and body["floor"] == c.floor.to_json()
+    back = comparison_from_dict(body)
+    assert back.gap_counts == c.gap_counts and back.to_dict() == body
+    assert isinstance(back.floor, FloorRef) and back.floor.k == 3 and not back.floor.in_sample

@@ -292,24 +292,38 @@ def test_a_cancelled_replay_run_in_the_runs_browser_and_dashboard(
 
 
 def test_a_drill_run_that_did_not_finish_is_named_like_a_replay() -> None:
-    from replay_tui.tui.queries import drill_summary
-    from replay_tui.verdicts import drill_item_word
+    from replay_tui.tui.queries import StoredDrill
 
-    assert drill_item_word("reproduced", "IDENTICAL", None) == "IDENTICAL"
-    assert drill_item_word("error", None, "cancelled") == "CANCELLED"
-    assert drill_item_word("error", None, "docker: no such image") == "INFRA-ERROR"
-    assert drill_item_word("not_reproduced", None, "no commit") == "-"
     body = {
         "runs": [
             {"status": "reproduced", "verdict": "IDENTICAL"},
             {"status": "error", "verdict": None, "reason": "cancelled"},
+            {"status": "error", "reason": "interrupted (SIGINT)"},
+            {"status": "error", "reason": "timed_out after 60s"},
             {"status": "error", "reason": "docker daemon unreachable"},
+            {"status": "not_reproduced", "verdict": None, "reason": "no commit"},
             {"status": 7, "verdict": ["x"]},  # a malformed entry reads as nothing known
         ]
     }
-    line, words = drill_summary(body)
-    assert words == ["IDENTICAL", "CANCELLED", "INFRA-ERROR", "-"]
-    assert line == "1/4 reproduced"
+    drill = StoredDrill.from_json({"id": 1, "created_at": "t", "passed": False, "body": body})
+    assert drill.words == [
+        "IDENTICAL",
+        "CANCELLED",
+        "INTERRUPTED",
+        "TIMED OUT",
+        "INFRA-ERROR",
+        "-",  # not reproduced, with no verdict: nothing stands where one would
+        "-",
+    ]
+    assert drill.summary() == "1/7 reproduced"
+    assert [i.abort for i in drill.items] == [
+        None,
+        "cancelled",
+        "interrupted",
+        "timed_out",
+        "infra-error",
+        None,
+    ]
 
 
 def test_a_run_whose_replays_all_stopped_has_no_verdict_and_says_why(

@@ -211,6 +211,27 @@ def test_since_filters_candidates(store_path: Path, make_manifest: MakeManifest)
         assert [c.run_id for c in candidates(s, since)] == [m["run_id"] for m in ms[2:]]
 
 
+def test_an_aborted_item_says_how_and_a_stored_one_reads_back() -> None:
+    """``abort`` is set where the replay was aborted and read for the item's word; the
+    stored JSON does not carry it: an item read back takes it from its reason."""
+    item = DrillItem("r", "n", "error", None, None, 3, "cancelled: stopped", 1.0, "cancelled")
+    assert item.abort == "cancelled" and item.stopped and item.word == "CANCELLED"
+    assert "abort" not in item.to_dict()
+    assert DrillItem.from_json(item.to_dict()) == item
+    timed = DrillItem("r", "n", "error", None, None, None, "timed_out: 60 s", 1.0, "timed_out")
+    assert timed.word == "TIMED OUT" and not timed.stopped
+    infra = DrillItem("r", "n", "error", None, None, None, "no Docker engine", 0.5)
+    assert infra.abort == "infra-error" and infra.word == "INFRA-ERROR"  # error: aborted
+    assert DrillItem.from_json(infra.to_dict()) == infra
+    done = DrillItem("r", "n", "reproduced", "IDENTICAL", "x", 4, None, 2.0)
+    assert done.abort is None and done.word == "IDENTICAL"
+    assert DrillItem.from_json(done.to_dict()) == done
+    assert DrillItem("r", "n", "not_reproduced", None, None, None, "no commit", 0.0).word == "-"
+    with pytest.raises(ValueError, match="not aborted"):
+        DrillItem("r", "n", "reproduced", "IDENTICAL", None, None, None, 0.0, "cancelled")
+    assert DrillItem.from_json({"status": 7}) is None
+
+
 def test_exit_codes() -> None:
     def item(status: Any) -> DrillItem:
         return DrillItem("r", "", status, None, None, None, None, 0.0)
@@ -264,9 +285,11 @@ def test_ctrl_c_during_a_drill_stops_it_and_is_not_a_failed_drill(tmp_path: Path
     store, run_id, gate = record_gated_run(tmp_path)
     exe = Path(sys.executable).parent / "replay-tui"
     gate.unlink()
+    scratch = tmp_path / "scratch"  # TMPDIR: where the replay keeps the program's output.log
+    scratch.mkdir()
     proc = subprocess.Popen(
         [str(exe), "--store", str(store), "drill", "--count", "1", "--backend", "local"],
-        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**cli_env(), "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
     # read stderr unbuffered (a buffered readline can hold the line select waits for)
@@ -278,8 +301,15 @@ def test_ctrl_c_during_a_drill_stops_it_and_is_not_a_failed_drill(tmp_path: Path
             if not chunk:
                 break
             seen += chunk
-    assert b"[     run] start" in seen, seen[-2000:]  # the replay's command is running
-    time.sleep(1.0)  # into the program (a signal before it is handled the same way)
+    assert b"[     run] start" in seen, seen[-2000:]  # the replay's command is starting
+
+    def program_has_printed() -> bool:  # its first line: the program itself is running
+        logs = scratch.glob("replay-tui-replay-*/output.log")
+        return any(b"step 0 " in log.read_bytes() for log in logs)
+
+    while not program_has_printed() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert program_has_printed(), "the replayed program printed nothing"
     proc.send_signal(signal.SIGINT)
     out_b, err_b = proc.communicate(timeout=300)
     out, err = out_b.decode(), (seen + err_b).decode(errors="replace")

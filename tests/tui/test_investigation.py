@@ -23,7 +23,15 @@ from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
 
-from replay_tui.bisect.verdict import BisectResult, ProbeRecord
+from replay_tui.bisect.noise import Distance
+from replay_tui.bisect.verdict import (
+    BisectResult,
+    DifferingFactor,
+    EnvChange,
+    GoodVsBad,
+    ProbeJudgement,
+    ProbeRecord,
+)
 from replay_tui.compare.gaps import gap_counts
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenRun, PickAndCompare
@@ -117,8 +125,8 @@ def bisect_result(good: str, bad: str) -> BisectResult:
         causes=["seed"],
         cleared=["config"],
         factors=[
-            {"factor": "seed", "testable": True, "reason": None, "detail": ["seed 1 -> 2"]},
-            {"factor": "config", "testable": True, "reason": None, "detail": ["lr 0.1 -> 0.2"]},
+            DifferingFactor("seed", ("seed 1 -> 2",), testable=True),
+            DifferingFactor("config", ("lr 0.1 -> 0.2",), testable=True),
         ],
         probes=[
             ProbeRecord(
@@ -127,11 +135,7 @@ def bisect_result(good: str, bad: str) -> BisectResult:
                 ["seed"],
                 "one factor at a time",
                 behaves="BAD",
-                judgement={
-                    "vs_good": "DIVERGED",
-                    "vs_bad": "IDENTICAL",
-                    "first_divergent_step": 40,
-                },
+                judgement=ProbeJudgement("DIVERGED", "IDENTICAL", 40, None, None),
                 status="completed",
             ),
             ProbeRecord(
@@ -140,18 +144,12 @@ def bisect_result(good: str, bad: str) -> BisectResult:
                 ["config"],
                 "one factor at a time",
                 behaves="GOOD",
-                judgement={"vs_good": "IDENTICAL", "vs_bad": "DIVERGED"},
+                judgement=ProbeJudgement("IDENTICAL", "DIVERGED", None, None, None),
                 status="completed",
             ),
         ],
-        good_bad={
-            "metric": "loss",
-            "first_divergent_step": 40,
-            "verdict": "DIVERGED",
-            "metric_gap": 0.2,
-            "weight_rel_l2": 0.01,
-        },
-        env_diff=[{"what": "randomness.seed", "good": "1", "bad": "2"}],
+        good_bad=GoodVsBad("DIVERGED", Distance(0.2, 0.01), 40, "loss"),
+        env_diff=[EnvChange("seed", "randomness.seed", "1", "2")],
         times=1,
         budget=16,
     )

@@ -1,43 +1,65 @@
-"""Bisect two compared runs: A is GOOD, B is BAD; live probe progress, then the answer.
+"""Bisect two compared runs: A is GOOD, B is BAD; a form, live probe progress, the answer.
+
+``b`` on a comparison opens :class:`BisectFormScreen`: the factors to swap, the probe
+budget, the probes at a time, GOOD's noise-floor replays, and the replay options (the
+backend and its own options, a timeout per probe, allow-CPU: the replay forms' widget).
+Start hands a ``BisectOptions`` back (escape or Cancel hands back None: nothing starts),
+and :class:`BisectScreen` runs the bisect with it.
 
 The bisect runs in a thread worker (``run_bisect``) whose ``on_event`` posts each event
 as a message; the cancel key (or leaving the screen) sets a ``threading.Event`` that the
 pipeline polls.  The answer is the verdict line, the probe table (probe, factors
 swapped, behaves like, vs GOOD, vs BAD, first divergent step) and what differs in the
 blamed factor.  A bisect the store holds (``stored``: from a run's Bisects tab) opens on
-the same answer, read from its stored body; nothing runs.
+the same answer, its stored body read back into the same ``BisectResult``; nothing runs.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Header, Log, Static
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Log,
+    SelectionList,
+    Static,
+)
 
+from replay_tui.bisect import FACTORS
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.safety import escape_control
 from replay_tui.tui.queries import open_store
 from replay_tui.tui.screens.base import AppScreen
+from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
 from replay_tui.tui.widgets.style import short, when
 
 if TYPE_CHECKING:
+    from replay_tui.bisect.run import BisectOptions
+    from replay_tui.bisect.verdict import BisectResult
+    from replay_tui.replay.plan import ReplayOptions
     from replay_tui.tui.queries import StoredBisect
 
 MAX_LOG_LINES = 5000
 
 
-def headline(body: dict[str, Any]) -> tuple[str, bool]:
+def headline(result: BisectResult) -> tuple[str, bool]:
     """``CAUSE FOUND after 2 probe(s)`` (or UNEXPLAINED), and whether a cause was found."""
-    cause = body.get("outcome") == "cause"
+    cause = result.outcome == "cause"
     word = "CAUSE FOUND" if cause else "UNEXPLAINED"
-    return f"{word} after {body.get('probes_run', 0)} probe(s)", cause
+    return f"{word} after {result.probes_run} probe(s)", cause
 
 
 class BisectProgress(Message):
@@ -47,11 +69,147 @@ class BisectProgress(Message):
 
 
 class BisectDone(Message):
-    def __init__(self, body: dict[str, Any] | None, error: str | None, exit_code: int) -> None:
+    def __init__(self, result: BisectResult | None, error: str | None, exit_code: int) -> None:
         super().__init__()
-        self.body = body
+        self.result = result
         self.error = error
         self.exit_code = exit_code
+
+
+class BisectFormScreen(AppScreen["BisectOptions | None"]):
+    """What a bisect of GOOD and BAD tries, how much, where: dismissed with the
+    ``BisectOptions`` Start makes, or None (escape, Cancel)."""
+
+    AUTO_FOCUS = "#factors"
+    """The top of the form (a short terminal scrolls to what has the focus)."""
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "start", "Start"),
+    ]
+    DEFAULT_CSS = """
+    BisectFormScreen #bisect-form-title { height: 1; padding: 0 1; background: $panel;
+        text-style: bold; }
+    BisectFormScreen #bisect-form { height: 1fr; padding: 1 2; }
+    BisectFormScreen .label { width: 24; color: $text-muted; }
+    BisectFormScreen #factors-label { height: 1; color: $text-muted; }
+    BisectFormScreen #factors { height: auto; max-height: 9; width: 1fr; max-width: 60;
+        margin-bottom: 1; }
+    BisectFormScreen #budget, BisectFormScreen #parallel, BisectFormScreen #times {
+        width: 22; }
+    BisectFormScreen #form-help { color: $text-muted; margin: 1 0; }
+    BisectFormScreen #buttons { height: auto; }
+    BisectFormScreen #buttons Button { margin-right: 2; }
+    """
+
+    def __init__(self, store_path: Path, good: str, bad: str, options: ReplayOptions) -> None:
+        super().__init__()
+        self.store_path = store_path
+        self.good = good
+        self.bad = bad
+        self.options = options
+
+    def current_run(self) -> str | None:
+        return self.bad
+
+    def compose(self) -> ComposeResult:
+        from replay_tui.bisect.run import DEFAULT_BUDGET
+
+        yield Header()
+        yield Static(
+            Text(f"Bisect: GOOD {short(self.good, 13)}  vs  BAD {short(self.bad, 13)}"),
+            id="bisect-form-title",
+        )
+        with VerticalScroll(id="bisect-form"):
+            yield Label("factors to swap (the others are held at GOOD's)", id="factors-label")
+            yield SelectionList[str](*((f, f, True) for f in FACTORS), id="factors", compact=True)
+            yield ReplayOptionsForm(
+                self.options,
+                fields=[
+                    field(
+                        "probes at most",
+                        Input(str(DEFAULT_BUDGET), id="budget", type="integer", compact=True),
+                    ),
+                    field(
+                        "probes at a time",
+                        Input("1", id="parallel", type="integer", compact=True, max_length=2),
+                    ),
+                    field(
+                        "GOOD's replays (noise)",
+                        Input(
+                            id="times",
+                            type="integer",
+                            placeholder="auto (1 or 3)",
+                            compact=True,
+                            max_length=2,
+                        ),
+                    ),
+                ],
+                timeout_label="timeout per probe (s)",
+                allow_cpu_label="allow CPU runs of GPU-recorded runs (a gap)",
+            )
+            yield Static(
+                "replays GOOD with BAD's factors swapped in, one at a time, then the"
+                " smallest set, and says which difference makes BAD diverge"
+                " (`replay-tui bisect` does the same); the answer is stored",
+                id="form-help",
+            )
+            with Horizontal(id="buttons"):
+                yield Button("Start bisect", id="start", variant="primary")
+                yield Button("Cancel", id="cancel")
+        yield Footer()
+
+    def chosen(self) -> BisectOptions:
+        """The bisect options the form says (a bad number: its default, clamped as the
+        command line's ranges are)."""
+        from replay_tui.bisect.run import DEFAULT_BUDGET, BisectOptions
+
+        def number(widget_id: str, low: int, high: int) -> int | None:
+            text = self.query_one(f"#{widget_id}", Input).value.strip()
+            return max(low, min(high, int(text))) if text.isdigit() else None
+
+        picked = set(self.query_one("#factors", SelectionList).selected)
+        factors = tuple(f for f in FACTORS if f in picked)
+        replay = self.query_one(ReplayOptionsForm).chosen(self.options)
+        return BisectOptions(
+            replay=replay,
+            times=number("times", 1, 20),
+            factors=None if len(factors) == len(FACTORS) else factors,
+            budget=number("budget", 1, 1000) or DEFAULT_BUDGET,
+            parallel=number("parallel", 1, 64) or 1,
+            rtol=replay.tolerance.rtol,
+            atol=replay.tolerance.atol,
+        )
+
+    def problem(self, options: BisectOptions) -> str | None:
+        if options.factors == ():
+            return "choose at least one factor to swap"
+        return self.query_one(ReplayOptionsForm).problem(options.replay)
+
+    @on(Button.Pressed, "#start")
+    def _start_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_start()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_cancel()
+
+    @on(Input.Submitted, "#bisect-form Input")
+    def _field_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_start()
+
+    def action_start(self) -> None:
+        options = self.chosen()
+        problem = self.problem(options)
+        if problem is not None:
+            self.notify(problem, title="Bisect options", severity="error")
+            return
+        self.dismiss(options)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class BisectScreen(AppScreen[None]):
@@ -72,7 +230,7 @@ class BisectScreen(AppScreen[None]):
         store_path: Path,
         good: str,
         bad: str,
-        backend: str = "docker",
+        options: BisectOptions | None = None,
         *,
         stored: StoredBisect | None = None,
     ) -> None:
@@ -80,12 +238,14 @@ class BisectScreen(AppScreen[None]):
         self.store_path = store_path
         self.good = good
         self.bad = bad
-        self.backend = backend
+        self.options = options
+        """What the bisect runs with (the form's; None: the defaults, on docker)."""
         self.stored = stored
         """A bisect the store holds: shown as it finished, nothing runs."""
         # running -> cancelling -> done / failed / cancelled
         self.phase = "done" if stored is not None else "running"
-        self.body: dict[str, Any] | None = None
+        self.result: BisectResult | None = None
+        """The answer shown: the bisect's, once it finished, or the stored one."""
         self._cancel = threading.Event()
         self._probes_started = 0
 
@@ -103,6 +263,8 @@ class BisectScreen(AppScreen[None]):
         if self.stored is not None:
             title = f"Bisect #{self.stored.id}: GOOD {short(self.good, 13)}"
             title += f"  vs  BAD {short(self.bad, 13)} · {when(self.stored.created_at)}"
+        elif self.options is not None:
+            title += f" · {self.options.replay.backend} backend"
         yield Static(Text(title), id="bisect-title")
         yield Static("starting…" if self.stored is None else "", id="bisect-status")
         yield Static("", id="bisect-answer")
@@ -119,7 +281,7 @@ class BisectScreen(AppScreen[None]):
                 f"stored bisect #{self.stored.id} ({self.stored.created_at});"
                 " the probes' live output is not kept"
             )
-            self._show_answer(self.stored.body)
+            self._show_answer(self.stored.result)
             return
         self._run()
 
@@ -127,7 +289,6 @@ class BisectScreen(AppScreen[None]):
     def _run(self) -> None:
         from replay_tui.bisect.run import BisectOptions, run_bisect
         from replay_tui.errors import ReplayTuiError
-        from replay_tui.replay.plan import ReplayOptions
 
         def on_event(ev: ReplayEvent) -> None:
             self.post_message(BisectProgress(ev))
@@ -138,11 +299,11 @@ class BisectScreen(AppScreen[None]):
                     store,
                     self.good,
                     self.bad,
-                    BisectOptions(replay=ReplayOptions(backend=self.backend)),
+                    self.options or BisectOptions(),
                     on_event=on_event,
                     should_cancel=self._cancel.is_set,
                 )
-            self.post_message(BisectDone(result.to_dict(), None, result.exit_code))
+            self.post_message(BisectDone(result, None, result.exit_code))
         except KeyboardInterrupt:
             self.post_message(BisectDone(None, "cancelled", 130))
         except ReplayTuiError as e:
@@ -166,32 +327,31 @@ class BisectScreen(AppScreen[None]):
     def on_bisect_done(self, message: BisectDone) -> None:
         message.stop()
         status = self.query_one("#bisect-status", Static)
-        if message.body is None:
+        if message.result is None:
             self.phase = "cancelled" if message.exit_code == 130 else "failed"
             status.update(Text(f"bisect {self.phase}: {message.error}", style="bold red"))
             self.refresh_bindings()
             return
         self.phase = "done"
-        self._show_answer(message.body)
+        self._show_answer(message.result)
 
-    def _show_answer(self, body: dict[str, Any]) -> None:
+    def _show_answer(self, result: BisectResult) -> None:
         """The answer: the headline, the verdict line, what differs, the probe table."""
-        self.body = body
-        line, cause = headline(body)
+        self.result = result
+        line, cause = headline(result)
         self.query_one("#bisect-status", Static).update(
             Text(line, style="bold green" if cause else "bold yellow")
         )
         answer = self.query_one("#bisect-answer", Static)
         # what differs comes from the manifests: untrusted text, control characters shown
-        text = Text(escape_control(str(body.get("verdict", ""))) + "\n")
-        for u in body.get("untestable") or []:
-            text.append(escape_control(f"untestable: {u.get('factor')}: {u.get('reason')}") + "\n")
-        for row in (body.get("env_diff") or [])[:10]:
-            line = f"{row.get('what')}: {row.get('good')} -> {row.get('bad')}"
-            text.append(escape_control(line) + "\n")
+        text = Text(escape_control(result.verdict_line()) + "\n")
+        for u in result.untestable:
+            text.append(escape_control(f"untestable: {u.factor}: {u.reason}") + "\n")
+        for c in result.env_diff[:10]:
+            text.append(escape_control(f"{c.what}: {c.good} -> {c.bad}") + "\n")
         text.rstrip()
-        stored = body.get("bisect_id")
-        if self.stored is None and isinstance(stored, int):  # just finished: where it is kept
+        stored = result.bisect_id
+        if self.stored is None and stored is not None:  # just finished: where it is kept
             text.append(
                 f"\nstored as bisect #{stored}: the Bisects tab (7) of either run shows it"
                 " again, as does `replay-tui show RUN`",
@@ -200,15 +360,16 @@ class BisectScreen(AppScreen[None]):
         answer.update(text)
         table = self.query_one("#bisect-probes", DataTable)
         table.clear()
-        for p in body.get("probes") or []:
+        for p in result.probes:
+            step = p.first_divergent_step
             table.add_row(
-                str(p.get("probe")),
-                "GOOD" if p.get("base") == "good" else "BAD",
-                "+".join(p.get("swapped") or []) or "-",
-                str(p.get("behaves_like") or "-"),
-                str(p.get("vs_good") or "-"),
-                str(p.get("vs_bad") or "-"),
-                "-" if p.get("first_divergent_step") is None else str(p["first_divergent_step"]),
+                str(p.index),
+                "GOOD" if p.base == "good" else "BAD",
+                "+".join(p.swapped) or "-",
+                p.behaves or "-",
+                p.vs_good or "-",
+                p.vs_bad or "-",
+                "-" if step is None else str(step),
             )
         self.refresh_bindings()
 

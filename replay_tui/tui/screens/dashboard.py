@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -13,9 +13,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Digits, Footer, Header, Static
 
 from replay_tui.tui.messages import DashboardLoaded, OpenComparison, OpenRun
-from replay_tui.tui.queries import DashboardStats, drill_summary, load_dashboard, open_store
+from replay_tui.tui.queries import DashboardStats, load_dashboard, open_store
 from replay_tui.tui.screens.base import AppScreen
 from replay_tui.tui.widgets.style import Palette, short, when
+from replay_tui.verdicts import outcome_word
 
 
 def _pct(rate: float | None) -> str:
@@ -154,17 +155,15 @@ class DashboardScreen(AppScreen[None]):
         table.clear(columns=True)
         table.add_columns("when", "", "drill", "verdicts")
         for d in s.recent_drills:
-            body = d["body"] if isinstance(d["body"], dict) else {}
-            line, verdicts = drill_summary(body)
-            cancelled = body.get("cancelled") is True  # neither a pass nor a failure
+            line = d.summary()
             badges = Text()
-            for v in verdicts[:8]:
+            for v in d.words[:8]:
                 badges.append_text(palette.verdict(v))
                 badges.append(" ")
             table.add_row(
-                Text(when(d.get("created_at"))),
-                palette.mark(None if cancelled else bool(d.get("passed")), unknown="·"),
-                Text(f"cancelled · {line}" if cancelled else line),
+                Text(when(d.created_at)),
+                palette.mark(None if d.cancelled else d.passed, unknown="·"),
+                Text(f"cancelled · {line}" if d.cancelled else line),
                 badges,
             )
         if not s.recent_drills:
@@ -178,12 +177,12 @@ class DashboardScreen(AppScreen[None]):
         table.add_columns("when", "original run", "backend", "verdict", "reason")
         for r in s.recent_replays:
             table.add_row(
-                Text(when(r.get("created_at"))),
-                Text(short(r.get("original_run"), 13)),
-                Text(str(r.get("backend") or "-")),
-                palette.verdict(_replay_word(r)),
-                Text(str(r.get("reason") or ""), style=palette.muted),
-                key=f"replay-{r.get('id')}",
+                Text(when(r.created_at)),
+                Text(short(r.original_run, 13)),
+                Text(r.backend or "-"),
+                palette.verdict(outcome_word(r.status, r.verdict)),
+                Text(r.reason or "", style=palette.muted),
+                key=f"replay-{r.id}",
             )
         if not s.recent_replays:
             table.add_row("", Text("no replays yet", style=palette.muted), "", "", "")
@@ -223,18 +222,11 @@ class DashboardScreen(AppScreen[None]):
         if self.stats is None or not event.row_key.value:
             return
         rid = str(event.row_key.value).removeprefix("replay-")
-        fact = next((r for r in self.stats.recent_replays if str(r.get("id")) == rid), None)
-        if fact and fact.get("comparison_id") is not None:
-            self.post_message(OpenComparison(comparison_id=int(fact["comparison_id"])))
-        elif fact and fact.get("original_run"):
-            self.post_message(OpenRun(str(fact["original_run"])))
+        fact = next((r for r in self.stats.recent_replays if str(r.id) == rid), None)
+        if fact is not None and fact.comparison_id is not None:
+            self.post_message(OpenComparison(comparison_id=fact.comparison_id))
+        elif fact is not None and fact.original_run:
+            self.post_message(OpenRun(fact.original_run))
 
     def action_back(self) -> None:
         self.dismiss()
-
-
-def _replay_word(fact: dict[str, Any]) -> str:
-    """A replay fact's word: its verdict when it completed, else its status (CANCELLED...)."""
-    from replay_tui.verdicts import outcome_word
-
-    return outcome_word(fact.get("status"), fact.get("verdict"))
