@@ -259,37 +259,38 @@ class ReplayApp(App[None]):
         return super().deliver_screenshot(filename, path, time_format)
 
     def export_run(self, run_id: str) -> None:
-        """Export a run's evidence bundle into ``bundles/`` beside the store, in a worker;
-        a notification says where and with which verdict."""
+        """Export a run's evidence bundle into ``bundles/`` beside the store at once (signed
+        when $REPLAY_TUI_SIGNING_KEY names a key), in a worker; a notification says what
+        ``replay-tui export`` says.  The palette's command asks first
+        (:meth:`action_export`)."""
         self.notify(f"exporting the evidence bundle of {run_id[:13]}…")
         self.run_worker(
             lambda: self._export(run_id), thread=True, group="export", exit_on_error=False
         )
 
     def _export(self, run_id: str) -> None:
-        import os
-        import time
+        from replay_tui.evidence.export import describe_export
+        from replay_tui.tui.screens.export import default_key, export_run_bundle, in_form_terms
 
-        from replay_tui.evidence.export import export_bundle
-        from replay_tui.tui.queries import open_store
+        key = default_key()
+        key_path = Path(key) if key else None
+        res = export_run_bundle(self.store_path, run_id, None, key_path)
+        lines = [in_form_terms(line) for line in describe_export(res, key_path)]
+        self.call_from_thread(self.notify, "\n".join(lines), timeout=15)
 
-        key = os.environ.get("REPLAY_TUI_SIGNING_KEY")
-        with open_store(self.store_path) as store:
-            rid = store.resolve(run_id)
-            record = store.get_run(rid)
-            if record.kind == "replay" and record.replay_of:
-                rid = record.replay_of  # evidence is exported for the run a replay replays
-            stamp = time.strftime("%Y%m%dT%H%M%S")
-            out = self.store_path.parent / "bundles" / f"{rid[:13]}-{stamp}"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            res = export_bundle(store, rid, out, key_path=Path(key) if key else None)
-        signed = f"signed with key {res.key_id}" if res.signed else "not signed"
-        self.call_from_thread(
-            self.notify,
-            f"exported {res.files} files to {res.path} · verdict {res.verdict_text or res.verdict}"
-            f" · {signed}",
-            timeout=15,
-        )
+    def action_export(self, run_id: str) -> None:
+        """The export form: where to, signed with which key; then the CLI's words."""
+        from replay_tui.tui.screens.export import ExportBundleScreen
+
+        if not isinstance(self.screen, ExportBundleScreen):
+            self.push_screen(ExportBundleScreen(self.store_path, run_id))
+
+    def action_check_store(self) -> None:
+        """Check the store's ledger and every stored hash, as `replay-tui verify-store`."""
+        from replay_tui.tui.screens.storecheck import StoreCheckScreen
+
+        if not isinstance(self.screen, StoreCheckScreen):
+            self.push_screen(StoreCheckScreen(self.store_path))
 
     def action_copy_run_id(self) -> None:
         """Copy the id of the run the screen is about (the one under the cursor)."""
@@ -352,6 +353,11 @@ class ReplayApp(App[None]):
             self.action_verify_bundle,
         )
         yield SystemCommand(
+            "Check store (verify-store)",
+            "Walk the ledger and re-hash every stored fact, as `replay-tui verify-store`",
+            self.action_check_store,
+        )
+        yield SystemCommand(
             "Start drill…",
             "Replay a pick of recorded runs, compare each, and store the drill",
             self.action_drill,
@@ -374,10 +380,9 @@ class ReplayApp(App[None]):
                 lambda: self.post_message(PickAndCompare(run)),
             )
             yield SystemCommand(
-                "Export evidence bundle",
-                f"Write {run[:13]}'s evidence bundle beside the store (signed when"
-                " $REPLAY_TUI_SIGNING_KEY names a key)",
-                lambda: self.export_run(run),
+                "Export evidence bundle…",
+                f"Write {run[:13]}'s evidence bundle: choose the folder and the signing key",
+                lambda: self.action_export(run),
             )
 
 
@@ -406,6 +411,7 @@ def _what_failed(group: str) -> str:
         "picker": "Reading the runs failed",
         "export": "Exporting the evidence bundle failed",
         "verify": "Verifying the bundle failed",
+        "store-check": "Checking the store failed",
         "drill": "The drill failed",
     }
     return groups.get(group, "A background task failed")

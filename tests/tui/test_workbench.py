@@ -322,7 +322,7 @@ async def test_export_from_the_palette_writes_a_bundle_and_says_where(tmp_path: 
         )
         note = next(n.message for n in app._notifications if "exported" in n.message)
     (bundle,) = bundles.iterdir()
-    assert str(bundle) in note and "verdict DIVERGED" in note and "not signed" in note
+    assert str(bundle) in note and "verdict: DIVERGED" in note and "not signed" in note
     assert bundle.name.startswith(fixed.original_id[:13])
     check = verify_bundle(bundle, public_key=None, allow_embedded_key=True, allow_unsigned=True)
     assert check.ok and check.run_id == fixed.original_id

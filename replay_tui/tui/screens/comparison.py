@@ -7,6 +7,7 @@ defaults) or computed in the worker when the pair was never compared.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,7 +22,8 @@ from replay_tui.compare.verdict import TOLERANCE_RULE
 from replay_tui.safety import escape_control
 from replay_tui.tui.messages import ComparisonLoaded
 from replay_tui.tui.queries import ComparisonView, load_comparison, open_store
-from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
+from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen
+from replay_tui.tui.screens.keys import TOP_BOTTOM, TabKeys
 from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.plot import LinePlot, Series
 from replay_tui.tui.widgets.style import Palette, fit, number, plain, short
@@ -34,12 +36,15 @@ CLASS_MARK = {"same": " ", "numeric": "≠", "unknown": "?", "other": "~", "expe
 FIELD_ORDER = {"numeric": 0, "unknown": 1, "other": 2, "same": 3, "expected": 4}
 CLASS_COLOUR = {"numeric": "error", "unknown": "warning", "other": "primary"}
 MAX_TENSOR_ROWS = 300
+SEVERITIES = ("critical", "warning", "info")
 NARROW = 100
 
 if TYPE_CHECKING:
     from rich.style import Style
 
+    from replay_tui.bisect.run import BisectOptions
     from replay_tui.compare.artifacts import ArtifactDiff
+    from replay_tui.compare.gaps import Gap
     from replay_tui.compare.metrics import MetricDiff
 
 CHECKPOINT_RESULT = {
@@ -78,12 +83,13 @@ def _sha_cell(
     return Text(sha if wide and sha else short(sha, width), style=style)
 
 
-class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
+class ComparisonScreen(TabKeys, AppScreen[None]):
     CSS_PATH = "comparison.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("f", "toggle_fields", "Only differences"),
         *WORKBENCH_BINDINGS,
+        *TOP_BOTTOM,
         Binding("b", "bisect", "Bisect (A good, B bad)"),
     ]
 
@@ -160,6 +166,8 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         message.stop()
         v = self.view = message.view
         self.a_run, self.b_run = v.a.run_id, v.b.run_id
+        if v.comparison_id is not None:  # compared now: stored, so found again by its id
+            self.comparison_id = v.comparison_id
         palette = Palette.of(self.app)
         c = v.comparison
         replay = c.b_replays_a or v.b.replay_of == v.a.run_id
@@ -169,11 +177,15 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             f"{self.labels[1]} {short(v.b.run_id, 13)}"
             f" · rtol {number(c.rtol)} · atol {number(c.atol)}"
             + (
-                f" · α {number(c.alpha)} · noise floor of {c.floor.get('k')} replicas"
+                f" · α {number(c.alpha)} · noise floor of {c.floor.k} replicas"
                 if c.floor is not None
                 else ""
             )
-            + (" · computed now (not stored)" if v.computed else "")
+            + (
+                f" · compared now, stored as #{v.comparison_id}"
+                if v.computed and v.comparison_id is not None
+                else ""
+            )
         )
         if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
             meaning = MEANING[c.verdict]
@@ -310,11 +322,16 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             within, judged = self._counts["metrics"]
             tabs.get_tab("tab-metrics").label = f"Metrics ({within}/{judged} ✓)"
         if "gaps" in self._counts:
-            tabs.get_tab("tab-gaps").label = f"Gaps ({self._counts['gaps'][0]})"
+            total, critical = self._counts["gaps"]
+            narrow = self.app.size.width < NARROW
+            crit = f" · {critical}{'c' if narrow else ' critical'}" if critical else ""
+            tabs.get_tab("tab-gaps").label = f"Gaps ({total}{crit})"
 
     def on_resize(self) -> None:
         if self.view is not None:  # the value columns and the labels fit the new width
-            self._fill_fields(Palette.of(self.app))
+            palette = Palette.of(self.app)
+            self._fill_fields(palette)
+            self._fill_artifact_table(palette)
 
     def _show_full_value(self, row: int) -> None:
         """Under the table, the row's field and both values whole (the cells cut them)."""
@@ -349,42 +366,7 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
     async def _fill_artifacts(self, palette: Palette) -> None:
         assert self.view is not None
         arts = self.view.comparison.artifacts
-        table = self.query_one("#artifacts", DataTable)
-        table.clear(columns=True)
-        wide = self.app.size.width >= 160
-        sha_w = 64 if wide else 12
-        table.add_column("", width=1, key="mark")
-        table.add_column("path", key="path")
-        table.add_column("kind", key="kind")
-        table.add_column("result", key="result")
-        table.add_column(f"sha256 {self.labels[0]}", width=sha_w, key="a")
-        table.add_column(f"sha256 {self.labels[1]}", width=sha_w, key="b")
-        matched = 0
-        for x in arts:
-            status = x.status
-            ok: bool | None = (
-                True if status == "match" else None if status in ("unhashed", "stale") else False
-            )
-            if x.checkpoint == "same_tensors":
-                ok = True
-            matched += status == "match"
-            sha_a, sha_b = x.sha256_a, x.sha256_b
-            diff_style = "" if status == "match" else palette.fg("error")
-            table.add_row(
-                palette.mark(ok, yes="✓", no="✗"),
-                Text(x.path),
-                Text(x.kind_a or x.kind_b or "-", style=palette.muted),
-                Text(artifact_result(x), style=palette.muted if ok else ""),
-                _sha_cell(sha_a, x.stale_a, wide, sha_w, diff_style, palette),
-                _sha_cell(sha_b, x.stale_b, wide, sha_w, diff_style, palette),
-            )
-        if not arts:
-            table.add_row(
-                "", Text("no artifacts on either side", style=palette.muted), "", "", "", ""
-            )
-        self._counts["artifacts"] = (matched, len(arts))
-        self._label_tabs()
-        self._show_artifact_row(table.cursor_row)
+        self._fill_artifact_table(palette)
         box = self.query_one("#tensors", Vertical)
         await box.remove_children()
         widgets: list[Static | DataTable[Text]] = []
@@ -435,6 +417,53 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
             widgets.append(t)
         if widgets:
             await box.mount_all(widgets)
+
+    def _fill_artifact_table(self, palette: Palette) -> None:
+        """The artifacts, a row each.  Both hashes take a column each where they fit
+        (whole from 160 columns, else as wide as their header: never "sha256 origi");
+        narrower than ``NARROW``, the table leaves them out to fit the screen, and the
+        lines under it show the highlighted row's two hashes whole."""
+        assert self.view is not None
+        arts = self.view.comparison.artifacts
+        table = self.query_one("#artifacts", DataTable)
+        table.clear(columns=True)
+        width = self.app.size.width
+        wide, hashes = width >= 160, width >= NARROW
+        heads = [f"sha256 {label}" for label in self.labels]
+        sha_a, sha_b = (64 if wide else max(12, len(h)) for h in heads)
+        table.add_column("", width=1, key="mark")
+        table.add_column("path", key="path")
+        table.add_column("kind", key="kind")
+        table.add_column("result", key="result")
+        if hashes:
+            table.add_column(heads[0], width=sha_a, key="a")
+            table.add_column(heads[1], width=sha_b, key="b")
+        matched = 0
+        for x in arts:
+            status = x.status
+            ok: bool | None = (
+                True if status == "match" else None if status in ("unhashed", "stale") else False
+            )
+            if x.checkpoint == "same_tensors":
+                ok = True
+            matched += status == "match"
+            diff_style = "" if status == "match" else palette.fg("error")
+            cells = [
+                palette.mark(ok, yes="✓", no="✗"),
+                Text(x.path),
+                Text(x.kind_a or x.kind_b or "-", style=palette.muted),
+                Text(artifact_result(x), style=palette.muted if ok else ""),
+            ]
+            if hashes:
+                cells.append(_sha_cell(x.sha256_a, x.stale_a, wide, sha_a, diff_style, palette))
+                cells.append(_sha_cell(x.sha256_b, x.stale_b, wide, sha_b, diff_style, palette))
+            table.add_row(*cells)
+        if not arts:
+            empty = Text("no artifacts on either side", style=palette.muted)
+            table.add_row("", empty, *([""] * (len(table.columns) - 2)))
+        self._counts["artifacts"] = (matched, len(arts))
+        self._label_tabs()
+        self._show_artifact_row(table.cursor_row)
 
     # -- metrics ---------------------------------------------------------------------
 
@@ -588,41 +617,68 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
     # -- gaps and reasons ------------------------------------------------------------
 
     def _fill_gaps(self, palette: Palette) -> None:
+        """The gaps of the pair (what explains a divergence between the two runs), then
+        each run's own (``compare.gaps``: a seed not recorded is a gap of the run, not of
+        the pair); B's own leave out those it shares with A."""
+        from replay_tui.compare.gaps import evaluate
+
         assert self.view is not None
         c = self.view.comparison
-        gaps = c.gaps
+        a_label, b_label = self.labels
+        own_a = evaluate(self.view.a)
+        shared = {(g.code, g.field) for g in own_a}
+        own_b_all = evaluate(self.view.b)
+        own_b = [g for g in own_b_all if (g.code, g.field) not in shared]
         t = Text()
-        for side, label in (("a", self.labels[0]), ("b", self.labels[1])):
-            n = c.gap_counts.get(side)
-            if isinstance(n, dict):
-                t.append(f"{label}: ", style="bold")
-                t.append_text(
-                    palette.gap_counts(n.get("critical"), n.get("warning"), n.get("info"))
-                )
-                t.append("   ")
-        if t.plain:
-            t.append("\n\n")
-        if not gaps:
+        for label, gaps in ((a_label, own_a), (b_label, own_b_all)):
+            t.append(f"{label}: ", style="bold")
+            t.append_text(
+                palette.gap_counts(*(sum(g.severity == s for g in gaps) for s in SEVERITIES))
+            )
+            t.append("   ")
+        t.append("\n\n")
+        t.append(f"between the two runs ({len(c.gaps)})", style="bold")
+        if c.gaps:
+            t.append(": expected causes of divergence\n\n", style="bold")
+            self._gap_items(t, c.gaps, palette)
+        else:
+            t.append("\nnone: same hardware, drivers and packages\n\n", style=palette.muted)
+        t.append(f"{a_label}'s own gaps ({len(own_a)})\n", style="bold")
+        if own_a:
+            t.append("\n")
+            self._gap_items(t, own_a, palette)
+        else:
+            t.append("none found in its manifest\n\n", style=palette.muted)
+        n_shared = len(own_b_all) - len(own_b)
+        t.append(f"{b_label}'s own gaps ({len(own_b_all)})", style="bold")
+        if n_shared:
             t.append(
-                "no gaps between the two runs: same hardware, drivers and packages",
+                f"  {n_shared} shared with {a_label} (above)"
+                + (f", {len(own_b)} of its own" if own_b else ", none of its own"),
                 style=palette.muted,
             )
-        t.append(
-            "gaps between the two runs (expected causes of divergence):\n\n" if gaps else "",
-            style="bold",
-        )
+        t.append("\n")
+        if own_b:
+            t.append("\n")
+            self._gap_items(t, own_b, palette)
+        elif not own_b_all:
+            t.append("none found in its manifest", style=palette.muted)
+        t.rstrip()
+        self.query_one("#gaps", Static).update(t)
+        every = [*c.gaps, *own_a, *own_b]
+        self._counts["gaps"] = (len(every), sum(g.severity == "critical" for g in every))
+        self._label_tabs()
+
+    @staticmethod
+    def _gap_items(t: Text, gaps: Sequence[Gap], palette: Palette) -> None:
         for g in gaps:
             colour = {"critical": "error", "warning": "warning"}.get(g.severity, "primary")
             t.append(f" {g.severity.upper():<8} ", style=palette.badge(colour))
             t.append(f" {g.code}", style="bold")
             t.append(f"  {g.field}\n", style=palette.muted)
-            t.append(f"{g.message}\n")
+            t.append(f"{escape_control(g.message)}\n")
             t.append("fix: ", style=palette.fg("success", bold=True))
-            t.append(f"{g.remediation}\n\n")
-        t.rstrip()
-        self.query_one("#gaps", Static).update(t)
-        self._counts["gaps"] = (len(gaps), 0)
-        self._label_tabs()
+            t.append(f"{escape_control(g.remediation)}\n\n")
 
     def _fill_reasons(self, palette: Palette) -> None:
         assert self.view is not None
@@ -658,10 +714,20 @@ class ComparisonScreen(WorkbenchKeys, AppScreen[None]):
         return True
 
     def action_bisect(self) -> None:
-        """Which difference makes B diverge from A: replay A with B's factors swapped in."""
+        """Which difference makes B diverge from A: the bisect form, then (Start) replay A
+        with B's factors swapped in."""
         if self.a_run and self.b_run:
+            from replay_tui.replay.plan import ReplayOptions
+            from replay_tui.tui.screens.bisect import BisectFormScreen
+
+            factory = getattr(self.app, "replay_options_factory", None)
+            options = factory() if factory else ReplayOptions()
+            form = BisectFormScreen(self.store_path, self.a_run, self.b_run, options)
+            self.app.push_screen(form, self._start_bisect)
+
+    def _start_bisect(self, options: BisectOptions | None) -> None:
+        """The form's answer: None (cancelled) starts nothing."""
+        if options is not None and self.a_run and self.b_run:
             from replay_tui.tui.screens.bisect import BisectScreen
 
-            options = getattr(self.app, "replay_options_factory", None)
-            backend = options().backend if options else "docker"
-            self.app.push_screen(BisectScreen(self.store_path, self.a_run, self.b_run, backend))
+            self.app.push_screen(BisectScreen(self.store_path, self.a_run, self.b_run, options))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, cast
 
@@ -24,9 +23,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import (
     Button,
-    Checkbox,
     DataTable,
     Header,
     Input,
@@ -38,12 +37,14 @@ from textual.widgets import (
 )
 from textual.worker import get_current_worker
 
-from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.safety import escape_control
+from replay_tui.tui.messages import OpenComparison
 from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
+from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
 from replay_tui.tui.widgets.footer import LeanFooter
-from replay_tui.tui.widgets.style import Palette, choices, duration, short
+from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
+from replay_tui.tui.widgets.style import Palette, duration, short
 
 if TYPE_CHECKING:
     from replay_tui.replay.drill import DrillReport
@@ -123,7 +124,7 @@ def fold(line: str, width: int, indent: str) -> list[str]:
             return out
 
 
-class DrillScreen(WorkScreen):
+class DrillScreen(ScrollKeys, WorkScreen):
     CSS_PATH = "drill.tcss"
     WORK_GROUP = "drill"
     CANCELLING = "cancelling… (stopping the current replay)"
@@ -133,6 +134,7 @@ class DrillScreen(WorkScreen):
         *WORK_ESCAPE,
         Binding("x", "cancel", "Cancel drill"),
         Binding("ctrl+s", "start", "Start", show=False),
+        *VIM_BINDINGS,
     ]
 
     class Progress(Message):
@@ -159,6 +161,13 @@ class DrillScreen(WorkScreen):
     def drill_running(self) -> bool:
         return self.work_running
 
+    def scroll_target(self) -> Widget | None:
+        """j / k / g / G: the results once there are any, else the drill's events."""
+        if self.phase == "options":
+            return None
+        results = self.query_one("#results", DataTable)
+        return results if results.row_count else self.query_one("#log", FoldingLog)
+
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("Reproduction drill", id="title")
@@ -169,34 +178,20 @@ class DrillScreen(WorkScreen):
             with Horizontal(classes="field"):
                 yield Label("pick", classes="label")
                 yield Select(PICKS, id="pick", value="random", allow_blank=False, compact=True)
-            with Horizontal(classes="field"):
-                yield Label("backend", classes="label")
-                yield Select(
-                    choices(backend_choices()),
-                    id="backend",
-                    value=self.options.backend,
-                    allow_blank=False,
-                    compact=True,
-                )
-            with Horizontal(classes="field"):
-                yield Label("seed (random pick)", classes="label")
-                yield Input(
-                    id="seed", type="integer", placeholder="drawn, and recorded", compact=True
-                )
-            with Horizontal(classes="field"):
-                yield Label("timeout per run (s)", classes="label")
-                yield Input(
-                    "" if self.options.timeout_s is None else f"{self.options.timeout_s:g}",
-                    id="timeout",
-                    type="number",
-                    placeholder="none",
-                    compact=True,
-                )
-            yield Checkbox(
-                "allow a CPU run of a GPU-recorded run (a gap)",
-                self.options.allow_cpu,
-                id="allow-cpu",
-                compact=True,
+            yield ReplayOptionsForm(
+                self.options,
+                fields=[
+                    field(
+                        "seed (random pick)",
+                        Input(
+                            id="seed",
+                            type="integer",
+                            placeholder="drawn, and recorded",
+                            compact=True,
+                        ),
+                    )
+                ],
+                timeout_label="timeout per run (s)",
             )
             yield Static(
                 "replays a pick of the store's succeeded original runs, compares each with"
@@ -227,18 +222,7 @@ class DrillScreen(WorkScreen):
         pick = self.query_one("#pick", Select).value
         seed_text = self.query_one("#seed", Input).value.strip()
         seed = int(seed_text) if seed_text.isdigit() else None
-        backend = self.query_one("#backend", Select).value
-        timeout_text = self.query_one("#timeout", Input).value.strip()
-        try:
-            timeout = float(timeout_text) if timeout_text else None
-        except ValueError:
-            timeout = None
-        options = replace(
-            self.options,
-            backend=backend if backend in backend_names() else self.options.backend,
-            allow_cpu=self.query_one("#allow-cpu", Checkbox).value,
-            timeout_s=timeout if timeout and timeout > 0 else None,
-        )
+        options = self.query_one(ReplayOptionsForm).chosen(self.options)
         chosen_pick = cast(Pick, pick) if pick in ("random", "oldest", "unverified") else "random"
         return count, chosen_pick, seed, options
 
@@ -256,6 +240,10 @@ class DrillScreen(WorkScreen):
         if self.phase != "options":
             return
         count, pick, seed, options = self.chosen()
+        problem = self.query_one(ReplayOptionsForm).problem(options)
+        if problem is not None:  # a backend option the backend refuses: say so, stay
+            self.notify(problem, title="Drill options", severity="error")
+            return
         self.show_progress(count, options)
         self._run(count, pick, seed, options)
 
@@ -333,7 +321,7 @@ class DrillScreen(WorkScreen):
             table.add_row(
                 Text(short(i.run_id, 13)),
                 Text(RESULT[i.status], style=palette.fg(RESULT_COLOUR[i.status])),
-                _item_cell(palette, i.status, i.verdict, i.reason),
+                _item_cell(palette, i.word),
                 Text(duration(i.duration_s)),
                 Text(i.name or "-"),
                 Text(i.reason or "", style=palette.muted),
@@ -354,8 +342,44 @@ class DrillScreen(WorkScreen):
         )
         if rep.ledger_head:
             t.append(f"\nledger head {rep.ledger_head}", style=palette.muted)
-        t.append("\nescape: back", style=palette.muted)
+        compared = any(i.replay_run for i in rep.items)
+        t.append(
+            "\nenter: open the run's comparison · escape: back" if compared else "\nescape: back",
+            style=palette.muted,
+        )
         self._outcome(t)
+        if rep.items:
+            table.focus()  # the form that had the focus is gone: enter opens a row
+
+    @on(DataTable.RowSelected, "#results")
+    def _result_selected(self, event: DataTable.RowSelected) -> None:
+        """A picked run's comparison with its replay (what its verdict was judged by)."""
+        event.stop()
+        items = self.report.items if self.report is not None else []
+        item = next((i for i in items if i.run_id == event.row_key.value), None)
+        if item is None:
+            return
+        if item.replay_run:
+            self._open_comparison(item.run_id, item.replay_run, item.replay_fact_id)
+        else:
+            why = item.reason or "its replay did not run"
+            self.notify(f"{short(item.run_id, 13)} was not compared: {why}", severity="warning")
+
+    @work(thread=True, exit_on_error=False, group="drill-comparison")
+    def _open_comparison(self, run_id: str, replay_run: str, fact_id: int | None) -> None:
+        """The comparison the drill stored with the run's replay (its fact names it);
+        else the latest of the pair."""
+        from replay_tui.tui.queries import open_store
+
+        cid = None
+        if fact_id is not None:
+            with open_store(self.store_path) as store:
+                facts = store.replays_of(run_id)
+            cid = next((f.comparison_id for f in facts if f.id == fact_id), None)
+        if cid is not None:
+            self.post_message(OpenComparison(comparison_id=cid))
+        else:
+            self.post_message(OpenComparison(a_run=run_id, b_run=replay_run))
 
     @on(DataTable.RowHighlighted, "#results")
     def _result_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -389,9 +413,6 @@ class DrillScreen(WorkScreen):
         self.query_one("#now", Static).update("")
 
 
-def _item_cell(palette: Palette, status: str, verdict: str | None, reason: str | None) -> Text:
-    """A drill run's verdict, or how its replay ended (CANCELLED, INTERRUPTED...)."""
-    from replay_tui.verdicts import drill_item_word
-
-    word = drill_item_word(status, verdict, reason)
+def _item_cell(palette: Palette, word: str) -> Text:
+    """A drill run's verdict, or how its replay ended (CANCELLED...: ``DrillItem.word``)."""
     return palette.verdict(word) if word != "-" else Text("-", style=palette.muted)

@@ -11,9 +11,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Static
 
 from replay_tui.errors import ReplayTuiError
+from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
 from storage.manifest import ManifestError
 from storage.store import StoreError
 
@@ -26,8 +28,9 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("ctrl+p", "command palette (verify a bundle, start a drill…)"),
             ("escape", "back"),
             ("y", "copy the run id"),
-            ("j / k", "down / up"),
-            ("1-9", "pick a tab"),
+            ("j / k", "down / up a list, a text or a log (the dashboard: up / down)"),
+            ("g / G", "its top / bottom (runs, dashboard: home / end; g groups, refreshes)"),
+            ("1-9", "pick a tab (run, comparison) and move into it: enter, j, G act there"),
             ("q / ctrl+c", "quit (asks first while a replay or a drill runs)"),
         ),
     ),
@@ -84,6 +87,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("enter / ctrl+s", "start"),
             ("x / escape", "cancel a running replay"),
             ("enter", "when done: open the comparison"),
+            ("j / k / g / G", "scroll the output: down / up / top / bottom"),
         ),
     ),
     (
@@ -91,6 +95,8 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("enter / ctrl+s", "start"),
             ("x / escape", "cancel a running drill (what it ran is stored)"),
+            ("enter", "when done: open the highlighted run's comparison"),
+            ("j / k / g / G", "the results (else the events): down / up / top / bottom"),
         ),
     ),
     (
@@ -104,6 +110,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
         "bisect",
         (
+            ("enter / ctrl+s", "the form b opens: start (escape: cancel, nothing starts)"),
             ("x / escape", "cancel a running bisect"),
             ("escape", "when done: back (the answer is stored: the run's Bisects tab)"),
         ),
@@ -128,6 +135,37 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("ctrl+s", "verify"),
             ("escape", "close"),
+            ("j / k / g / G", "scroll the result (out of the fields)"),
+        ),
+    ),
+    (
+        "export a bundle, check the store (ctrl+p)",
+        (
+            ("ctrl+s", "export: start"),
+            ("c", "check the store again"),
+            ("y", "copy the ledger head (the anchor to keep outside the store)"),
+            ("escape", "close"),
+            ("j / k / g / G", "scroll the result (out of the fields)"),
+        ),
+    ),
+    (
+        "signs (what the short marks say)",
+        (
+            ("IDENTICAL 1/1 +1", "1 of 1 completed replays reproduced; +1 attempt not completed"),
+            ("▸ ▾ └ ↻", "a run with replays (closed / open); a replay under it; a replay"),
+            ("0c 1w 2i", "gaps: critical, warning, info"),
+            ("● field", "a field with a provenance gap (its colour: how severe; Gaps tab)"),
+            ("Outputs (2 / 3)", "2 artifacts and 3 metrics recorded (narrow: Out 2/3)"),
+            ("Fields (4 ≠)", "4 fields differ that can matter (f: only those)"),
+            ("≠", "a field differs and can change numbers"),
+            ("~", "a field differs; no effect on numbers expected"),
+            ("?", "a field unknown on one side (a comparison's fields)"),
+            ("·", "a field expected to differ (ids, times)"),
+            ("Artifacts (2/4 ✓)", "2 of 4 artifacts have the same sha256"),
+            ("Metrics (3/4 ✓)", "3 of 4 judged metrics within tolerance (t: timing, not judged)"),
+            ("✓ ✗ ?", "same or within tolerance / differs / not judged"),
+            ("· ▶ ✓ ✗ ■", "a replay's stage: pending / running / done / failed / cancelled"),
+            ("[x] / [ ]", "the runs' critical-gaps box on (only runs with one) / off"),
         ),
     ),
     (
@@ -186,15 +224,20 @@ class ErrorModal(ModalScreen[None]):
         self.dismiss()
 
 
-class HelpScreen(ModalScreen[None]):
-    """The key map."""
+class HelpScreen(ScrollKeys, ModalScreen[None]):
+    """The key map (j / k / g / G scroll it, as pgup / pgdn and home / end do)."""
 
     CSS_PATH = "modals.tcss"
+    AUTO_FOCUS = "#dialog"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
         Binding("question_mark", "close", "Close", show=False),
         Binding("q", "close", "Close", show=False),
+        *VIM_BINDINGS,
     ]
+
+    def scroll_target(self) -> Widget | None:
+        return self.query_one("#dialog", VerticalScroll)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
@@ -204,7 +247,7 @@ class HelpScreen(ModalScreen[None]):
                 table.add_column(style="bold", width=18)
                 table.add_column()
                 for key, what in keys:
-                    table.add_row(key, what)
+                    table.add_row(Text(key), Text(what))  # [x] is no markup
                 yield Static(section, classes="section-title")
                 yield Static(table, classes="keys")
 

@@ -17,25 +17,30 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Header, Input, Label, Log, Select, Static
+from textual.widget import Widget
+from textual.widgets import Button, Checkbox, Header, Input, Log, Select, Static
 from textual.worker import get_current_worker
 
-from replay_tui.replay.backends import backend_choices, backend_names
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.tui.queries import ReplaySummary, open_store, replay
 from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.tui.screens.drill import FoldingLog
+from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
 from replay_tui.tui.widgets.footer import LeanFooter
+from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
 from replay_tui.tui.widgets.stages import StageBoard
-from replay_tui.tui.widgets.style import Palette, choices, short
+from replay_tui.tui.widgets.style import Palette, short
+from replay_tui.verdicts import VERDICTS
 
 GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
 MAX_LOG_LINES = 10_000
+STOPPED = ("CANCELLED", "INTERRUPTED")
+"""How a replay stopped by a cancel (or a signal) ended: its compare stage is ■, not ✗."""
 
 
-class ReplayScreen(WorkScreen):
+class ReplayScreen(ScrollKeys, WorkScreen):
     CSS_PATH = "replay.tcss"
     WORK_GROUP = "replay"
     CANCELLING = "cancelling… (stopping the run)"
@@ -45,6 +50,7 @@ class ReplayScreen(WorkScreen):
         Binding("x", "cancel", "Cancel replay"),
         Binding("ctrl+s", "start", "Start", show=False),
         Binding("enter", "open_comparison", "Comparison"),
+        *VIM_BINDINGS,
     ]
 
     def __init__(self, store_path: Path, run_id: str, options: ReplayOptions) -> None:
@@ -59,6 +65,10 @@ class ReplayScreen(WorkScreen):
     def current_run(self) -> str | None:
         return self.run_id
 
+    def scroll_target(self) -> Widget | None:
+        """j / k / g / G scroll the replay's output once it runs."""
+        return None if self.phase == "options" else self.query_one("#log", FoldingLog)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "open_comparison":
             return self.summary is not None and self.summary.last_comparison is not None
@@ -72,49 +82,38 @@ class ReplayScreen(WorkScreen):
         yield Header()
         yield Static(Text(f"Replay of run {self.run_id}"), id="title")
         with Vertical(id="form"):
-            with Horizontal(classes="field"):
-                yield Label("backend", classes="label")
-                yield Select(
-                    choices(backend_choices()),
-                    id="backend",
-                    value=self.options.backend,
-                    allow_blank=False,
-                    compact=True,
-                )
-            with Horizontal(classes="field"):
-                yield Label("GPUs", classes="label")
-                yield Select(
-                    GPU_MODES, id="gpus", value=self.options.gpus, allow_blank=False, compact=True
-                )
-            with Horizontal(classes="field"):
-                yield Label("replays (noise floor)", classes="label")
-                yield Input("1", id="times", type="integer", compact=True, max_length=3)
-            with Horizontal(classes="field"):
-                yield Label("timeout (s)", classes="label")
-                yield Input(
-                    "" if self.options.timeout_s is None else f"{self.options.timeout_s:g}",
-                    id="timeout",
-                    type="number",
-                    placeholder="none",
-                    compact=True,
-                )
-            yield Checkbox(
-                "allow a CPU run of a GPU-recorded run (a gap)",
-                self.options.allow_cpu,
-                id="allow-cpu",
-                compact=True,
-            )
-            yield Checkbox(
-                "go on if data hashes differ (a gap)",
-                self.options.force_data,
-                id="force-data",
-                compact=True,
-            )
-            yield Checkbox(
-                "keep the checkout for inspection",
-                self.options.keep_workdir,
-                id="keep-workdir",
-                compact=True,
+            yield ReplayOptionsForm(
+                self.options,
+                fields=[
+                    field(
+                        "GPUs",
+                        Select(
+                            GPU_MODES,
+                            id="gpus",
+                            value=self.options.gpus,
+                            allow_blank=False,
+                            compact=True,
+                        ),
+                    ),
+                    field(
+                        "replays (noise floor)",
+                        Input("1", id="times", type="integer", compact=True, max_length=3),
+                    ),
+                ],
+                checks=[
+                    Checkbox(
+                        "go on if data hashes differ (a gap)",
+                        self.options.force_data,
+                        id="force-data",
+                        compact=True,
+                    ),
+                    Checkbox(
+                        "keep the checkout for inspection",
+                        self.options.keep_workdir,
+                        id="keep-workdir",
+                        compact=True,
+                    ),
+                ],
             )
             yield Static(
                 "the docker backend pulls the recorded image by digest, with no network;"
@@ -137,23 +136,14 @@ class ReplayScreen(WorkScreen):
     # -- starting --------------------------------------------------------------------
 
     def chosen_options(self) -> tuple[ReplayOptions, int]:
-        backend = self.query_one("#backend", Select).value
         gpus = self.query_one("#gpus", Select).value
         times_text = self.query_one("#times", Input).value.strip()
-        timeout_text = self.query_one("#timeout", Input).value.strip()
         times = max(1, min(100, int(times_text))) if times_text.isdigit() else 1
-        try:
-            timeout = float(timeout_text) if timeout_text else None
-        except ValueError:
-            timeout = None
         options = replace(
-            self.options,
-            backend=backend if backend in backend_names() else self.options.backend,
+            self.query_one(ReplayOptionsForm).chosen(self.options),
             gpus=gpus if gpus in ("auto", "all", "none") else self.options.gpus,
-            allow_cpu=self.query_one("#allow-cpu", Checkbox).value,
             force_data=self.query_one("#force-data", Checkbox).value,
             keep_workdir=self.query_one("#keep-workdir", Checkbox).value,
-            timeout_s=timeout if timeout and timeout > 0 else None,
         )
         return options, times
 
@@ -166,6 +156,10 @@ class ReplayScreen(WorkScreen):
         if self.phase != "options":
             return
         options, times = self.chosen_options()
+        problem = self.query_one(ReplayOptionsForm).problem(options)
+        if problem is not None:  # a backend option the backend refuses: say so, stay
+            self.notify(problem, title="Replay options", severity="error")
+            return
         self.show_progress(options)
         self._run(options, times)
 
@@ -216,6 +210,12 @@ class ReplayScreen(WorkScreen):
             self.board.fail(ev.message)
         else:
             self.board.apply(ev.stage, ev.state, ev.message)
+            if ev.stage == "compare" and ev.state == "done" and ev.message not in VERDICTS:
+                # compared, but not a verdict: a stopped replay's partial outputs (its
+                # message says so); never a ✓ beside CANCELLED
+                self.board.states["compare"] = (
+                    "cancelled" if ev.message.startswith(STOPPED) else "failed"
+                )
         if ev.state in ("note", "failed") and ev.message:
             log.add(f"[{ev.stage}] {ev.message}")
         self._render_board()

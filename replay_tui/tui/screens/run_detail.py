@@ -1,7 +1,7 @@
 """One run: its manifest in sections, its gaps, its outputs, its replays, the tail of its
 log, the uncommitted diff it was recorded with and the bisects it took part in: what an
-investigation needs without leaving the app.  1-7 pick a tab, j/k move, y copies the
-run id."""
+investigation needs without leaving the app.  1-7 pick a tab and move into it, j/k/g/G
+move or scroll there, y copies the run id."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from replay_tui.tui.messages import (
     RunDetailLoaded,
 )
 from replay_tui.tui.queries import RunDetail, load_run_detail, open_store
-from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen, WorkbenchKeys
+from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen
+from replay_tui.tui.screens.keys import TOP_BOTTOM, TabKeys
 from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.plot import (
     DASHED_GLYPH,
@@ -50,7 +51,7 @@ TAB_PADDING = 2
 """The cells a tab takes beside its label (one each side)."""
 
 
-class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
+class RunDetailScreen(TabKeys, AppScreen[None]):
     CSS_PATH = "run_detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
@@ -59,6 +60,7 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         Binding("o", "original", "Vs original"),
         Binding("l", "show_tab('tab-log')", "Log"),
         *WORKBENCH_BINDINGS,
+        *TOP_BOTTOM,
     ]
 
     def __init__(self, store_path: Path, run_id: str) -> None:
@@ -165,7 +167,10 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
             "tab-diff": "Diff" if d.diff is not None else "Diff (-)" if narrow else "Diff (none)",
             "tab-bisects": f"Bisects ({n_bisects})" if n_bisects else "Bisects",
         }
-        if sum(len(label) + TAB_PADDING for label in labels.values()) > width:
+        spelled = f"Outputs ({arts} artifacts · {metrics} metrics)"  # what 2 / 3 count
+        if not narrow and _tabs_width({**labels, "tab-outputs": spelled}) <= width:
+            labels["tab-outputs"] = spelled
+        if _tabs_width(labels) > width:
             gaps = f"Gaps {len(d.gaps)}·{critical}c" if critical else f"Gaps {len(d.gaps)}"
             labels.update(
                 {
@@ -392,7 +397,7 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
         t.append(f"{b.good}  ")
         t.append("bad ", style=palette.fg("accent"))
         t.append(f"{b.bad}\n")
-        t.append(escape_control(str(b.body.get("verdict") or "")))
+        t.append(escape_control(b.result.verdict_line()))
         full.update(t)
 
     @on(DataTable.RowSelected, "#bisects")
@@ -474,6 +479,7 @@ class RunDetailScreen(WorkbenchKeys, AppScreen[None]):
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        self.focus_tab_content()  # as a number key does: l then j scrolls the log
 
     @on(DataTable.RowSelected, "#replays")
     def _replay_selected(self, event: DataTable.RowSelected) -> None:
@@ -524,3 +530,8 @@ def _verdict_cell(fact: ReplayFact, palette: Palette) -> Text:
         return palette.verdict(fact.verdict)
     word = (fact.status or "error").upper().replace("_", " ")
     return palette.verdict(word)
+
+
+def _tabs_width(labels: dict[str, str]) -> int:
+    """The cells a tab bar of ``labels`` takes."""
+    return sum(len(label) + TAB_PADDING for label in labels.values())

@@ -25,6 +25,7 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.geometry import Region
 from textual.timer import Timer
 from textual.widgets import Checkbox, Header, Input, Select, Static
@@ -54,6 +55,7 @@ from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.fullrow import FullRow
 from replay_tui.tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.tui.widgets.status import StatusLine
+from replay_tui.verdicts import NO_VERDICT_QUERY, NOT_REPLAYED
 from storage.readmodel import end_read
 from storage.store import RunQuery, RunStore, SearchReach
 
@@ -70,7 +72,7 @@ KIND_OPTIONS = [("all kinds", ""), ("original", "original"), ("replay", "replay"
 VERDICT_OPTIONS = [
     ("all verdicts", ""),
     *((v.lower(), v) for v in VERDICTS),
-    ("not replayed", "none"),
+    (NOT_REPLAYED, NO_VERDICT_QUERY),
 ]
 
 
@@ -101,6 +103,17 @@ class SearchBox(Input):
         if self._typing and not self.styles.auto_dimensions:
             layout = False
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+
+class BoxCheckbox(Checkbox):
+    """A checkbox whose state shows by its shape, ``[x]`` on and ``[ ]`` off, not by its
+    colour alone (a compact checkbox draws the same X either way)."""
+
+    @property
+    def _button(self) -> Content:
+        return Content.styled(
+            "[x]" if self.value else "[ ]", self.get_visual_style("toggle--button")
+        )
 
 
 def store_stamp(path: Path) -> tuple[int, ...]:
@@ -409,7 +422,7 @@ class RunsScreen(AppScreen[None]):
             self.query_one("#toolbar", Horizontal).mount(
                 Select(KIND_OPTIONS, id="kind", value="", allow_blank=False, compact=True),
                 Select(VERDICT_OPTIONS, id="verdict", value="", allow_blank=False, compact=True),
-                Checkbox("critical gaps", id="critical", compact=True),
+                BoxCheckbox("critical gaps", id="critical", compact=True),
                 before=pending,
             )
             pending.remove()
@@ -461,7 +474,7 @@ class RunsScreen(AppScreen[None]):
         if q.kind:
             parts.append(q.kind)
         if q.verdict:
-            parts.append("not replayed" if q.verdict == "none" else q.verdict)
+            parts.append(NOT_REPLAYED if q.verdict == NO_VERDICT_QUERY else q.verdict)
         if q.has_critical:
             parts.append("critical gaps only")
         parts.append(f"sorted by {label.lower()} {'▼' if q.descending else '▲'}")

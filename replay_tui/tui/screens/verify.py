@@ -23,10 +23,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Static
 from textual.worker import Worker, WorkerState
 
 from replay_tui.tui.screens.base import AppModal
+from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
 from replay_tui.tui.widgets.style import Palette
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ def newest_bundle(store_path: Path) -> Path | None:
     return max(found, key=lambda p: (p.stat().st_mtime, p.name), default=None)
 
 
-class VerifyBundleScreen(AppModal[None]):
+class VerifyBundleScreen(ScrollKeys, AppModal[None]):
     """Ask for a bundle folder (and a key), verify it, show the result."""
 
     CSS_PATH = "verify.tcss"
@@ -72,6 +74,7 @@ class VerifyBundleScreen(AppModal[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
         Binding("ctrl+s", "verify", "Verify", show=False),
+        *VIM_BINDINGS,
     ]
 
     class Checked(Message):
@@ -202,6 +205,10 @@ class VerifyBundleScreen(AppModal[None]):
         error = event.worker.error
         reason = getattr(error, "message", None) or str(error)
         self._result(Text(f"could not verify: {reason}", style=Palette.of(self.app).fg("error")))
+
+    def scroll_target(self) -> Widget | None:
+        """j / k / g / G scroll the result (a field being typed in keeps its letters)."""
+        return self.query_one("#result-box", VerticalScroll)
 
     def _result(self, text: Text) -> None:
         self.query_one("#result", Static).update(text)
