@@ -24,7 +24,7 @@ from storage.manifest import RunManifest
 from storage.store import RunStore
 
 if TYPE_CHECKING:
-    from replay_tui.replay.backends import BackendOption, OptionValues
+    from replay_tui.replay.backends.options import BackendOption, OptionValues
 
 
 @dataclass(frozen=True)
