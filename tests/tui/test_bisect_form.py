@@ -1,15 +1,19 @@
 """``b`` on a comparison opens the bisect form (issue #28): factors, budget, probes at a
 time, GOOD's replays, and the replay options widget (backend and its own options,
-timeout, allow-CPU).  Escape cancels and starts nothing; Start hands the options it
-built to the bisect screen, which runs the bisect with them."""
+timeout, allow-CPU).  The factors offered are those that differ between GOOD and BAD,
+ticked; the others are named as the same in both.  Escape cancels and starts nothing;
+Start hands the options it built to the bisect screen, which runs the bisect with them.
+Snapshots of the form at 80x24 and 200x60 (``--snapshot-update`` refreshes them, in
+``__snapshots__/test_bisect_form/``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Checkbox, Input, Select, SelectionList
+from textual.widgets import Checkbox, Input, Select, SelectionList, Static
 
 from replay_tui.bisect import FACTORS
 from replay_tui.bisect.run import DEFAULT_BUDGET, BisectOptions
@@ -23,6 +27,10 @@ from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field_id
 from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
 
 SIZE = (120, 50)
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
+SnapCompare = Callable[..., bool]
+DIFFERING = ["code", "image", "data", "config", "seed"]
+"""The factors in which the fixed store's original and its critical-gaps run differ."""
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +56,10 @@ async def _open_form(pilot: Pilot[Any], app: ReplayApp, fixed: FixedStore) -> Bi
     assert isinstance(cmp, ComparisonScreen)
     await pilot.press("b")
     await wait_until(pilot, lambda: isinstance(app.screen, BisectFormScreen))
-    await pilot.pause()
     form = app.screen
     assert isinstance(form, BisectFormScreen)
+    await wait_until(pilot, lambda: form.report is not None)  # the differing factors read
+    await pilot.pause()
     assert (form.good, form.bad) == (cmp.a_run, cmp.b_run)  # A is GOOD, B is BAD
     return form
 
@@ -68,7 +77,13 @@ async def test_b_opens_the_form_with_its_fields_and_escape_starts_nothing(
         form = await _open_form(pilot, app, fixed)
         assert {form.good, form.bad} == {fixed.original_id, fixed.critical_id}
         factors = form.query_one("#factors", SelectionList)
-        assert factors.selected == list(FACTORS)  # every factor, as the command's default
+        # the factors that differ, each ticked (the command's default: every one of them)
+        assert factors.selected == DIFFERING
+        offered = [factors.get_option_at_index(i).value for i in range(factors.option_count)]
+        assert offered == DIFFERING
+        assert form.offered == tuple(DIFFERING)
+        note = str(form.query_one("#factors-note", Static).render())
+        assert "the same in both: determinism, environment" in note
         assert form.query_one("#budget", Input).value == str(DEFAULT_BUDGET)
         assert form.query_one("#parallel", Input).value == "1"
         assert form.query_one("#times", Input).value == ""  # from GOOD's settings
@@ -104,7 +119,7 @@ async def test_start_hands_the_options_the_form_says_to_the_bisect(fixed: FixedS
         expected = BisectOptions(
             replay=ReplayOptions(backend="local", timeout_s=30.0, allow_cpu=True),
             times=2,
-            factors=("config", "seed", "determinism", "environment"),
+            factors=("config", "seed"),
             budget=5,
             parallel=2,
             rtol=Tolerance().rtol,
@@ -112,9 +127,12 @@ async def test_start_hands_the_options_the_form_says_to_the_bisect(fixed: FixedS
         )
         assert form.chosen() == expected
         await pilot.press("ctrl+s")
-        await wait_until(pilot, lambda: isinstance(app.screen, BisectScreen))
+        # the form goes, then the comparison pushes the bisect (its callback)
+        await wait_until(
+            pilot, lambda: not isinstance(app.screen, (BisectFormScreen, ComparisonScreen))
+        )
         screen = app.screen
-        assert isinstance(screen, BisectScreen)
+        assert isinstance(screen, BisectScreen), app.screen_stack  # (an error modal: says why)
         assert screen.options == expected  # what the bisect runs with
         assert "local backend" in str(screen.query_one("#bisect-title").render())
         await pilot.press("x")  # whatever it got to: cancelled (or already ended)
@@ -149,3 +167,83 @@ async def test_slurm_options_are_read_and_a_bad_one_keeps_the_form(fixed: FixedS
         assert not [w for w in app.workers if w.group == "bisect"]
         # the replay form shares the widget: the same fields there
         assert form.query_one(ReplayOptionsForm).backend == "slurm"
+
+
+@sync
+async def test_before_the_factors_are_read_every_one_is_offered(
+    fixed: FixedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until the worker says which differ, the form offers all seven, ticked: a quick
+    Start swaps every one that differs (the bisect's default), never none."""
+    form = BisectFormScreen(
+        fixed.path, fixed.original_id, fixed.critical_id, ReplayOptions(backend="local")
+    )
+    monkeypatch.setattr(BisectFormScreen, "_read_factors", lambda self: None)  # never read
+    app = _app(fixed)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.push_screen(form)
+        await pilot.pause()
+        assert form.report is None
+        assert form.query_one("#factors", SelectionList).selected == list(FACTORS)
+        assert form.chosen().factors is None
+        assert "reading which factors differ" in str(form.query_one("#factors-note").render())
+
+
+@sync
+async def test_two_runs_the_same_but_the_hardware_offer_no_factor(fixed: FixedStore) -> None:
+    """A replay's original and its replay (the same code, data, config, seed...) differ in
+    the hardware only: nothing is offered, the note says why, and Start refuses."""
+    from replay_tui.tui.screens.bisect import FactorsRead
+
+    form = BisectFormScreen(
+        fixed.path, fixed.original_id, fixed.replay_id, ReplayOptions(backend="local")
+    )
+    app = _app(fixed)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.push_screen(form)
+        await wait_until(pilot, lambda: form.report is not None)
+        await pilot.pause()
+        assert form.offered == ()
+        factors = form.query_one("#factors", SelectionList)
+        assert factors.option_count == 0 and not factors.display
+        note = str(form.query_one("#factors-note").render())
+        assert note == (
+            "none of the factors a replay can swap differs;"
+            " the hardware differs: a replay cannot swap it"
+        )
+        assert form.problem(form.chosen()) == (
+            "no factor a replay can swap differs between GOOD and BAD: nothing to bisect"
+        )
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is form  # refused: nothing started
+        assert not [w for w in app.workers if w.group == "bisect"]
+        # a read that failed (a store that cannot be read): the note says why
+        form.post_message(FactorsRead(None, "no run matches 'x'"))
+        await pilot.pause()
+        assert "could not read which factors differ: no run matches 'x'" in str(
+            form.query_one("#factors-note").render()
+        )
+
+
+def _form_steps(fixed: FixedStore) -> Callable[[Pilot[Any]], Any]:
+    async def run(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, ReplayApp)
+        app.sub_title = "store.db"  # the temporary path changes from run to run
+        await _open_form(pilot, app, fixed)
+        await settle(pilot)
+
+    return run
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_bisect_form_snapshot(
+    snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]
+) -> None:
+    """The form as ``b`` opens it: the differing factors ticked, the others named, the
+    fields, Start and Cancel, all in view at 80x24 too (a longer form scrolls; the
+    buttons stay under it)."""
+    assert snap_compare(_app(fixed), terminal_size=size, run_before=_form_steps(fixed))

@@ -3,8 +3,11 @@
 ``b`` on a comparison opens :class:`BisectFormScreen`: the factors to swap, the probe
 budget, the probes at a time, GOOD's noise-floor replays, and the replay options (the
 backend and its own options, a timeout per probe, allow-CPU: the replay forms' widget).
-Start hands a ``BisectOptions`` back (escape or Cancel hands back None: nothing starts),
-and :class:`BisectScreen` runs the bisect with it.
+The factors offered are those that differ between GOOD and BAD (``diff_factors``, read
+in a worker when the form opens), each ticked, with what differs; the ones the same in
+both are named on a line under them, not offered.  Start hands a ``BisectOptions`` back
+(escape or Cancel hands back None: nothing starts), and :class:`BisectScreen` runs the
+bisect with it.
 
 The bisect runs in a thread worker (``run_bisect``) whose ``on_event`` posts each event
 as a message; the cancel key (or leaving the screen) sets a ``threading.Event`` that the
@@ -37,6 +40,7 @@ from textual.widgets import (
     SelectionList,
     Static,
 )
+from textual.widgets.selection_list import Selection
 
 from replay_tui.bisect import FACTORS
 from replay_tui.replay.runner import ReplayEvent
@@ -47,6 +51,7 @@ from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
 from replay_tui.tui.widgets.style import short, when
 
 if TYPE_CHECKING:
+    from replay_tui.bisect.factors import FactorReport
     from replay_tui.bisect.run import BisectOptions
     from replay_tui.bisect.verdict import BisectResult
     from replay_tui.replay.plan import ReplayOptions
@@ -76,9 +81,44 @@ class BisectDone(Message):
         self.exit_code = exit_code
 
 
+class FactorsRead(Message):
+    """Which factors differ between GOOD and BAD (None: not known, ``error`` says why)."""
+
+    def __init__(self, report: FactorReport | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.error = error
+
+
+def factor_prompt(name: str, detail: list[str]) -> Text:
+    """A factor as the form offers it: its name, then the first thing that differs (from
+    the manifests: untrusted text, control characters shown), cut to one line."""
+    text = Text(f"{name:<12}", style="bold", no_wrap=True, overflow="ellipsis", end="")
+    if detail:
+        text.append(escape_control(detail[0]), style="dim")
+    return text
+
+
+def factors_note(report: FactorReport) -> str:
+    """The line under the offered factors: the ones the same in both, and the hardware
+    when it differs (a replay cannot swap it)."""
+    same = [f for f in FACTORS if report.get(f) is None]
+    parts: list[str] = []
+    if len(same) == len(FACTORS):
+        parts.append("none of the factors a replay can swap differs")
+    elif same:
+        parts.append("the same in both: " + ", ".join(same))
+    if report.get("hardware") is not None:
+        parts.append("the hardware differs: a replay cannot swap it")
+    return "; ".join(parts)
+
+
 class BisectFormScreen(AppScreen["BisectOptions | None"]):
     """What a bisect of GOOD and BAD tries, how much, where: dismissed with the
-    ``BisectOptions`` Start makes, or None (escape, Cancel)."""
+    ``BisectOptions`` Start makes, or None (escape, Cancel).
+
+    Until the factors that differ are read (a worker, on mount), every factor is
+    offered, ticked: Start then swaps every one that differs, as the command does."""
 
     AUTO_FOCUS = "#factors"
     """The top of the form (a short terminal scrolls to what has the focus)."""
@@ -89,15 +129,16 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
     DEFAULT_CSS = """
     BisectFormScreen #bisect-form-title { height: 1; padding: 0 1; background: $panel;
         text-style: bold; }
-    BisectFormScreen #bisect-form { height: 1fr; padding: 1 2; }
+    BisectFormScreen #bisect-form { height: auto; max-height: 1fr; padding: 0 2; }
     BisectFormScreen .label { width: 24; color: $text-muted; }
-    BisectFormScreen #factors-label { height: 1; color: $text-muted; }
-    BisectFormScreen #factors { height: auto; max-height: 9; width: 1fr; max-width: 60;
-        margin-bottom: 1; }
+    BisectFormScreen #factors-label { height: 1; color: $text-muted; margin-top: 1; }
+    BisectFormScreen #factors { height: auto; max-height: 9; width: 1fr; max-width: 76; }
+    BisectFormScreen #factors-note { height: auto; color: $text-muted; margin-bottom: 1; }
     BisectFormScreen #budget, BisectFormScreen #parallel, BisectFormScreen #times {
         width: 22; }
-    BisectFormScreen #form-help { color: $text-muted; margin: 1 0; }
-    BisectFormScreen #buttons { height: auto; }
+    BisectFormScreen #form-help { color: $text-muted; margin-top: 1; }
+    BisectFormScreen ReplayOptionsForm .field { margin-bottom: 0; }
+    BisectFormScreen #buttons { height: 1; padding: 0 2; margin-top: 1; }
     BisectFormScreen #buttons Button { margin-right: 2; }
     """
 
@@ -107,6 +148,10 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
         self.good = good
         self.bad = bad
         self.options = options
+        self.report: FactorReport | None = None
+        """Which factors differ, once read (None until then, or when it could not be)."""
+        self.offered: tuple[str, ...] = FACTORS
+        """The factors the list offers: every one until the differing ones are read."""
 
     def current_run(self) -> str | None:
         return self.bad
@@ -120,8 +165,12 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
             id="bisect-form-title",
         )
         with VerticalScroll(id="bisect-form"):
-            yield Label("factors to swap (the others are held at GOOD's)", id="factors-label")
+            yield Label(
+                "factors that differ, to swap (the others are held at GOOD's)",
+                id="factors-label",
+            )
             yield SelectionList[str](*((f, f, True) for f in FACTORS), id="factors", compact=True)
+            yield Static("reading which factors differ…", id="factors-note")
             yield ReplayOptionsForm(
                 self.options,
                 fields=[
@@ -149,14 +198,50 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
             )
             yield Static(
                 "replays GOOD with BAD's factors swapped in, one at a time, then the"
-                " smallest set, and says which difference makes BAD diverge"
-                " (`replay-tui bisect` does the same); the answer is stored",
+                " smallest set: which difference makes BAD diverge (`replay-tui bisect`)",
                 id="form-help",
             )
-            with Horizontal(id="buttons"):
-                yield Button("Start bisect", id="start", variant="primary")
-                yield Button("Cancel", id="cancel")
+        with Horizontal(id="buttons"):  # under the form, never scrolled away
+            yield Button("Start bisect", id="start", variant="primary", compact=True)
+            yield Button("Cancel", id="cancel", compact=True)
         yield Footer()
+
+    def on_mount(self) -> None:
+        self._read_factors()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bisect-form")
+    def _read_factors(self) -> None:
+        from replay_tui.bisect.factors import diff_factors
+        from replay_tui.errors import ReplayTuiError
+        from storage.manifest import ManifestError
+        from storage.store import StoreError
+
+        try:
+            with open_store(self.store_path) as store:
+                good = store.manifest(store.resolve(self.good))
+                bad = store.manifest(store.resolve(self.bad))
+        except (ReplayTuiError, ManifestError, StoreError, OSError) as e:
+            self.post_message(FactorsRead(None, str(e)))
+            return
+        self.post_message(FactorsRead(diff_factors(good, bad)))
+
+    def on_factors_read(self, message: FactorsRead) -> None:
+        message.stop()
+        note = self.query_one("#factors-note", Static)
+        report = message.report
+        if report is None:  # every factor stays offered: the bisect says what differs
+            note.update(Text(f"could not read which factors differ: {message.error}"))
+            return
+        self.report = report
+        differing = [d for d in report.differing if d.name in FACTORS]
+        self.offered = tuple(d.name for d in differing)
+        factors = self.query_one("#factors", SelectionList)
+        factors.clear_options()
+        factors.add_options(
+            [Selection(factor_prompt(d.name, d.detail), d.name, True) for d in differing]
+        )
+        factors.display = bool(differing)
+        note.update(Text(factors_note(report)))
 
     def chosen(self) -> BisectOptions:
         """The bisect options the form says (a bad number: its default, clamped as the
@@ -173,7 +258,8 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
         return BisectOptions(
             replay=replay,
             times=number("times", 1, 20),
-            factors=None if len(factors) == len(FACTORS) else factors,
+            # every factor offered: the bisect's default (every one that differs)
+            factors=None if set(factors) == set(self.offered) else factors,
             budget=number("budget", 1, 1000) or DEFAULT_BUDGET,
             parallel=number("parallel", 1, 64) or 1,
             rtol=replay.tolerance.rtol,
@@ -181,6 +267,8 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
         )
 
     def problem(self, options: BisectOptions) -> str | None:
+        if self.report is not None and not self.offered:
+            return "no factor a replay can swap differs between GOOD and BAD: nothing to bisect"
         if options.factors == ():
             return "choose at least one factor to swap"
         return self.query_one(ReplayOptionsForm).problem(options.replay)

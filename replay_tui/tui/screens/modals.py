@@ -144,7 +144,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("ctrl+s", "export: start"),
             ("c", "check the store again"),
             ("y", "copy the ledger head (the anchor to keep outside the store)"),
-            ("escape", "close"),
+            ("escape / enter", "close (enter: the store check's)"),
             ("j / k / g / G", "scroll the result (out of the fields)"),
         ),
     ),
