@@ -54,26 +54,6 @@ from storage.ledger import state_subject as state_subject
 
 ORIGIN_PREFIX = "origin:"
 _ORIGIN = re.compile(r"[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9_.-]{1,64})?")
-# runs columns rebuilt from the manifest (the rest are state or bookkeeping)
-_FROM_MANIFEST = (
-    "name",
-    "kind",
-    "replay_of",
-    "status",
-    "exit_code",
-    "started_at",
-    "ended_at",
-    "duration_s",
-    "commit",
-    "branch",
-    "dirty",
-    "repo_url",
-    "image_ref",
-    "image_digest",
-    "config_hash",
-    "command",
-    "tags",
-)
 MAX_PROBLEMS = 200
 
 
@@ -346,6 +326,10 @@ def row_from_data(d: dict[str, Any]) -> dict[str, Any]:
         "command": " ".join(d.get("argv") or [])[:4096],
         "tags": " ".join(f"{k}={v}" for k, v in sorted((d.get("tags") or {}).items())),
     }
+
+
+_FROM_MANIFEST = tuple(row_from_data({}))
+"""The runs columns rebuilt from the manifest (the rest are state or bookkeeping)."""
 
 
 def _metrics_match(have: dict[str, tuple[Any, str | None]], outputs: dict[str, Any]) -> bool:

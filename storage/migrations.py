@@ -13,7 +13,7 @@ artifacts, metrics, locations) are derived from the facts and may be refreshed.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -84,6 +84,20 @@ def _script(db: Database, sql: str) -> None:
             pending = ""
     if pending.strip():
         raise ValueError(f"incomplete SQL statement in a migration: {pending[:80]!r}")
+
+
+def _append_only(db: Database, tables: Iterable[str]) -> None:
+    """Triggers that refuse every UPDATE and DELETE of each of ``tables``."""
+    for table in tables:
+        _script(
+            db,
+            f"""
+            CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+            BEGIN SELECT RAISE(ABORT, '{table} is append-only: updates are refused'); END;
+            CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
+            BEGIN SELECT RAISE(ABORT, '{table} is append-only: deletes are refused'); END;
+            """,
+        )
 
 
 @migrations()
@@ -236,16 +250,7 @@ def m001_initial(db: Database) -> None:
         CREATE INDEX events_subject ON events (subject_sha256);
         """,
     )
-    for table in APPEND_ONLY:
-        _script(
-            db,
-            f"""
-            CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
-            BEGIN SELECT RAISE(ABORT, '{table} is append-only: updates are refused'); END;
-            CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
-            BEGIN SELECT RAISE(ABORT, '{table} is append-only: deletes are refused'); END;
-            """,
-        )
+    _append_only(db, APPEND_ONLY)
     _script(db, FTS_TABLE + FTS_TRIGGERS)
 
 
@@ -310,16 +315,7 @@ def m003_bisects(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS bisects_bad ON bisects (bad_run);
         """,
     )
-    for table in BISECT_TABLES:
-        _script(
-            db,
-            f"""
-            CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
-            BEGIN SELECT RAISE(ABORT, '{table} is append-only: updates are refused'); END;
-            CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
-            BEGIN SELECT RAISE(ABORT, '{table} is append-only: deletes are refused'); END;
-            """,
-        )
+    _append_only(db, BISECT_TABLES)
 
 
 @migrations()

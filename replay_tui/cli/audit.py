@@ -132,18 +132,11 @@ def verify(
     else trusted-keys.pem in the user config folder).  Exit 1 on any difference, and when
     the signature was not checked against a trusted key.
     """
-    from replay_tui.evidence.keys import load_public_key, load_trusted_keys
-    from replay_tui.evidence.verify import report_lines, verify_bundle
+    from replay_tui.evidence.verify import report_lines, verify_with_key
     from replay_tui.safety import escape_control
 
-    public_key = load_public_key(key) if key is not None else None
-    trusted = load_trusted_keys() if key is None else []
-    chk = verify_bundle(
-        bundle,
-        public_key=public_key,
-        trusted_keys=trusted,
-        allow_embedded_key=allow_embedded_key,
-        allow_unsigned=allow_unsigned,
+    chk = verify_with_key(
+        bundle, key, allow_embedded_key=allow_embedded_key, allow_unsigned=allow_unsigned
     )
     if as_json:
         chk.run_id = escape_control(chk.run_id) if chk.run_id else chk.run_id

@@ -130,30 +130,22 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
         metric_regex=[r"step (?P<step>\d+) loss (?P<value>[0-9.eE+-]+)"],
         metric_name="printed_loss",
     )
-    rec(
-        "pinned",
-        RecordOptions(
-            argv=[python, "train_mlp.py", "--data", "data/train.npz", *QUICK],
-            name="mlp-pinned",
-            seed=7,
-            deterministic=True,
-            tags={"team": "platform", "purpose": "baseline"},
-            **base,  # type: ignore[arg-type]
-        ),
-        in_image=True,
-    )
-    rec(
-        "second-seed",
-        RecordOptions(
-            argv=[python, "train_mlp.py", "--data", "data/train.npz", *QUICK],
-            name="mlp-seed-8",
-            seed=8,
-            deterministic=True,
-            tags={"team": "platform", "purpose": "seed-sweep"},
-            **base,  # type: ignore[arg-type]
-        ),
-        in_image=True,
-    )
+    for key, name, seed, purpose in (
+        ("pinned", "mlp-pinned", 7, "baseline"),
+        ("second-seed", "mlp-seed-8", 8, "seed-sweep"),
+    ):
+        rec(
+            key,
+            RecordOptions(
+                argv=[python, "train_mlp.py", "--data", "data/train.npz", *QUICK],
+                name=name,
+                seed=seed,
+                deterministic=True,
+                tags={"team": "platform", "purpose": purpose},
+                **base,  # type: ignore[arg-type]
+            ),
+            in_image=True,
+        )
     script = repo / "train_mlp.py"
     script.write_text(script.read_text().replace("nn.Dropout(0.2)", "nn.Dropout(0.25)"))
     gappy_args = ["train_mlp.py", "--data", "data/train.npz", "--no-seed", "--unseeded-noise"]

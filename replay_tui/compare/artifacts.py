@@ -148,13 +148,13 @@ def _compare_checkpoint_pair(
     )
 
 
-def _stale_diff(path: str, a: ArtifactInfo | None, b: ArtifactInfo | None) -> ArtifactDiff:
-    """``path`` where at least one side lists a file it did not write (stale)."""
-    stale_a = None if a is None else a.stale
-    stale_b = None if b is None else b.stale
-    diff = ArtifactDiff(
+def _diff(
+    path: str, status: ArtifactStatus, a: ArtifactInfo | None, b: ArtifactInfo | None
+) -> ArtifactDiff:
+    """``path`` with what each side lists of it (None for a side that does not list it)."""
+    return ArtifactDiff(
         path,
-        "stale",
+        status,
         kind_a=None if a is None else a.kind,
         kind_b=None if b is None else b.kind,
         sha256_a=None if a is None else a.sha256,
@@ -163,9 +163,15 @@ def _stale_diff(path: str, a: ArtifactInfo | None, b: ArtifactInfo | None) -> Ar
         size_b=None if b is None else b.size_bytes,
         tensor_sha256_a=None if a is None else a.tensor_sha256,
         tensor_sha256_b=None if b is None else b.tensor_sha256,
-        stale_a=stale_a,
-        stale_b=stale_b,
+        stale_a=None if a is None else a.stale,
+        stale_b=None if b is None else b.stale,
     )
+
+
+def _stale_diff(path: str, a: ArtifactInfo | None, b: ArtifactInfo | None) -> ArtifactDiff:
+    """``path`` where at least one side lists a file it did not write (stale)."""
+    diff = _diff(path, "stale", a, b)
+    stale_a, stale_b = diff.stale_a, diff.stale_b
     if stale_a is not None and b is not None and stale_b is None:
         written = "written by B" if b.sha256 is not None else "listed by B without a hash"
         note = f"{path} was {written}; A did not write it (stale: {stale_a})"
@@ -203,43 +209,10 @@ def compare_artifacts(
         if (a is not None and a.stale is not None) or (b is not None and b.stale is not None):
             out.append(_stale_diff(path, a, b))
             continue
-        if a is None:
-            assert b is not None
-            out.append(
-                ArtifactDiff(
-                    path,
-                    "only_b",
-                    kind_b=b.kind,
-                    sha256_b=b.sha256,
-                    size_b=b.size_bytes,
-                    tensor_sha256_b=b.tensor_sha256,
-                )
-            )
+        if a is None or b is None:  # neither is stale: their stale_a/_b stay None
+            out.append(_diff(path, "only_b" if a is None else "only_a", a, b))
             continue
-        if b is None:
-            out.append(
-                ArtifactDiff(
-                    path,
-                    "only_a",
-                    kind_a=a.kind,
-                    sha256_a=a.sha256,
-                    size_a=a.size_bytes,
-                    tensor_sha256_a=a.tensor_sha256,
-                )
-            )
-            continue
-        base = ArtifactDiff(
-            path,
-            "match",
-            kind_a=a.kind,
-            kind_b=b.kind,
-            sha256_a=a.sha256,
-            sha256_b=b.sha256,
-            size_a=a.size_bytes,
-            size_b=b.size_bytes,
-            tensor_sha256_a=a.tensor_sha256,
-            tensor_sha256_b=b.tensor_sha256,
-        )
+        base = _diff(path, "match", a, b)
         if a.sha256 is None or b.sha256 is None:
             missing = " and ".join(s for s, x in (("A", a), ("B", b)) if x.sha256 is None)
             out.append(replace(base, status="unhashed", error=f"{path} has no sha256 in {missing}"))

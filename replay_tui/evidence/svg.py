@@ -322,10 +322,7 @@ def metric_svg(
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
     ]
     if not xs or not ys:
-        out.append(
-            f'<text x="{_c(width / 2)}" y="{_c(height / 2)}" text-anchor="middle"'
-            f' fill="{AXIS_COLOUR}">no finite values to plot</text>'
-        )
+        out.append(_axis_text(_c(width / 2), _c(height / 2), "no finite values to plot"))
         out.append("</svg>")
         return "\n".join(out)
 
@@ -377,36 +374,33 @@ def _axes(frame: _Frame, xticks: list[float], yticks: list[float]) -> list[str]:
     out: list[str] = ['<g class="axes">']
     ystep = yticks[1] - yticks[0] if len(yticks) > 1 else abs(yticks[0]) or 1.0
     xstep = xticks[1] - xticks[0] if len(xticks) > 1 else 1.0
-    for t, text in _labelled(yticks, ystep):
+    for t, text in _labelled(yticks, ystep):  # a grid line across, its value on the left
         y = _c(frame.py(t))
+        out.append(_axis_line(_c(frame.left), y, _c(frame.right), y, GRID_COLOUR))
         out.append(
-            f'<line x1="{_c(frame.left)}" y1="{y}" x2="{_c(frame.right)}" y2="{y}"'
-            f' stroke="{GRID_COLOUR}" stroke-width="1"/>'
+            _axis_text(_c(frame.left - 6), y, text, 'text-anchor="end" dominant-baseline="middle"')
         )
-        out.append(
-            f'<text x="{_c(frame.left - 6)}" y="{y}" text-anchor="end"'
-            f' dominant-baseline="middle" fill="{AXIS_COLOUR}">{text}</text>'
-        )
-    for t, text in _labelled(xticks, xstep):
+    for t, text in _labelled(xticks, xstep):  # a tick under the axis, its step below
         x = _c(frame.px(t))
-        out.append(
-            f'<line x1="{x}" y1="{_c(frame.bottom)}" x2="{x}" y2="{_c(frame.bottom + 4)}"'
-            f' stroke="{AXIS_COLOUR}" stroke-width="1"/>'
-        )
-        out.append(
-            f'<text x="{x}" y="{_c(frame.bottom + 16)}" text-anchor="middle"'
-            f' fill="{AXIS_COLOUR}">{text}</text>'
-        )
+        out.append(_axis_line(x, _c(frame.bottom), x, _c(frame.bottom + 4), AXIS_COLOUR))
+        out.append(_axis_text(x, _c(frame.bottom + 16), text))
     out.append(
         f'<path d="M{_c(frame.left)},{_c(frame.top)} V{_c(frame.bottom)}'
         f' H{_c(frame.right)}" fill="none" stroke="{AXIS_COLOUR}" stroke-width="1"/>'
     )
-    out.append(
-        f'<text x="{_c((frame.left + frame.right) / 2)}" y="{_c(frame.bottom + 32)}"'
-        f' text-anchor="middle" fill="{AXIS_COLOUR}">step</text>'
-    )
+    out.append(_axis_text(_c((frame.left + frame.right) / 2), _c(frame.bottom + 32), "step"))
     out.append("</g>")
     return out
+
+
+def _axis_line(x1: str, y1: str, x2: str, y2: str, colour: str) -> str:
+    """A one-pixel line: a grid line or a tick."""
+    return f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="{colour}" stroke-width="1"/>'
+
+
+def _axis_text(x: str, y: str, text: str, align: str = 'text-anchor="middle"') -> str:
+    """A label in the axes' colour at (``x``, ``y``), centred unless ``align`` says."""
+    return f'<text x="{x}" y="{y}" {align} fill="{AXIS_COLOUR}">{text}</text>'
 
 
 def _legend(frame: _Frame, has_replay: bool, has_band: bool) -> list[str]:

@@ -269,6 +269,22 @@ def verify_bundle(
     return chk
 
 
+def verify_with_key(
+    path: Path, key: Path | None, *, allow_embedded_key: bool, allow_unsigned: bool
+) -> BundleCheck:
+    """:func:`verify_bundle` against the public key in the file ``key`` (``--key``), else
+    the keys of the trusted-keys file: what ``replay-tui verify`` and the TUI check."""
+    public_key = keys.load_public_key(key) if key is not None else None
+    trusted = keys.load_trusted_keys() if key is None else []
+    return verify_bundle(
+        path,
+        public_key=public_key,
+        trusted_keys=trusted,
+        allow_embedded_key=allow_embedded_key,
+        allow_unsigned=allow_unsigned,
+    )
+
+
 def _ids(ids: Sequence[str]) -> str:
     return ", ".join(escape_control(i[:16]) for i in ids)
 

@@ -166,6 +166,23 @@ def replay_manifest(
     )
     holder: list[ReplayContext] = []
     tmp: Path | None = None
+
+    def store_unfinished(status: str, reason: str, body: dict[str, Any]) -> None:
+        """The attempt as a replay fact with no replay run and no verdict (persisted)."""
+        if persist:
+            store.add_replay(
+                original.run_id,
+                replay_run=None,
+                backend=options.backend,
+                status=status,
+                verdict=None,
+                reason=reason,
+                duration_s=time.monotonic() - t0,
+                comparison_id=None,
+                body=body,
+                sets_verdict=False,
+            )
+
     try:
         try:
             base = backend.scratch_base(store, options)
@@ -227,35 +244,17 @@ def replay_manifest(
                 )
             return stage_compare(ctx)
         except KeyboardInterrupt:
-            if persist:
-                store.add_replay(
-                    original.run_id,
-                    replay_run=None,
-                    backend=options.backend,
-                    status=INTERRUPTED,
-                    verdict=None,
-                    reason="interrupted before the replay finished (Ctrl-C)",
-                    duration_s=time.monotonic() - t0,
-                    comparison_id=None,
-                    body={"reason": "interrupted"},
-                    sets_verdict=False,
-                )
+            store_unfinished(
+                INTERRUPTED,
+                "interrupted before the replay finished (Ctrl-C)",
+                {"reason": "interrupted"},
+            )
             raise
         except ReplayTuiError as e:
             reason = e.message
-            if persist:
-                store.add_replay(
-                    original.run_id,
-                    replay_run=None,
-                    backend=options.backend,
-                    status=INFRA_ERROR,
-                    verdict=None,
-                    reason=reason,
-                    duration_s=time.monotonic() - t0,
-                    comparison_id=None,
-                    body={"reason": reason, "hint": e.hint, "exit_code": e.exit_code},
-                    sets_verdict=False,
-                )
+            store_unfinished(
+                INFRA_ERROR, reason, {"reason": reason, "hint": e.hint, "exit_code": e.exit_code}
+            )
             on_event(ReplayEvent("replay", "failed", reason))
             raise
     finally:

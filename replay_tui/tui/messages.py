@@ -2,12 +2,14 @@
 
 Workers never touch widgets: they read the store, run the replay or the comparison,
 and post one of these.  Each carries plain data from ``replay_tui.tui.queries``
-or the domain layers, never a live connection.
+or the domain layers, never a live connection.  A message is a dataclass where its
+fields are all it holds (Textual's ``Message.__post_init__`` sets it up).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -54,14 +56,13 @@ class RunsPage(Message):
         """The replay runs of the page's open groups."""
 
 
+@dataclass
 class RunsGroup(Message):
     """The replay runs of one original, to show under it (a group opened)."""
 
-    def __init__(self, generation: int, run_id: str, records: list[RunRecord]) -> None:
-        super().__init__()
-        self.generation = generation
-        self.run_id = run_id
-        self.records = records
+    generation: int
+    run_id: str
+    records: list[RunRecord]
 
 
 class RunsCounted(Message):
@@ -75,105 +76,88 @@ class RunsCounted(Message):
         self.everything = total if everything is None else everything
 
 
+@dataclass
 class RunsPageShown(Message):
     """Posted by the runs screen once a query's first page has been painted."""
 
-    def __init__(self, generation: int, rows: int, total: int | None) -> None:
-        super().__init__()
-        self.generation = generation
-        self.rows = rows
-        self.total = total
-        self.painted_at = time.perf_counter()
+    generation: int
+    rows: int
+    total: int | None
+    painted_at: float = field(init=False, default_factory=time.perf_counter)
 
 
+@dataclass
 class PickerRuns(Message):
     """Runs for the run picker (compare with another run)."""
 
-    def __init__(self, generation: int, records: list[RunRecord]) -> None:
-        super().__init__()
-        self.generation = generation
-        self.records = records
+    generation: int
+    records: list[RunRecord]
 
 
+@dataclass
 class RunDetailLoaded(Message):
-    def __init__(self, detail: RunDetail) -> None:
-        super().__init__()
-        self.detail = detail
+    detail: RunDetail
 
 
+@dataclass
 class ComparisonLoaded(Message):
-    def __init__(self, view: ComparisonView) -> None:
-        super().__init__()
-        self.view = view
+    view: ComparisonView
 
 
+@dataclass
 class DashboardLoaded(Message):
-    def __init__(self, stats: DashboardStats) -> None:
-        super().__init__()
-        self.stats = stats
+    stats: DashboardStats
 
 
+@dataclass
 class ReplayProgress(Message):
     """One event of a replay in progress (a stage change or a line of the run's output)."""
 
-    def __init__(self, event: ReplayEvent) -> None:
-        super().__init__()
-        self.event = event
+    event: ReplayEvent
 
 
+@dataclass
 class ReplayFinished(Message):
-    def __init__(self, summary: ReplaySummary) -> None:
-        super().__init__()
-        self.summary = summary
+    summary: ReplaySummary
 
 
 # -- navigation: screens ask the app, which owns the dependencies, to open a screen ---
 
 
+@dataclass
 class OpenRun(Message):
-    def __init__(self, run_id: str) -> None:
-        super().__init__()
-        self.run_id = run_id
+    run_id: str
 
 
+@dataclass
 class OpenReplay(Message):
-    def __init__(self, run_id: str) -> None:
-        super().__init__()
-        self.run_id = run_id
+    run_id: str
 
 
+@dataclass(kw_only=True)
 class OpenComparison(Message):
     """A stored comparison by id, or runs A and B (latest stored, else computed)."""
 
-    def __init__(
-        self,
-        *,
-        comparison_id: int | None = None,
-        a_run: str | None = None,
-        b_run: str | None = None,
-    ) -> None:
-        super().__init__()
-        self.comparison_id = comparison_id
-        self.a_run = a_run
-        self.b_run = b_run
+    comparison_id: int | None = None
+    a_run: str | None = None
+    b_run: str | None = None
 
 
+@dataclass
 class OpenBisect(Message):
     """A stored bisect's answer, on the screen that showed it when it finished."""
 
-    def __init__(self, bisect: StoredBisect) -> None:
-        super().__init__()
-        self.bisect = bisect
+    bisect: StoredBisect
 
 
+@dataclass
 class PickAndCompare(Message):
     """Choose another run and compare it with ``run_id``."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__()
-        self.run_id = run_id
+    run_id: str
 
 
+@dataclass
 class WorkerFailed(Message):
     """A screen's worker raised; the app shows the error modal.
 
@@ -181,7 +165,5 @@ class WorkerFailed(Message):
     this message (see ``replay_tui.tui.screens.base``).
     """
 
-    def __init__(self, error: BaseException, group: str) -> None:
-        super().__init__()
-        self.error = error
-        self.group = group
+    error: BaseException
+    group: str

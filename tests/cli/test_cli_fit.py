@@ -6,13 +6,11 @@ verdict; a store error says where the store's path came from."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,6 +22,7 @@ from replay_tui.verdicts import NOT_REPLAYED
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest, subprocess_env
+from tests.support.bundles import replay_of
 
 LONG_NAME = "a-training-run-with-a-name-far-longer-than-any-column-" + "x" * 30
 
@@ -51,17 +50,6 @@ def replay_tui(
     )
 
 
-def _replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=run_id,
-        kind="replay",
-        replay_of=orig["run_id"],
-        replay={"backend": "docker", "environment_pinned": True},
-    )
-    return rep
-
-
 @pytest.fixture
 def filled(store_path: Path, make_manifest: MakeManifest) -> dict[str, str]:
     """A store with a long-named run, a gappy one and a judged replay."""
@@ -69,7 +57,7 @@ def filled(store_path: Path, make_manifest: MakeManifest) -> dict[str, str]:
     gappy = make_manifest(index=1)
     gappy["randomness"] = {}
     gappy["image"] = None
-    rep = _replay_of(long, make_manifest(index=2)["run_id"])
+    rep = replay_of(long, make_manifest(index=2)["run_id"])
     with RunStore(store_path) as s:
         for d in (long, gappy, rep):
             s.ingest(manifest_from_data(d))

@@ -4,36 +4,24 @@ diverged when the manifests already say so.  Real stores and real CLI processes.
 
 from __future__ import annotations
 
-import copy
 import csv
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 from replay_tui.compare.gaps import evaluate_pair
 from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest, RunCli
-
-
-def _replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=run_id,
-        kind="replay",
-        replay_of=orig["run_id"],
-        replay={"backend": "docker", "environment_pinned": True},
-    )
-    return rep
+from tests.support.bundles import replay_of
 
 
 def _diverged_pair(store_path: Path, make_manifest: MakeManifest) -> tuple[str, str]:
     """An original with no seed recorded, and a replay whose final loss left tolerance."""
     orig = make_manifest(index=0)
     orig["randomness"] = {}
-    rep = _replay_of(orig, make_manifest(index=1)["run_id"])
+    rep = replay_of(orig, make_manifest(index=1)["run_id"])
     name = next(iter(rep["outputs"]["metrics"]))
     rep["outputs"]["metrics"][name] = rep["outputs"]["metrics"][name] + 1.0
     with RunStore(store_path) as s:
@@ -67,7 +55,7 @@ def test_compare_a_run_with_itself_warns(
 
 def test_a_different_seed_is_one_pair_gap(make_manifest: MakeManifest) -> None:
     a = make_manifest(index=0)
-    b = _replay_of(a, make_manifest(index=1)["run_id"])
+    b = replay_of(a, make_manifest(index=1)["run_id"])
     a["randomness"] = {"seed": 7, "python": 7, "numpy": 7, "torch": 7}
     b["randomness"] = {"seed": 8, "python": 8, "numpy": 8, "torch": 8}
     gaps = [

@@ -6,7 +6,6 @@ written the way the runner writes them.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,7 @@ from replay_tui.verdicts import counts_as_evidence, summarize
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest, RunCli
-
-
-def _replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=run_id,
-        kind="replay",
-        replay_of=orig["run_id"],
-        replay={"backend": "docker", "environment_pinned": True},
-    )
-    return rep
+from tests.support.bundles import replay_of
 
 
 def _store_with_attempts(
@@ -37,7 +26,7 @@ def _store_with_attempts(
     """An original, three IDENTICAL replays, then a cancelled one whose partial outputs
     compared INCOMPLETE (a failed run), then an interrupted attempt with no replay run."""
     orig = make_manifest(index=0, **overrides)
-    reps = [_replay_of(orig, make_manifest(index=i)["run_id"]) for i in range(1, 5)]
+    reps = [replay_of(orig, make_manifest(index=i)["run_id"]) for i in range(1, 5)]
     reps[-1]["status"] = "interrupted"
     reps[-1]["exit_code"] = 143
     with RunStore(store_path) as store:
@@ -155,9 +144,8 @@ def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproducti
     exit 3, the reason shown even under ``--quiet``, the run's verdict untouched."""
     import os
     import subprocess
-    import sys
 
-    from tests.support.training import cli_env, git
+    from tests.support.training import git, replay_tui
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -166,29 +154,13 @@ def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproducti
     git(repo, "add", "uses_torch.py")
     git(repo, "commit", "-q", "-m", "torch")
     store = tmp_path / "store.db"
-    exe = str(Path(sys.executable).parent / "replay-tui")
-    rec = subprocess.run(
-        [exe, "--store", str(store), "record", "--json", "--", "python3", "uses_torch.py"],
-        cwd=repo,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    rec = replay_tui(store, "record", "--json", "--", "python3", "uses_torch.py", cwd=repo)
     assert rec.returncode == 0, rec.stderr[-2000:]
     run_id = json.loads(rec.stdout)["run_id"]
     bare = dict(os.environ, PATH="/usr/bin:/bin")  # this host's python3 has no torch
     probe = subprocess.run(["python3", "-c", "import torch"], env=bare, capture_output=True)
     assert probe.returncode != 0, "the test needs a python3 on /usr/bin without torch"
-    rep = subprocess.run(
-        [exe, "--store", str(store), "replay", run_id, "--backend", "local", "--quiet"],
-        env=bare,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    rep = replay_tui(store, "replay", run_id, "--backend", "local", "--quiet", env=bare)
     out = rep.stdout + rep.stderr
     assert rep.returncode == 3, out[-2000:]
     assert "No module named 'torch'" in out

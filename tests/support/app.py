@@ -14,29 +14,34 @@ import asyncio
 import copy
 import functools
 import hashlib
-import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
+from textual.message import Message
 from textual.pilot import Pilot
+from textual.screen import Screen
 
 from replay_tui.compare.gaps import gap_counts
 from replay_tui.replay.drill import DrillReport
+from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.screens.comparison import ComparisonScreen
+from replay_tui.tui.screens.drill import DrillScreen
 from replay_tui.tui.screens.runs import RunsScreen
 from storage import ledger
 from storage.manifest import RunManifest, manifest_from_data
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.support.factories import apply_overrides, realistic_manifest
+from tests.support.training import cli_env as cli_env
+from tests.support.training import git as git
+from tests.support.training import replay_tui
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXED_NOW = "2025-06-02T09:30:00.000Z"
@@ -206,48 +211,34 @@ def build_fixed_store(root: Path) -> FixedStore:
         so, sr = manifest_from_data(same_o), manifest_from_data(same_r)
         manifests += [orig, rep, so, sr]
         store.ingest_many([(m, gap_counts(m), (), {}) for m in manifests])
-        diverged = compare_runs(orig, rep, objects=objects)
-        cid = store.add_comparison(
-            orig.run_id,
-            rep.run_id,
-            diverged.verdict,
-            diverged.to_dict(),
-            rtol=diverged.rtol,
-            atol=diverged.atol,
-            set_verdict_on=rep.run_id,
-        )
-        store.add_replay(
-            orig.run_id,
-            replay_run=rep.run_id,
-            backend="local",
-            status="succeeded",
-            verdict=diverged.verdict,
-            reason=None,
-            duration_s=22800.0,
-            comparison_id=cid,
-            body={"replay": rep_d["replay"], "verdict": diverged.verdict},
-        )
-        same = compare_runs(so, sr, objects=objects)
-        cid_same = store.add_comparison(
-            so.run_id,
-            sr.run_id,
-            same.verdict,
-            same.to_dict(),
-            rtol=same.rtol,
-            atol=same.atol,
-            set_verdict_on=sr.run_id,
-        )
-        store.add_replay(
-            so.run_id,
-            replay_run=sr.run_id,
-            backend="docker",
-            status="succeeded",
-            verdict=same.verdict,
-            reason=None,
-            duration_s=812.0,
-            comparison_id=cid_same,
-            body={"replay": {"backend": "docker"}, "verdict": same.verdict},
-        )
+
+        def replayed(a: RunManifest, b: RunManifest, backend: str, took: float, replay: Any) -> int:
+            """Compare replay ``b`` with ``a``; store the comparison and the replay fact."""
+            cmp = compare_runs(a, b, objects=objects)
+            cid = store.add_comparison(
+                a.run_id,
+                b.run_id,
+                cmp.verdict,
+                cmp.to_dict(),
+                rtol=cmp.rtol,
+                atol=cmp.atol,
+                set_verdict_on=b.run_id,
+            )
+            store.add_replay(
+                a.run_id,
+                replay_run=b.run_id,
+                backend=backend,
+                status="succeeded",
+                verdict=cmp.verdict,
+                reason=None,
+                duration_s=took,
+                comparison_id=cid,
+                body={"replay": replay, "verdict": cmp.verdict},
+            )
+            return cid
+
+        cid = replayed(orig, rep, "local", 22800.0, rep_d["replay"])
+        cid_same = replayed(so, sr, "docker", 812.0, {"backend": "docker"})
         judged = [("IDENTICAL", 1), ("EQUIVALENT", 2), ("INCOMPLETE", 5)]
         for verdict, i in judged:
             store.add_replay(
@@ -294,27 +285,6 @@ def build_fixed_store(root: Path) -> FixedStore:
 # -- a real recorded run ----------------------------------------------------------------
 
 
-def cli_env() -> dict[str, str]:
-    """Environment whose ``python`` (first on PATH) has torch and the project."""
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.pop("REPLAY_TUI_SEED", None)
-    env.pop("PYTHONHASHSEED", None)
-    env.pop("REPLAY_TUI_STORE", None)
-    return env
-
-
-def git(repo: Path, *args: str) -> None:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
-
-
 def record_real_run(root: Path, *extra: str) -> tuple[Path, str]:
     """Record the example training with the real launcher in a fresh git repo.
 
@@ -328,13 +298,10 @@ def record_real_run(root: Path, *extra: str) -> tuple[Path, str]:
     git(repo, "add", "train_mlp.py", ".gitignore")
     git(repo, "commit", "-q", "-m", "example")
     store = root / "store.db"
-    exe = Path(sys.executable).parent / "replay-tui"
-    argv = [str(exe), "--store", str(store), "record", "--seed", "1", "--artifact", "out/*"]
-    argv += ["--json", "--", "python", "train_mlp.py", "--out", "out", "--epochs", "1"]
-    argv += ["--samples", "256", "--workers", "0", *extra]
-    done = subprocess.run(
-        argv, cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=600, check=False
-    )
+    argv = ["record", "--seed", "1", "--artifact", "out/*", "--json", "--", "python"]
+    argv += ["train_mlp.py", "--out", "out", "--epochs", "1", "--samples", "256"]
+    argv += ["--workers", "0", *extra]
+    done = replay_tui(store, *argv, cwd=repo)
     assert done.returncode == 0, done.stderr[-2000:]
     import json
 
@@ -394,12 +361,8 @@ def record_gated_run(root: Path) -> tuple[Path, str, Path]:
     gate = root / "gate"
     gate.touch()
     store = root / "store.db"
-    exe = Path(sys.executable).parent / "replay-tui"
-    argv = [str(exe), "--store", str(store), "record", "--artifact", "out/*", "--json"]
-    argv += ["--", "python", "gated.py", str(gate)]
-    done = subprocess.run(
-        argv, cwd=repo, env=cli_env(), capture_output=True, text=True, timeout=300, check=False
-    )
+    argv = ["record", "--artifact", "out/*", "--json", "--", "python", "gated.py", str(gate)]
+    done = replay_tui(store, *argv, cwd=repo, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return store, str(json.loads(done.stdout)["run_id"]), gate
 
@@ -425,10 +388,108 @@ async def wait_until(
         await pilot.pause(0.05)
 
 
+def local_app(store: Path) -> ReplayApp:
+    """The app over ``store``, its replays and drills on the local backend."""
+    return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
+
+
+def footer_keys(app: ReplayApp) -> set[str]:
+    """What the footer of the screen on top says its keys do."""
+    from textual.widgets._footer import FooterKey
+
+    return {k.description for k in app.screen.query(FooterKey)}
+
+
 def runs_screen(app: ReplayApp) -> RunsScreen:
     screen = app.screen
     assert isinstance(screen, RunsScreen), type(screen).__name__
     return screen
+
+
+ScreenT = TypeVar("ScreenT", bound=Screen[Any])
+
+
+async def opened(
+    pilot: Pilot[Any], how: Message | Callable[[], object], screen: type[ScreenT]
+) -> ScreenT:
+    """Post ``how`` to the app (a message) or call it (an action of the app), and wait,
+    settled, for the ``screen`` it opens."""
+    if isinstance(how, Message):
+        pilot.app.post_message(how)
+    else:
+        how()
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, screen))
+    await settle(pilot)
+    shown = pilot.app.screen
+    assert isinstance(shown, screen)
+    return shown
+
+
+async def comparison_shown(pilot: Pilot[Any]) -> ComparisonScreen:
+    """The comparison screen, once it is on top with its comparison loaded."""
+    app = pilot.app
+    await wait_until(
+        pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+    )
+    screen = app.screen
+    assert isinstance(screen, ComparisonScreen)
+    return screen
+
+
+async def finished_drill(pilot: Pilot[Any], report: DrillReport) -> DrillScreen:
+    """The drill screen opened from the app, shown as it is once ``report`` has come."""
+    app = pilot.app
+    assert isinstance(app, ReplayApp)
+    screen = await opened(pilot, app.action_drill, DrillScreen)
+    screen.show_progress(len(report.items), ReplayOptions(backend="local"))
+    screen.post_message(DrillScreen.Finished(report))
+    await wait_until(pilot, lambda: screen.report is not None)
+    await settle(pilot)
+    return screen
+
+
+async def palette(pilot: Pilot[Any], command: str) -> None:
+    """Run a command of the palette by typing its name, as a user does."""
+    from textual.command import CommandPalette
+    from textual.widgets import OptionList
+
+    await pilot.press("ctrl+p")
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
+    await pilot.press(*command)
+    await wait_until(
+        pilot,
+        lambda: any(
+            command in str(o.prompt) for o in pilot.app.screen.query(OptionList).first().options
+        ),
+    )
+    await pilot.press("enter")
+
+
+# -- snapshots ---------------------------------------------------------------------------
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
+"""The terminal sizes every snapshot is taken at."""
+SnapCompare = Callable[..., bool]
+Step = Callable[[Pilot[Any]], Awaitable[None]]
+
+
+def snap_app(fixed: FixedStore) -> ReplayApp:
+    """The app over ``fixed`` as a snapshot shows it: local replays, a fixed subtitle."""
+    app = local_app(fixed.path)
+    app.sub_title = "store.db"  # the temporary path changes from run to run
+    return app
+
+
+def then(*steps: Step) -> Step:
+    """The steps, each after the app has settled, and a settle after the last."""
+
+    async def run(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        for step in steps:
+            await step(pilot)
+            await settle(pilot)
+
+    return run
 
 
 def fixed_drill() -> DrillReport:

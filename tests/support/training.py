@@ -56,17 +56,24 @@ def cli_env() -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("REPLAY_TUI_SEED", None)
     env.pop("PYTHONHASHSEED", None)
+    env.pop("REPLAY_TUI_STORE", None)
     return env
 
 
 def replay_tui(
-    store: Path, *args: str, cwd: Path | None = None, check: bool = False, timeout: float = 600
+    store: Path,
+    *args: str | Path,
+    cwd: Path | None = None,
+    check: bool = False,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """``replay-tui --store STORE ARGS...`` in a subprocess (``env``: :func:`cli_env`)."""
     exe = Path(sys.executable).parent / "replay-tui"
     return subprocess.run(
-        [str(exe), "--store", str(store), *args],
+        [str(exe), "--store", str(store), *map(str, args)],
         cwd=cwd,
-        env=cli_env(),
+        env=env or cli_env(),
         capture_output=True,
         text=True,
         check=check,

@@ -27,7 +27,16 @@ from replay_tui.tui.widgets.fullrow import FullRow
 from replay_tui.tui.widgets.style import fit
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
-from tests.support.app import FixedStore, build_fixed_store, runs_screen, settle, sync, wait_until
+from tests.support.app import (
+    FixedStore,
+    build_fixed_store,
+    local_app,
+    opened,
+    runs_screen,
+    settle,
+    sync,
+    wait_until,
+)
 from tests.support.factories import apply_overrides, realistic_manifest
 
 LONG_IMAGE = "registry.example.com/research/vision-team/pytorch-training-base-cuda12:2025.11-rc3"
@@ -185,11 +194,7 @@ async def test_the_picker_fits_its_columns_and_shows_cut_values_whole(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.post_message(PickAndCompare(fixed.original_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
-        await settle(pilot)
-        picker = app.screen
-        assert isinstance(picker, PickRunScreen)
+        picker = await opened(pilot, PickAndCompare(fixed.original_id), PickRunScreen)
         table = picker.table
         assert table.row_width <= table.scrollable_content_region.width  # nothing cropped
         assert not table.show_horizontal_scrollbar
@@ -215,10 +220,9 @@ async def test_comparison_fields_cut_with_an_ellipsis_and_a_hash_whole_when_wide
     app = ReplayApp(fixed.path)
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
-        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(pilot, lambda: isinstance(app.screen, ComparisonScreen))
-        await settle(pilot)
-        screen = app.screen
+        screen = await opened(
+            pilot, OpenComparison(comparison_id=fixed.diverged_comparison), ComparisonScreen
+        )
         table = screen.query_one("#fields", DataTable)
         for key in ("field", "a", "b"):
             width = table.columns[key].width  # type: ignore[index]
@@ -245,9 +249,9 @@ async def test_tab_labels_show_whole_at_80_columns(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(pilot, lambda: isinstance(app.screen, ComparisonScreen))
-        await settle(pilot)
+        await opened(
+            pilot, OpenComparison(comparison_id=fixed.diverged_comparison), ComparisonScreen
+        )
         tabs = app.screen.query_one(TabbedContent)
         assert str(tabs.get_tab("tab-fields").label) == "Fields (4 ≠)"
         assert _tab_labels_fit(app.screen)
@@ -256,9 +260,7 @@ async def test_tab_labels_show_whole_at_80_columns(fixed: FixedStore) -> None:
         await pilot.press("escape")
         await settle(pilot)
         await pilot.resize_terminal(80, 24)
-        app.post_message(OpenRun(fixed.critical_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, RunDetailScreen))
-        await settle(pilot)
+        await opened(pilot, OpenRun(fixed.critical_id), RunDetailScreen)
         assert _tab_labels_fit(app.screen)
         assert str(app.screen.query_one(TabbedContent).get_tab("tab-gaps").label).endswith("c)")
 
@@ -270,9 +272,7 @@ async def test_the_footer_shows_every_key_at_80_columns(fixed: FixedStore) -> No
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.post_message(OpenRun(fixed.replay_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, RunDetailScreen))
-        await settle(pilot)
+        await opened(pilot, OpenRun(fixed.replay_id), RunDetailScreen)
         footer = app.screen.query_one(Footer)
         await wait_until(pilot, lambda: footer.compact)
         keys = list(footer.query("FooterKey"))
@@ -296,14 +296,10 @@ def test_fold_keeps_every_character() -> None:
 async def test_drill_form_starts_in_its_first_field_and_its_log_keeps_to_its_end(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    app = local_app(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.action_drill()
-        await wait_until(pilot, lambda: isinstance(app.screen, DrillScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, DrillScreen)
+        screen = await opened(pilot, app.action_drill, DrillScreen)
         assert app.focused is screen.query_one("#count", Input)
         screen.show_progress(3, ReplayOptions(backend="local"))
         log = screen.query_one("#log", FoldingLog)
@@ -380,11 +376,7 @@ async def test_verify_dialog_says_what_to_do_in_its_own_terms(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        app.action_verify_bundle()
-        await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, VerifyBundleScreen)
+        screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         screen.query_one("#bundle", Input).value = str(bundle)
         await pilot.click("#verify")
         await wait_until(pilot, lambda: screen.check is not None, 120)
@@ -422,9 +414,7 @@ async def test_run_detail_shows_a_hash_and_the_command_whole_at_80_columns(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.post_message(OpenRun(fixed.original_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, RunDetailScreen))
-        await settle(pilot)
+        await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         from rich.console import Console
 
         sections = {str(w.border_title): w for w in app.screen.query(".section")}
@@ -448,21 +438,13 @@ async def test_drill_results_show_the_highlighted_runs_values_whole(fixed: Fixed
     line under them has the highlighted run's values whole."""
     from textual.widgets import DataTable
 
-    from tests.support.app import fixed_drill
+    from tests.support.app import finished_drill, fixed_drill
 
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    app = local_app(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.action_drill()
-        await wait_until(pilot, lambda: isinstance(app.screen, DrillScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, DrillScreen)
-        screen.show_progress(3, ReplayOptions(backend="local"))
         report = fixed_drill()
-        screen.post_message(DrillScreen.Finished(report))
-        await wait_until(pilot, lambda: screen.report is not None)
-        await settle(pilot)
+        screen = await finished_drill(pilot, report)
         full = screen.query_one("#result-full", Static)
         first = report.items[0]
         assert f"run {first.run_id}" in str(full.render())
@@ -482,9 +464,7 @@ async def test_run_detail_replays_show_the_highlighted_replay_run_whole(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.post_message(OpenRun(fixed.original_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, RunDetailScreen))
-        await settle(pilot)
+        await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         app.screen.query_one(TabbedContent).active = "tab-replays"
         await settle(pilot)
         full = app.screen.query_one("#replay-full", Static)
@@ -500,11 +480,10 @@ async def test_comparison_artifacts_show_the_highlighted_hashes_whole(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(pilot, lambda: isinstance(app.screen, ComparisonScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, ComparisonScreen) and screen.view is not None
+        screen = await opened(
+            pilot, OpenComparison(comparison_id=fixed.diverged_comparison), ComparisonScreen
+        )
+        assert screen.view is not None
         screen.query_one(TabbedContent).active = "tab-artifacts"
         await settle(pilot)
         arts = screen.view.comparison.artifacts

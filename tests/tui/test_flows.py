@@ -15,7 +15,6 @@ from textual.command import CommandList, CommandPalette
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
-from textual.widgets._footer import FooterKey
 
 from replay_tui.compare.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
@@ -35,6 +34,9 @@ from storage.store import RunQuery, RunStore
 from tests.support.app import (
     FixedStore,
     build_fixed_store,
+    comparison_shown,
+    footer_keys,
+    local_app,
     record_real_run,
     runs_screen,
     settle,
@@ -323,11 +325,7 @@ async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStor
         await settle(pilot)
         assert picker.table.row_count == 1
         await pilot.press("down", "enter")
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        cmp = await comparison_shown(pilot)
         assert cmp.view.computed
         assert cmp.labels == ("A", "B")
         # A is the run the compare started from (the picker's title said so), though it
@@ -355,11 +353,7 @@ async def test_enter_in_the_pickers_search_box_compares_with_the_first_match(
         await pilot.press(*b.id[:12])
         await wait_until(pilot, lambda: picker.table.selected_run == b.id)
         await pilot.press("enter")  # the search box still has the focus
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        cmp = await comparison_shown(pilot)
         assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
         # two originals: bisect is offered (it is not where either run is a replay)
         assert cmp.active_bindings["b"].binding.action == "bisect"
@@ -488,10 +482,6 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return record_real_run(tmp_path_factory.mktemp("recorded"))
 
 
-def local_app(store: Path) -> ReplayApp:
-    return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
-
-
 async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> ReplayScreen:
     await settle(pilot)
     screen = runs_screen(app)
@@ -504,10 +494,6 @@ async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> Repla
     await pilot.press("enter")  # the Start button has the focus
     assert replay.phase != "options"  # started (it may already have finished: no race)
     return replay
-
-
-def footer_keys(app: ReplayApp) -> set[str]:
-    return {k.description for k in app.screen.query(FooterKey)}
 
 
 async def open_replay_screen(pilot: Pilot[None], app: ReplayApp, run_id: str) -> ReplayScreen:
@@ -562,8 +548,9 @@ async def test_escape_on_the_replay_screen_says_back_unless_a_replay_runs(
         await wait_until(pilot, lambda: "Back" in footer_keys(app))
         assert "Back / cancel" not in footer_keys(app)
         replay._set_phase("running")  # as a started replay is (no worker)
-        await wait_until(pilot, lambda: "Back" not in footer_keys(app))
-        assert "Cancel replay" in footer_keys(app)
+        # the footer is empty while it recomposes: wait for the new key, not the old's going
+        await wait_until(pilot, lambda: "Cancel replay" in footer_keys(app))
+        assert "Back" not in footer_keys(app)
         await pilot.press("escape")  # cancels; the screen stays
         await wait_until(pilot, lambda: replay.phase == "cancelling")
         assert app.screen is replay

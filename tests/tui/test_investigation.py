@@ -9,13 +9,9 @@ ones; a replay told from an original at every width; tags as an object in
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import functools
 import json
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rich.console import Console
@@ -47,7 +43,7 @@ from replay_tui.tui.widgets.status import StatusLine
 from storage.manifest import _check_image_ref, manifest_from_data
 from storage.store import RunStore
 from tests.conftest import RunCli
-from tests.support.app import FixedStore, build_fixed_store, settle
+from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
 from tests.support.factories import apply_overrides, realistic_manifest
 
 SIZE = (120, 36)
@@ -55,27 +51,6 @@ DIGEST = "sha256:f248" + "0123456789abcdef" * 3 + "0123456789ab"
 REPO = "registry.example.com/research/train"
 UUID_ORIGINAL = "01a217f8-b6f5-4c2e-9d3a-5b7e8f901234"
 UUID_REPLAY = "7c0ffee0-1d2e-4f5a-8b9c-0d1e2f3a4b5c"
-
-
-def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test body in a fresh event loop (pytest takes the fixtures it names)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-async def wait_until(
-    pilot: Pilot[None], predicate: Callable[[], bool], timeout: float = 60.0
-) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
-        await pilot.pause(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -461,11 +436,14 @@ def bound_keys(cls: type) -> set[str]:
 
 
 def test_the_key_map_names_every_binding_of_every_screen() -> None:
+    from replay_tui.tui.screens.bisect import BisectFormScreen
     from replay_tui.tui.screens.comparison import ComparisonScreen
     from replay_tui.tui.screens.dashboard import DashboardScreen
     from replay_tui.tui.screens.drill import DrillScreen
+    from replay_tui.tui.screens.export import ExportBundleScreen
     from replay_tui.tui.screens.modals import ConfirmModal, ErrorModal
     from replay_tui.tui.screens.replay import ReplayScreen
+    from replay_tui.tui.screens.storecheck import StoreCheckScreen
     from replay_tui.tui.screens.verify import VerifyBundleScreen
     from replay_tui.tui.widgets.grid import Grid
     from replay_tui.tui.widgets.plot import LinePlot
@@ -480,11 +458,14 @@ def test_the_key_map_names_every_binding_of_every_screen() -> None:
         (RunDetailScreen, ("run", "everywhere")),
         (ComparisonScreen, ("comparison", "everywhere")),
         (BisectScreen, ("bisect",)),
+        (BisectFormScreen, ("bisect",)),
         (DashboardScreen, ("dashboard", "everywhere")),
         (ReplayScreen, ("replay",)),
         (DrillScreen, ("drill",)),
         (PickRunScreen, ("compare (pick",)),
         (VerifyBundleScreen, ("verify",)),
+        (ExportBundleScreen, ("export",)),
+        (StoreCheckScreen, ("export",)),
         (ConfirmModal, ("questions",)),
         (ErrorModal, ("questions",)),
         (LinePlot, ("plot",)),

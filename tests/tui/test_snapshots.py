@@ -6,7 +6,7 @@ SVGs live in ``tests/__snapshots__/test_app_snapshots/``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +16,6 @@ from textual.widgets import Input, TabbedContent
 from replay_tui.errors import InfraError
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
-from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import (
     OpenComparison,
     OpenReplay,
@@ -26,32 +25,20 @@ from replay_tui.tui.messages import (
 )
 from replay_tui.tui.screens.modals import ErrorModal
 from replay_tui.tui.screens.replay import ReplayScreen
-from tests.support.app import FixedStore, build_fixed_store, settle
-
-SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
-SnapCompare = Callable[..., bool]
-Step = Callable[[Pilot[Any]], Awaitable[None]]
+from tests.support.app import (
+    SIZES,
+    FixedStore,
+    SnapCompare,
+    Step,
+    build_fixed_store,
+    snap_app,
+    then,
+)
 
 
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
     return build_fixed_store(tmp_path_factory.mktemp("snapshots"))
-
-
-def make_app(fixed: FixedStore) -> ReplayApp:
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
-    app.sub_title = "store.db"  # the temporary path changes from run to run
-    return app
-
-
-def then(*steps: Step) -> Step:
-    async def run(pilot: Pilot[Any]) -> None:
-        await settle(pilot)
-        for step in steps:
-            await step(pilot)
-            await settle(pilot)
-
-    return run
 
 
 def post(message_factory: Callable[[], Any]) -> Step:
@@ -77,7 +64,7 @@ def tab(pane: str) -> Step:
 
 @pytest.mark.parametrize("size", SIZES)
 def test_runs(snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]) -> None:
-    assert snap_compare(make_app(fixed), terminal_size=size, run_before=then())
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=then())
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -92,11 +79,11 @@ def test_runs_group_open(
         await pilot.press("right")
 
     steps = then(press("s"), open_group)
-    assert snap_compare(make_app(fixed), terminal_size=size, run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=steps)
 
 
 def test_runs_with_notice(snap_compare: SnapCompare, fixed: FixedStore) -> None:
-    app = make_app(fixed)
+    app = snap_app(fixed)
     app.notice = "Docker unavailable: demo used the local backend"
     assert snap_compare(app, terminal_size=(80, 24), run_before=then())
 
@@ -104,14 +91,14 @@ def test_runs_with_notice(snap_compare: SnapCompare, fixed: FixedStore) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_run_detail(snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]) -> None:
     steps = then(post(lambda: OpenRun(fixed.original_id)))
-    assert snap_compare(make_app(fixed), terminal_size=size, run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=steps)
 
 
 @pytest.mark.parametrize("pane", ["tab-gaps", "tab-outputs", "tab-replays"])
 def test_run_detail_tabs(snap_compare: SnapCompare, fixed: FixedStore, pane: str) -> None:
     run = fixed.original_id if pane != "tab-gaps" else fixed.critical_id
     steps = then(post(lambda: OpenRun(run)), tab(pane))
-    assert snap_compare(make_app(fixed), terminal_size=(80, 24), run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=(80, 24), run_before=steps)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -119,7 +106,7 @@ def test_replay_options(
     snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]
 ) -> None:
     steps = then(post(lambda: OpenReplay(fixed.original_id)))
-    assert snap_compare(make_app(fixed), terminal_size=size, run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=steps)
 
 
 EVENTS = [
@@ -147,7 +134,7 @@ def test_replay_running(
             screen.post_message(ReplayProgress(event))
 
     steps = then(post(lambda: OpenReplay(fixed.original_id)), running)
-    assert snap_compare(make_app(fixed), terminal_size=size, run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=steps)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -157,22 +144,22 @@ def test_comparison(
 ) -> None:
     cid = fixed.diverged_comparison
     steps = then(post(lambda: OpenComparison(comparison_id=cid)), tab(pane))
-    assert snap_compare(make_app(fixed), terminal_size=size, run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=steps)
 
 
 def test_comparison_gaps_and_identical(snap_compare: SnapCompare, fixed: FixedStore) -> None:
     cid = fixed.identical_comparison
     steps = then(post(lambda: OpenComparison(comparison_id=cid)), tab("tab-gaps"))
-    assert snap_compare(make_app(fixed), terminal_size=(200, 60), run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=(200, 60), run_before=steps)
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_dashboard(snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]) -> None:
-    assert snap_compare(make_app(fixed), terminal_size=size, press=["d"], run_before=then())
+    assert snap_compare(snap_app(fixed), terminal_size=size, press=["d"], run_before=then())
 
 
 def test_help(snap_compare: SnapCompare, fixed: FixedStore) -> None:
-    assert snap_compare(make_app(fixed), terminal_size=(80, 24), press=["?"], run_before=then())
+    assert snap_compare(snap_app(fixed), terminal_size=(80, 24), press=["?"], run_before=then())
 
 
 def test_error_modal(snap_compare: SnapCompare, fixed: FixedStore) -> None:
@@ -182,7 +169,7 @@ def test_error_modal(snap_compare: SnapCompare, fixed: FixedStore) -> None:
         )
         await pilot.app.push_screen(ErrorModal(error, context="The replay failed"))
 
-    assert snap_compare(make_app(fixed), terminal_size=(80, 24), run_before=then(fail))
+    assert snap_compare(snap_app(fixed), terminal_size=(80, 24), run_before=then(fail))
 
 
 def test_picker(snap_compare: SnapCompare, fixed: FixedStore) -> None:
@@ -190,4 +177,4 @@ def test_picker(snap_compare: SnapCompare, fixed: FixedStore) -> None:
         pilot.app.screen.query_one(Input).cursor_blink = False
 
     steps = then(post(lambda: PickAndCompare(fixed.original_id)), no_blink)
-    assert snap_compare(make_app(fixed), terminal_size=(120, 36), run_before=steps)
+    assert snap_compare(snap_app(fixed), terminal_size=(120, 36), run_before=steps)

@@ -6,34 +6,27 @@ from __future__ import annotations
 
 import math
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.style import Style
 from rich.text import Text
-from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import (
     DataTable,
     Input,
     Log,
-    OptionList,
     ProgressBar,
     Select,
     Static,
     TabbedContent,
 )
-from textual.widgets._footer import FooterKey
 
 from replay_tui.replay.backends import backend_choices
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenComparison
-from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.screens.drill import DrillScreen
 from replay_tui.tui.screens.modals import ErrorModal
 from replay_tui.tui.screens.verify import VerifyBundleScreen
@@ -41,14 +34,23 @@ from replay_tui.tui.widgets.plot import LinePlot, Series, render_plot, zoom_wind
 from storage.store import RunStore
 from tests.support.app import (
     ORIGINAL_ID,
+    SIZES,
     FixedStore,
+    SnapCompare,
     build_fixed_store,
     cli_env,
+    comparison_shown,
     fixed_drill,
+    footer_keys,
+    local_app,
+    opened,
+    palette,
     settle,
+    snap_app,
     sync,
     wait_until,
 )
+from tests.support.training import replay_tui
 
 A_STYLE, B_STYLE, BOTH = Style(color="blue"), Style(color="yellow"), Style(color="green")
 KW: dict[str, Any] = dict(
@@ -108,10 +110,6 @@ def test_zoom_window_is_the_steps_around_the_marker() -> None:
     assert "zoom" in text.splitlines()[-1]
 
 
-def _footer(app: ReplayApp) -> set[str]:
-    return {k.description for k in app.screen.query(FooterKey)}
-
-
 @sync
 async def test_plot_keys_log_and_zoom_show_in_the_footer_only_while_it_has_focus(
     fixed: FixedStore,
@@ -125,9 +123,9 @@ async def test_plot_keys_log_and_zoom_show_in_the_footer_only_while_it_has_focus
         await settle(pilot)
         plot = app.screen.query_one("#plot", LinePlot)
         assert plot._marker == 1250.0
-        assert "Log y" not in _footer(app)
+        assert "Log y" not in footer_keys(app)
         plot.focus()
-        await wait_until(pilot, lambda: {"Log y", "Zoom to divergence"} <= _footer(app))
+        await wait_until(pilot, lambda: {"Log y", "Zoom to divergence"} <= footer_keys(app))
         await pilot.press("z")
         await wait_until(pilot, lambda: plot.zoomed)
         lo, hi = plot.x_range or (math.nan, math.nan)
@@ -141,7 +139,7 @@ async def test_plot_keys_log_and_zoom_show_in_the_footer_only_while_it_has_focus
         await pilot.press("l")
         await wait_until(pilot, lambda: not plot.showing_log)
         app.screen.focus_next()  # away from the plot: its keys leave the footer
-        await wait_until(pilot, lambda: not plot.has_focus and "Log y" not in _footer(app))
+        await wait_until(pilot, lambda: not plot.has_focus and "Log y" not in footer_keys(app))
 
 
 @sync
@@ -154,10 +152,7 @@ async def test_number_keys_switch_tabs_from_the_metrics_table_and_its_plot(
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        cmp = app.screen
+        cmp = await comparison_shown(pilot)
         tabs = cmp.query_one(TabbedContent)
         for widget_id, key, pane in (
             ("#metrics", "1", "tab-fields"),
@@ -181,14 +176,10 @@ async def test_bisect_is_not_offered_when_a_run_is_a_replay(fixed: FixedStore) -
     async with app.run_test(size=(200, 60)) as pilot:
         await settle(pilot)
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        cmp = await comparison_shown(pilot)
         assert cmp.view.b.kind == "replay"
-        await wait_until(pilot, lambda: "Only differences" in _footer(app))
-        assert "Bisect (A good, B bad)" not in _footer(app)
+        await wait_until(pilot, lambda: "Only differences" in footer_keys(app))
+        assert "Bisect (A good, B bad)" not in footer_keys(app)
         await pilot.press("b")
         await settle(pilot)
         assert app.screen is cmp  # no bisect screen
@@ -224,30 +215,7 @@ def signed_bundle(fixed: FixedStore, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _cli_verify(fixed: FixedStore, *args: str | Path, env: dict[str, str] | None = None) -> str:
-    exe = str(Path(sys.executable).parent / "replay-tui")
-    done = subprocess.run(
-        [exe, "--store", str(fixed.path), "verify", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env or cli_env(),
-        timeout=120,
-        check=False,
-    )
-    return done.stdout
-
-
-async def _palette(pilot: Pilot[Any], command: str) -> None:
-    """Run a command of the palette by typing its name, as a user does."""
-    await pilot.press("ctrl+p")
-    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
-    await pilot.press(*command)
-    await wait_until(
-        pilot,
-        lambda: any(
-            command in str(o.prompt) for o in pilot.app.screen.query(OptionList).first().options
-        ),
-    )
-    await pilot.press("enter")
+    return replay_tui(fixed.path, "verify", *args, env=env, timeout=120).stdout
 
 
 async def _verify(pilot: Pilot[Any], screen: VerifyBundleScreen, bundle: Path, key: str) -> None:
@@ -271,7 +239,7 @@ async def test_verify_from_the_palette_says_what_the_cli_says(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await _palette(pilot, "Verify bundle")
+        await palette(pilot, "Verify bundle")
         await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
         await settle(pilot)
         screen = app.screen
@@ -307,11 +275,7 @@ async def test_verify_with_no_key_uses_the_trusted_keys_file_like_the_cli(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        app.action_verify_bundle()
-        await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, VerifyBundleScreen)
+        screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         assert str(trusted) in str(screen.query_one("#key", Input).placeholder)
         # no trusted key yet: not checked against one, exactly as the CLI says
         await _verify(pilot, screen, bundle, "")
@@ -335,11 +299,7 @@ async def test_verify_of_a_missing_folder_shows_the_error(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        app.action_verify_bundle()
-        await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, VerifyBundleScreen)
+        screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         screen.query_one("#bundle", Input).value = str(tmp_path / "nope")
         await pilot.click("#verify")
         await wait_until(pilot, lambda: isinstance(app.screen, ErrorModal))
@@ -356,13 +316,9 @@ async def test_verify_of_a_missing_folder_shows_the_error(
 # -- a drill -----------------------------------------------------------------------------
 
 
-def _drill_app(store: Path) -> ReplayApp:
-    return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
-
-
 async def _start_drill(pilot: Pilot[Any], app: ReplayApp, count: int) -> DrillScreen:
     await settle(pilot)
-    await _palette(pilot, "Start drill")
+    await palette(pilot, "Start drill")
     await wait_until(pilot, lambda: isinstance(app.screen, DrillScreen))
     await settle(pilot)
     screen = app.screen
@@ -387,7 +343,7 @@ async def test_drill_from_the_palette_replays_and_shows_each_run(
     gated: tuple[Path, str, Path],
 ) -> None:
     store, run_id, _ = gated
-    app = _drill_app(store)
+    app = local_app(store)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _start_drill(pilot, app, 2)  # one candidate: one run
         await wait_until(pilot, lambda: screen.phase == "done", 300)
@@ -421,7 +377,7 @@ async def test_cancel_a_running_drill(gated: tuple[Path, str, Path]) -> None:
     a failed reproduction: the run's verdict stays unset)."""
     store, run_id, gate = gated
     gate.unlink()  # the program now runs for minutes: the cancel lands mid-run
-    app = _drill_app(store)
+    app = local_app(store)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _start_drill(pilot, app, 1)
         log = screen.query_one("#log", Log)
@@ -448,15 +404,6 @@ async def test_cancel_a_running_drill(gated: tuple[Path, str, Path]) -> None:
 
 # -- snapshots ---------------------------------------------------------------------------
 
-SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
-SnapCompare = Callable[..., bool]
-
-
-def _snap_app(fixed: FixedStore) -> ReplayApp:
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
-    app.sub_title = "store.db"  # the temporary path changes from run to run
-    return app
-
 
 @pytest.mark.parametrize("size", SIZES)
 def test_snapshot_drill_form(
@@ -469,7 +416,7 @@ def test_snapshot_drill_form(
         app.action_drill()
         await settle(pilot)
 
-    assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=open_drill)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=open_drill)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -482,10 +429,7 @@ def test_snapshot_drill_finished(
         await settle(pilot)
         app = pilot.app
         assert isinstance(app, ReplayApp)
-        app.action_drill()
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, DrillScreen)
+        screen = await opened(pilot, app.action_drill, DrillScreen)
         screen.show_progress(3, ReplayOptions(backend="local"))
         report = fixed_drill()
         for n, item in enumerate(report.items, 1):
@@ -496,7 +440,7 @@ def test_snapshot_drill_finished(
         screen.post_message(DrillScreen.Finished(report))
         await settle(pilot)
 
-    assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=finished)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=finished)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -531,17 +475,14 @@ def test_snapshot_verify_result(
         await settle(pilot)
         app = pilot.app
         assert isinstance(app, ReplayApp)
-        app.action_verify_bundle()
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, VerifyBundleScreen)
+        screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         screen.query_one("#bundle", Input).value = str(check.path)
         screen.query_one("#key", Input).value = "keys/signer.pub"
         screen.query_one("#verify").focus()
         screen.post_message(VerifyBundleScreen.Checked(check, report_lines(check)))
         await settle(pilot)
 
-    assert snap_compare(_snap_app(fixed), terminal_size=size, run_before=verified)
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=verified)
 
 
 @sync
@@ -558,10 +499,7 @@ async def test_run_detail_plots_take_l_when_focused_and_the_screen_keeps_it_othe
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        app.post_message(OpenRun(fixed.original_id))
-        await settle(pilot)
-        detail = app.screen
-        assert isinstance(detail, RunDetailScreen)
+        detail = await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         tabs = detail.query_one(TabbedContent)
         tabs.active = "tab-outputs"
         await settle(pilot)
@@ -569,13 +507,13 @@ async def test_run_detail_plots_take_l_when_focused_and_the_screen_keeps_it_othe
         assert any("━ 40 steps ╍ +1 replays" in label for label in labels)
         plot = detail.query("#metrics LinePlot").first(LinePlot)
         plot.focus()
-        await wait_until(pilot, lambda: "Log y" in _footer(app))
-        assert "Zoom to divergence" not in _footer(app)  # no marked step: nothing to zoom
+        await wait_until(pilot, lambda: "Log y" in footer_keys(app))
+        assert "Zoom to divergence" not in footer_keys(app)  # no marked step: nothing to zoom
         await pilot.press("l")
         await wait_until(pilot, lambda: plot.showing_log)
         assert tabs.active == "tab-outputs"
         detail.query_one("#artifacts").focus()
-        await wait_until(pilot, lambda: "Log y" not in _footer(app))
+        await wait_until(pilot, lambda: "Log y" not in footer_keys(app))
         await pilot.press("l")
         await wait_until(pilot, lambda: tabs.active == "tab-log")
 
@@ -620,7 +558,7 @@ async def test_quitting_mid_drill_asks_first_then_stores_the_drill(
 
     store, run_id, gate = gated
     gate.unlink()
-    app = _drill_app(store)
+    app = local_app(store)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _start_drill(pilot, app, 1)
         log = screen.query_one("#log", Log)

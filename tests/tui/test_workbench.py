@@ -4,8 +4,6 @@ shows what all of a run's replays add up to, and its columns re-fit to the termi
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,16 @@ from replay_tui.tui.messages import OpenRun
 from replay_tui.tui.screens.run_detail import RunDetailScreen
 from replay_tui.tui.screens.runs import RunsScreen
 from storage.store import RunStore
-from tests.support.app import FixedStore, build_fixed_store, runs_screen, settle, sync, wait_until
-from tests.support.training import cli_env, git
+from tests.support.app import (
+    FixedStore,
+    build_fixed_store,
+    opened,
+    runs_screen,
+    settle,
+    sync,
+    wait_until,
+)
+from tests.support.training import git, replay_tui
 
 
 @pytest.fixture(scope="module")
@@ -93,16 +99,7 @@ def crashed_dirty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     git(repo, "commit", "-q", "-m", "train")
     (repo / "train.py").write_text(CRASHING)  # the uncommitted change that crashes
     store = root / "store.db"
-    exe = str(Path(sys.executable).parent / "replay-tui")
-    done = subprocess.run(
-        [exe, "--store", str(store), "record", "--json", "--", "python3", "train.py"],
-        cwd=repo,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = replay_tui(store, "record", "--json", "--", "python3", "train.py", cwd=repo)
     assert done.returncode == 1, done.stderr[-2000:]
     return store, str(json.loads(done.stdout)["run_id"])
 
@@ -115,10 +112,7 @@ async def test_run_detail_shows_the_log_tail_and_the_stored_diff(
     app = ReplayApp(store)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        app.post_message(OpenRun(run_id))
-        await settle(pilot)
-        detail = app.screen
-        assert isinstance(detail, RunDetailScreen)
+        detail = await opened(pilot, OpenRun(run_id), RunDetailScreen)
         await pilot.press("l")  # the log tail: a failed run's traceback
         tabs = detail.query_one(TabbedContent)
         assert tabs.active == "tab-log"
@@ -166,10 +160,9 @@ async def test_fields_tab_count_agrees_with_the_rows_only_differences_shows(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(200, 60)) as pilot:
         await settle(pilot)
-        app.post_message(OpenComparison(comparison_id=int(fact["comparison_id"])))
-        await settle(pilot)
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen)
+        cmp = await opened(
+            pilot, OpenComparison(comparison_id=int(fact["comparison_id"])), ComparisonScreen
+        )
         await pilot.press("f")  # only differences
         await settle(pilot)
         label = str(cmp.query_one(TabbedContent).get_tab("tab-fields").label)
@@ -291,15 +284,7 @@ async def test_runs_list_refreshes_when_another_process_writes(
         await settle(pilot)
         screen = runs_screen(app)
         assert screen.table.row_count == 42  # 44 runs, the 2 replays under their originals
-        exe = str(Path(sys.executable).parent / "replay-tui")
-        done = subprocess.run(
-            [exe, "--store", str(store), "ingest", str(tmp_path / "m.json")],
-            capture_output=True,
-            text=True,
-            env=cli_env(),
-            timeout=120,
-            check=False,
-        )
+        done = replay_tui(store, "ingest", tmp_path / "m.json", timeout=120)
         assert done.returncode == 0, done.stderr
         await wait_until(pilot, lambda: screen.table.record(m["run_id"]) is not None, 60)
         assert screen.table.row_count == 43

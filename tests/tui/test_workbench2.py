@@ -9,16 +9,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.command import CommandPalette
 from textual.pilot import Pilot
-from textual.widgets import Checkbox, DataTable, Input, OptionList, Select, Static, TabbedContent
+from textual.widgets import Checkbox, DataTable, Input, Select, Static, TabbedContent
 
 from replay_tui.replay.drill import DrillItem, DrillReport
 from replay_tui.replay.plan import ReplayOptions
@@ -34,7 +30,6 @@ from replay_tui.tui.messages import (
 )
 from replay_tui.tui.queries import ReplayResult, ReplaySummary
 from replay_tui.tui.screens.comparison import ComparisonScreen
-from replay_tui.tui.screens.drill import DrillScreen
 from replay_tui.tui.screens.export import ExportBundleScreen, in_form_terms
 from replay_tui.tui.screens.modals import KEYMAP, HelpScreen
 from replay_tui.tui.screens.picker import PickRunScreen
@@ -47,17 +42,24 @@ from tests.support.app import (
     REPLAY_ID,
     SAME_ORIGINAL_ID,
     SAME_REPLAY_ID,
+    SIZES,
     FixedStore,
+    SnapCompare,
     build_fixed_store,
-    cli_env,
+    comparison_shown,
+    finished_drill,
+    local_app,
+    opened,
+    palette,
     runs_screen,
     settle,
+    snap_app,
     sync,
+    then,
     wait_until,
 )
+from tests.support.training import replay_tui
 
-SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
-SnapCompare = Callable[..., bool]
 HEAD = re.compile(r"\b\d+:[0-9a-f]{64}\b")
 
 
@@ -70,32 +72,6 @@ def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
 def own(tmp_path: Path) -> FixedStore:
     """A store of the test's own (it writes to it)."""
     return build_fixed_store(tmp_path / "own")
-
-
-def _cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    exe = str(Path(sys.executable).parent / "replay-tui")
-    return subprocess.run(
-        [exe, "--store", str(store), *args],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        timeout=300,
-        check=False,
-    )
-
-
-async def _palette(pilot: Pilot[Any], command: str) -> None:
-    """Run a command of the palette by typing its name, as a user does."""
-    await pilot.press("ctrl+p")
-    await wait_until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette))
-    await pilot.press(*command)
-    await wait_until(
-        pilot,
-        lambda: any(
-            command in str(o.prompt) for o in pilot.app.screen.query(OptionList).first().options
-        ),
-    )
-    await pilot.press("enter")
 
 
 # -- 1. export and check the store from the palette, in the CLI's words --------------------
@@ -116,7 +92,7 @@ async def test_export_form_from_the_palette_signs_and_says_what_the_cli_says(
         await settle(pilot)
         table = runs_screen(app).table
         table.move_cursor(row=table.get_row_index(own.original_id))
-        await _palette(pilot, "Export evidence bundle")
+        await palette(pilot, "Export evidence bundle")
         await wait_until(pilot, lambda: isinstance(app.screen, ExportBundleScreen))
         form = app.screen
         assert isinstance(form, ExportBundleScreen)
@@ -134,7 +110,7 @@ async def test_export_form_from_the_palette_signs_and_says_what_the_cli_says(
     assert verify_bundle(out, public_key=None, allow_embedded_key=True).ok
     # the CLI's export of the same run, signed with the same key, says the same lines
     cli_out = tmp_path / "cli-bundle"
-    done = _cli(
+    done = replay_tui(
         own.path, "export", own.original_id, "--out", str(cli_out), "--sign", str(pair.private_path)
     )
     assert done.returncode == 0, done.stderr
@@ -204,7 +180,7 @@ def _tamper(store: Path) -> None:
 @sync
 async def test_check_store_from_the_palette_says_what_verify_store_says(own: FixedStore) -> None:
     async def check(app: ReplayApp, pilot: Pilot[Any]) -> list[str]:
-        await _palette(pilot, "Check store")
+        await palette(pilot, "Check store")
         await wait_until(pilot, lambda: isinstance(app.screen, StoreCheckScreen))
         screen = app.screen
         assert isinstance(screen, StoreCheckScreen)
@@ -217,12 +193,12 @@ async def test_check_store_from_the_palette_says_what_verify_store_says(own: Fix
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         intact = await check(app, pilot)
-        done = _cli(own.path, "verify-store")
+        done = replay_tui(own.path, "verify-store")
         assert done.returncode == 0 and intact == done.stdout.splitlines()
         assert intact[-1] == "store intact: every link and every hash matches"
         _tamper(own.path)
         altered = await check(app, pilot)
-    done = _cli(own.path, "verify-store")
+    done = replay_tui(own.path, "verify-store")
     assert done.returncode == 1 and altered == done.stdout.splitlines()
     assert altered[2].startswith("STORE ALTERED: first problem:")
     assert SAME_ORIGINAL_ID in "\n".join(altered)
@@ -239,17 +215,11 @@ async def test_a_comparison_in_the_tui_is_stored_as_the_cli_stores_it(own: Fixed
     app = ReplayApp(own.path)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        app.post_message(PickAndCompare(a.id))
-        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
-        await settle(pilot)
+        await opened(pilot, PickAndCompare(a.id), PickRunScreen)
         await pilot.press(*b.id[:12])
         await settle(pilot)
         await pilot.press("down", "enter")
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
+        cmp = await comparison_shown(pilot)
         cid = cmp.view.comparison_id
         assert cid is not None  # stored: it has an id
         sub = str(cmp.query_one("#verdict").render())
@@ -274,7 +244,7 @@ async def test_a_comparison_in_the_tui_is_stored_as_the_cli_stores_it(own: Fixed
         assert s.latest_comparison(a.id, b.id) == tui_body
         assert len(s.facts("comparisons")) == 3  # the fixed store's two, and this one
         runs = {a.id: s.get_run(a.id).last_verdict, b.id: s.get_run(b.id).last_verdict}
-    done = _cli(own.path, "compare", a.id, b.id, "--json")
+    done = replay_tui(own.path, "compare", a.id, b.id, "--json")
     cli_cid = json.loads(done.stdout)["comparison_id"]
     with RunStore(own.path) as s:
         assert cli_cid != cid and s.comparison(cli_cid) == tui_body  # what the CLI stores
@@ -302,12 +272,8 @@ async def test_comparison_gaps_tab_lists_each_runs_own_gaps(fixed: FixedStore) -
     async with app.run_test(size=(200, 60)) as pilot:
         await settle(pilot)
         app.post_message(OpenComparison(a_run=fixed.critical_id, b_run=other))
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
+        cmp = await comparison_shown(pilot)
         await settle(pilot)
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
         a_label = cmp.labels[0] if cmp.view.a.run_id == fixed.critical_id else cmp.labels[1]
         await pilot.press("4")
         text = str(cmp.query_one("#gaps", Static).render())
@@ -357,44 +323,24 @@ def _drill_report() -> DrillReport:
     )
 
 
-async def _finished_drill(pilot: Pilot[Any], report: DrillReport) -> DrillScreen:
-    app = pilot.app
-    assert isinstance(app, ReplayApp)
-    app.action_drill()
-    await settle(pilot)
-    screen = app.screen
-    assert isinstance(screen, DrillScreen)
-    screen.show_progress(len(report.items), ReplayOptions(backend="local"))
-    screen.post_message(DrillScreen.Finished(report))
-    await wait_until(pilot, lambda: screen.report is not None)
-    await settle(pilot)
-    return screen
-
-
 @sync
 async def test_enter_on_a_finished_drills_row_opens_its_comparison(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    app = local_app(fixed.path)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        drill = await _finished_drill(pilot, _drill_report())
+        drill = await finished_drill(pilot, _drill_report())
         results = drill.query_one("#results", DataTable)
         assert results.has_focus and results.cursor_row == 0  # the DIVERGED run
         assert "enter: open the run's comparison" in str(drill.query_one("#outcome").render())
         await pilot.press("enter")
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        assert isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        await comparison_shown(pilot)
         assert app.screen.view.comparison_id == fixed.diverged_comparison
         assert app.screen.verdict == "DIVERGED"
         await pilot.press("escape")
         await settle(pilot)
         assert app.screen is drill and results.has_focus
         await pilot.press("j", "enter")  # the IDENTICAL one
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        assert isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        await comparison_shown(pilot)
         assert app.screen.view.comparison_id == fixed.identical_comparison
         await pilot.press("escape")
         await settle(pilot)
@@ -412,19 +358,13 @@ async def test_a_number_key_picks_the_tab_and_moves_into_it(fixed: FixedStore) -
     app = ReplayApp(fixed.path)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        app.post_message(OpenRun(fixed.original_id))
-        await settle(pilot)
-        detail = app.screen
-        assert isinstance(detail, RunDetailScreen)
+        detail = await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         tabs = detail.query_one(TabbedContent)
         await pilot.press("4")  # replays: the table has the focus, enter opens the row
         assert tabs.active == "tab-replays"
         assert detail.focused is detail.query_one("#replays", DataTable)
         await pilot.press("enter")
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
-        assert isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
+        await comparison_shown(pilot)
         assert app.screen.view.comparison_id == fixed.diverged_comparison
         await pilot.press("3")  # metrics: j moves the metrics' cursor at once
         cmp = app.screen
@@ -473,15 +413,12 @@ async def test_j_k_g_G_scroll_the_key_map(fixed: FixedStore) -> None:
 
 @sync
 async def test_j_k_g_G_in_a_tables_tab_and_the_replays_log(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    app = local_app(fixed.path)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
+        cmp = await comparison_shown(pilot)
         await settle(pilot)
-        cmp = app.screen
         fields = cmp.query_one("#fields", DataTable)
         await pilot.press("1", "G")
         assert fields.cursor_row == fields.row_count - 1 > 0
@@ -489,11 +426,7 @@ async def test_j_k_g_G_in_a_tables_tab_and_the_replays_log(fixed: FixedStore) ->
         assert fields.cursor_row == 1
         await pilot.press("escape")
         await settle(pilot)
-        app.post_message(OpenReplay(fixed.original_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen))
-        await settle(pilot)
-        replay = app.screen
-        assert isinstance(replay, ReplayScreen)
+        replay = await opened(pilot, OpenReplay(fixed.original_id), ReplayScreen)
         replay.show_progress(ReplayOptions(backend="local"))
         for k in range(80):
             replay.post_message(ReplayProgress(ReplayEvent("run", "log", f"step {k}")))
@@ -546,14 +479,10 @@ async def test_critical_gaps_box_shows_its_state_by_shape_and_the_lists_have_a_b
 async def test_a_cancelled_replays_compare_stage_has_no_tick(fixed: FixedStore) -> None:
     from replay_tui.tui.widgets.stages import ICONS
 
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
+    app = local_app(fixed.path)
     async with app.run_test(size=(120, 36)) as pilot:
         await settle(pilot)
-        app.post_message(OpenReplay(fixed.original_id))
-        await wait_until(pilot, lambda: isinstance(app.screen, ReplayScreen))
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, ReplayScreen)
+        screen = await opened(pilot, OpenReplay(fixed.original_id), ReplayScreen)
         screen.show_progress(ReplayOptions(backend="local"))
         for event in CANCELLED_EVENTS:
             screen.post_message(ReplayProgress(event))
@@ -601,12 +530,8 @@ async def test_artifact_hashes_fit_or_are_left_to_the_lines_under_the_table(
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
-        await wait_until(
-            pilot, lambda: isinstance(app.screen, ComparisonScreen) and app.screen.view is not None
-        )
+        cmp = await comparison_shown(pilot)
         await settle(pilot)
-        cmp = app.screen
-        assert isinstance(cmp, ComparisonScreen) and cmp.view is not None
         table = cmp.query_one("#artifacts", DataTable)
         assert [c.label.plain for c in table.columns.values()] == ["", "path", "kind", "result"]
         assert table.virtual_size.width <= 80
@@ -628,24 +553,6 @@ def snapfixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
     return build_fixed_store(tmp_path_factory.mktemp("workbench2-snapshots"))
 
 
-Step = Callable[[Pilot[Any]], Awaitable[None]]
-
-
-def _snap_app(fixed: FixedStore) -> ReplayApp:
-    app = ReplayApp(fixed.path, replay_options_factory=lambda: ReplayOptions(backend="local"))
-    app.sub_title = "store.db"  # the temporary path changes from run to run
-    return app
-
-
-def _then(step: Step) -> Step:
-    async def run(pilot: Pilot[Any]) -> None:
-        await settle(pilot)
-        await step(pilot)
-        await settle(pilot)
-
-    return run
-
-
 @pytest.mark.parametrize("size", SIZES)
 def test_snapshot_export_form(
     snap_compare: SnapCompare,
@@ -665,7 +572,7 @@ def test_snapshot_export_form(
         out.cursor_blink = False
         out.cursor_position = 0
 
-    assert snap_compare(_snap_app(snapfixed), terminal_size=size, run_before=_then(form))
+    assert snap_compare(snap_app(snapfixed), terminal_size=size, run_before=then(form))
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -677,10 +584,7 @@ def test_snapshot_store_check(
     async def checked(pilot: Pilot[Any]) -> None:
         app = pilot.app
         assert isinstance(app, ReplayApp)
-        app.action_check_store()
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, StoreCheckScreen)
+        screen = await opened(pilot, app.action_check_store, StoreCheckScreen)
         screen.query_one("#path", Static).update("store.db")  # the path changes
         lines = [
             "checked 104 events, 44 manifests, 0 blobs, 9 other facts",
@@ -691,7 +595,7 @@ def test_snapshot_store_check(
         ]
         screen.post_message(StoreCheckScreen.Checked(StoreCheck(Path("store.db"), False, lines)))
 
-    assert snap_compare(_snap_app(snapfixed), terminal_size=size, run_before=_then(checked))
+    assert snap_compare(snap_app(snapfixed), terminal_size=size, run_before=then(checked))
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -703,7 +607,7 @@ def test_snapshot_comparison_gaps_with_each_runs_own(
         await settle(pilot)
         await pilot.press("4")
 
-    assert snap_compare(_snap_app(snapfixed), terminal_size=size, run_before=_then(gaps))
+    assert snap_compare(snap_app(snapfixed), terminal_size=size, run_before=then(gaps))
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -711,16 +615,13 @@ def test_snapshot_replay_cancelled(
     snap_compare: SnapCompare, snapfixed: FixedStore, size: tuple[int, int]
 ) -> None:
     async def cancelled(pilot: Pilot[Any]) -> None:
-        pilot.app.post_message(OpenReplay(snapfixed.original_id))
-        await settle(pilot)
-        screen = pilot.app.screen
-        assert isinstance(screen, ReplayScreen)
+        screen = await opened(pilot, OpenReplay(snapfixed.original_id), ReplayScreen)
         screen.show_progress(ReplayOptions(backend="local"))
         for event in CANCELLED_EVENTS:
             screen.post_message(ReplayProgress(event))
         screen.post_message(ReplayFinished(CANCELLED_SUMMARY))
 
-    assert snap_compare(_snap_app(snapfixed), terminal_size=size, run_before=_then(cancelled))
+    assert snap_compare(snap_app(snapfixed), terminal_size=size, run_before=then(cancelled))
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -736,10 +637,10 @@ def test_snapshot_runs_filters_open(
         screen.query_one("#verdict", Select).focus()
         await pilot.press("enter")
 
-    assert snap_compare(_snap_app(snapfixed), terminal_size=size, run_before=_then(filters))
+    assert snap_compare(snap_app(snapfixed), terminal_size=size, run_before=then(filters))
 
 
 def test_snapshot_help_200x60(snap_compare: SnapCompare, snapfixed: FixedStore) -> None:
     assert snap_compare(
-        _snap_app(snapfixed), terminal_size=(200, 60), press=["?"], run_before=_then(settle)
+        snap_app(snapfixed), terminal_size=(200, 60), press=["?"], run_before=then(settle)
     )

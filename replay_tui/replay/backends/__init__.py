@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay_tui.errors import BadInput
@@ -30,6 +31,8 @@ from replay_tui.replay.backends.options import BackendOption, OptionValues
 
 if TYPE_CHECKING:
     from replay_tui.replay.context import ReplayBackend
+    from replay_tui.replay.plan import ReplayOptions
+    from storage.store import RunStore
 
 __all__ = ["Backend", "BackendOption", "OptionValues"]
 
@@ -44,11 +47,19 @@ DEFAULT_BACKEND = "docker"
 
 
 class Backend:
-    """What a backend has unless it says otherwise: no options of its own, nothing to
-    check before a replay starts.  A backend class starts from this one."""
+    """What a backend has unless it says otherwise: nothing pinned (it runs in whatever
+    environment it finds, data linked into the checkout), no options of its own, nothing
+    to check before a replay starts, its scratch folders in the system temp dir.  A
+    backend class starts from this one."""
 
     name: str = ""
     summary: str = ""
+    pins_environment: bool = False
+    """The recorded image (by digest) is what runs."""
+    needs_image: bool = False
+    """A plan without an image digest is refused."""
+    mounts_data: bool = False
+    """Data is bind-mounted over the checkout (else linked into it)."""
     options: tuple[BackendOption, ...] = ()
     """The settings this backend takes (its flags, its form fields)."""
 
@@ -64,6 +75,10 @@ class Backend:
     def image_problem(self, ref: str, client: Any = None) -> str | None:
         """Why the image ``ref`` cannot be run by this backend now (a sentence), or None.
         A backend that cannot tell from here (its runs pull on other machines) says None."""
+        return None
+
+    def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
+        """Where the worktree and temporary folders go: None, the system temp dir."""
         return None
 
 

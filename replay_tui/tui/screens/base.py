@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 from rich.text import Text
+from textual import on
 from textual.binding import Binding, BindingType
 from textual.message_pump import MessagePump
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Static
+from textual.widgets import Button, Static
 from textual.worker import Worker, WorkerCancelled, WorkerState
 from textual.worker import WorkerFailed as WorkerRaised
 
@@ -23,6 +24,11 @@ from replay_tui.tui.messages import WorkerFailed
 from replay_tui.tui.widgets.style import Palette
 
 ResultT = TypeVar("ResultT")
+
+
+def failure_reason(error: BaseException | None) -> str:
+    """What a failed worker's error says (a ``ReplayTuiError``'s message, else its text)."""
+    return getattr(error, "message", None) or str(error)
 
 
 def forward_failure(node: MessagePump, event: Worker.StateChanged) -> None:
@@ -119,8 +125,10 @@ class WorkScreen(AppScreen[None]):
 
     The worker (group :attr:`WORK_GROUP`) calls a domain function with
     :meth:`should_cancel_for` as its ``should_cancel``; ``x`` (or escape, or leaving the
-    screen) sets the cancel flag.  A subclass has ``#outcome`` (a ``Static``) and says
-    what a failure shows in :meth:`show_failure`.
+    screen) sets the cancel flag.  A subclass has a form (``#form``, with a ``#start``
+    button that calls its :meth:`action_start`), a ``#title``, the progress that takes
+    the form's place (``#progress``) and an ``#outcome`` (a ``Static``), and says what a
+    failure shows in :meth:`show_failure`.
     """
 
     WORK_GROUP: ClassVar[str] = "work"
@@ -160,6 +168,22 @@ class WorkScreen(AppScreen[None]):
         self.phase = phase
         self.refresh_bindings()
 
+    @on(Button.Pressed, "#start")
+    def _start_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_start()
+
+    def action_start(self) -> None:
+        """Start the work the form says (the subclass's)."""
+
+    def show_running(self, title: str) -> None:
+        """Swap the form for the progress, the title saying what runs."""
+        self._set_phase("running")
+        self.query_one("#form").display = False
+        self.query_one("#progress").display = True
+        self.query_one("#title", Static).update(Text(title))
+        self._outcome(Text("running… x or escape cancels"))
+
     def _outcome(self, text: Text) -> None:
         self.query_one("#outcome", Static).update(text)
 
@@ -172,8 +196,7 @@ class WorkScreen(AppScreen[None]):
         if event.worker.group != self.WORK_GROUP or event.state != WorkerState.ERROR:
             return
         self._set_phase("failed")
-        error = event.worker.error
-        reason = getattr(error, "message", None) or str(error)
+        reason = failure_reason(event.worker.error)
         self.show_failure(reason)
         self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, cast
 
@@ -137,17 +138,15 @@ class DrillScreen(ScrollKeys, WorkScreen):
         *VIM_BINDINGS,
     ]
 
+    @dataclass
     class Progress(Message):
         """One event of the drill: a run begins, a replay stage, a line of output."""
 
-        def __init__(self, event: ReplayEvent) -> None:
-            super().__init__()
-            self.event = event
+        event: ReplayEvent
 
+    @dataclass
     class Finished(Message):
-        def __init__(self, report: DrillReport) -> None:
-            super().__init__()
-            self.report = report
+        report: DrillReport
 
     def __init__(self, store_path: Path, options: ReplayOptions) -> None:
         super().__init__()
@@ -226,11 +225,6 @@ class DrillScreen(ScrollKeys, WorkScreen):
         chosen_pick = cast(Pick, pick) if pick in ("random", "oldest", "unverified") else "random"
         return count, chosen_pick, seed, options
 
-    @on(Button.Pressed, "#start")
-    def _start_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_start()
-
     @on(Input.Submitted, "#form Input")
     def _field_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -249,16 +243,10 @@ class DrillScreen(ScrollKeys, WorkScreen):
 
     def show_progress(self, count: int, options: ReplayOptions) -> None:
         """Swap the form for the progress, the results and the events."""
-        self._set_phase("running")
+        self.show_running(f"Reproduction drill · up to {count} run(s) · {options.backend} backend")
         self.count = count
-        self.query_one("#form").display = False
-        self.query_one("#progress").display = True
-        self.query_one("#title", Static).update(
-            Text(f"Reproduction drill · up to {count} run(s) · {options.backend} backend")
-        )
         self.query_one("#bar", ProgressBar).update(total=count, progress=0)
         self.query_one("#now", Static).update("picking runs…")
-        self._outcome(Text("running… x or escape cancels"))
         table = self.query_one("#results", DataTable)
         table.clear(columns=True)
         table.add_columns("run", "result", "verdict", "took", "name", "reason", "replay run")

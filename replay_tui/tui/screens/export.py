@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -20,15 +21,13 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Static
-from textual.worker import Worker, WorkerState
 
 from replay_tui.tui.queries import open_store
-from replay_tui.tui.screens.base import AppModal
-from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
+from replay_tui.tui.screens.keys import VIM_BINDINGS
+from replay_tui.tui.screens.result_modal import ResultModal
 from replay_tui.tui.widgets.style import Palette, short
 
 if TYPE_CHECKING:
@@ -84,10 +83,12 @@ def export_run_bundle(
         return export_bundle(store, rid, out, key_path=key)
 
 
-class ExportBundleScreen(ScrollKeys, AppModal[None]):
+class ExportBundleScreen(ResultModal):
     """The export form: the output folder, the signing key, Start / Cancel; then the
     CLI's lines for what was written."""
 
+    WORK_GROUP = "export"
+    FAILED = "not exported"
     CSS_PATH = "export.tcss"
     AUTO_FOCUS = "#start"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -96,19 +97,17 @@ class ExportBundleScreen(ScrollKeys, AppModal[None]):
         *VIM_BINDINGS,
     ]
 
+    @dataclass
     class Resolved(Message):
         """The run whose evidence the form exports (a replay's original)."""
 
-        def __init__(self, run_id: str, replay: str | None) -> None:
-            super().__init__()
-            self.run_id = run_id
-            self.replay = replay
+        run_id: str
+        replay: str | None
 
+    @dataclass
     class Exported(Message):
-        def __init__(self, result: ExportResult, lines: list[str]) -> None:
-            super().__init__()
-            self.result = result
-            self.lines = lines
+        result: ExportResult
+        lines: list[str]
 
     def __init__(self, store_path: Path, run_id: str) -> None:
         super().__init__()
@@ -149,8 +148,7 @@ class ExportBundleScreen(ScrollKeys, AppModal[None]):
             with Horizontal(id="buttons"):
                 yield Button("Start", id="start", variant="primary", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
-            with VerticalScroll(id="result-box"):
-                yield Static("", id="result")
+            yield from self.compose_result()
 
     def on_mount(self) -> None:
         self._resolve()
@@ -192,18 +190,13 @@ class ExportBundleScreen(ScrollKeys, AppModal[None]):
     def action_start(self) -> None:
         if self.phase != "form":
             return
-        out_text = self.query_one("#out", Input).value.strip()
+        out_text = self.required_text("#out", "name a folder for the bundle")
         if not out_text:
-            self._result(
-                Text("name a folder for the bundle", style=Palette.of(self.app).fg("warning"))
-            )
-            self.query_one("#out", Input).focus()
             return
-        key_text = self.query_one("#key", Input).value.strip()
         self.phase = "running"
         self.query_one("#start", Button).disabled = True
         self._result(Text(f"exporting the evidence bundle to {out_text}…"))
-        self._export(Path(out_text).expanduser(), Path(key_text).expanduser() if key_text else None)
+        self._export(Path(out_text).expanduser(), self.path_field("#key"))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def _export(self, out: Path, key: Path | None) -> None:
@@ -216,35 +209,19 @@ class ExportBundleScreen(ScrollKeys, AppModal[None]):
         message.stop()
         self.phase = "done"
         self.result, self.lines = message.result, message.lines
-        palette = Palette.of(self.app)
-        t = Text()
-        for i, line in enumerate(message.lines):
-            style = palette.fg("success", bold=True) if i == 0 else ""
-            t.append(in_form_terms(line) + "\n", style=style)
-        t.rstrip()
-        self._result(t)
+        first = Palette.of(self.app).fg("success", bold=True)
+        self.show_lines(
+            (in_form_terms(line), first if i == 0 else "") for i, line in enumerate(message.lines)
+        )
         self.query_one("#start", Button).display = False
         close = self.query_one("#cancel", Button)
         close.label = "Close"
         close.focus()
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # AppModal's handler runs too and hands the failure to the app's error modal.
-        if event.worker.group != "export" or event.state != WorkerState.ERROR:
-            return
+    def work_failed(self) -> None:
         if self.phase == "running":  # the form again, to fix the folder or the key
             self.phase = "form"
             self.query_one("#start", Button).disabled = False
-        error = event.worker.error
-        reason = getattr(error, "message", None) or str(error)
-        self._result(Text(f"not exported: {reason}", style=Palette.of(self.app).fg("error")))
-
-    def scroll_target(self) -> Widget | None:
-        """j / k / g / G scroll the result (a field being typed in keeps its letters)."""
-        return self.query_one("#result-box", VerticalScroll)
-
-    def _result(self, text: Text) -> None:
-        self.query_one("#result", Static).update(text)
 
     def action_close(self) -> None:
         if self.phase == "running":  # it writes under a temporary name: whole or nothing

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -147,11 +147,6 @@ class ReplayScreen(ScrollKeys, WorkScreen):
         )
         return options, times
 
-    @on(Button.Pressed, "#start")
-    def _start_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.action_start()
-
     def action_start(self) -> None:
         if self.phase != "options":
             return
@@ -165,14 +160,8 @@ class ReplayScreen(ScrollKeys, WorkScreen):
 
     def show_progress(self, options: ReplayOptions) -> None:
         """Swap the options form for the stages and the log."""
-        self._set_phase("running")
-        self.query_one("#form").display = False
-        self.query_one("#progress").display = True
-        self.query_one("#title", Static).update(
-            Text(f"Replay of run {self.run_id} · {options.backend} backend")
-        )
+        self.show_running(f"Replay of run {self.run_id} · {options.backend} backend")
         self._render_board()
-        self._outcome(Text("running… x or escape cancels"))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="replay")
     def _run(self, options: ReplayOptions, times: int) -> None:

@@ -9,6 +9,7 @@ store (``verify-store --anchor``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -16,23 +17,23 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Button, Static
-from textual.worker import Worker, WorkerState
 
-from replay_tui.tui.screens.base import AppModal
-from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
+from replay_tui.tui.screens.keys import VIM_BINDINGS
+from replay_tui.tui.screens.result_modal import ResultModal
 from replay_tui.tui.widgets.style import Palette
 
 if TYPE_CHECKING:
     from replay_tui.evidence.storecheck import StoreCheck
 
 
-class StoreCheckScreen(ScrollKeys, AppModal[None]):
+class StoreCheckScreen(ResultModal):
     """Checks the store when it opens; shows the result in the CLI's words."""
 
+    WORK_GROUP = "store-check"
+    FAILED = "could not check"
     CSS_PATH = "storecheck.tcss"
     AUTO_FOCUS = "#close"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -43,23 +44,20 @@ class StoreCheckScreen(ScrollKeys, AppModal[None]):
         *VIM_BINDINGS,
     ]
 
+    @dataclass
     class Checked(Message):
-        def __init__(self, check: StoreCheck) -> None:
-            super().__init__()
-            self.check = check
+        check: StoreCheck
 
     def __init__(self, store_path: Path) -> None:
         super().__init__()
         self.store_path = store_path
         self.check: StoreCheck | None = None
-        self.running = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static("Check the store (verify-store)", id="title")
             yield Static(Text(str(self.store_path)), id="path")
-            with VerticalScroll(id="result-box"):
-                yield Static("", id="result")
+            yield from self.compose_result()
             yield Static(
                 "the ledger head is the anchor to keep outside the store"
                 " (verify-store --anchor SEQ:HASH checks against it) · y copies it",
@@ -90,29 +88,15 @@ class StoreCheckScreen(ScrollKeys, AppModal[None]):
         message.stop()
         self.running = False
         chk = self.check = message.check
-        palette = Palette.of(self.app)
-        t = Text()
+        outcome_style = Palette.of(self.app).fg("success" if chk.ok else "error", bold=True)
         last = len(chk.lines) - 1
-        for i, line in enumerate(chk.lines):
-            outcome = i == last if chk.ok else not line.startswith(("checked", "ledger head"))
-            style = palette.fg("success" if chk.ok else "error", bold=True) if outcome else ""
-            t.append(line + "\n", style=style)
-        t.rstrip()
-        self._result(t)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # AppModal's handler runs too and hands the failure to the app's error modal.
-        if event.worker.group != "store-check" or event.state != WorkerState.ERROR:
-            return
-        self.running = False
-        error = event.worker.error
-        reason = getattr(error, "message", None) or str(error)
-        self._result(Text(f"could not check: {reason}", style=Palette.of(self.app).fg("error")))
+        def outcome(i: int, line: str) -> bool:
+            return i == last if chk.ok else not line.startswith(("checked", "ledger head"))
 
-    @on(Button.Pressed, "#close")
-    def _close_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss()
+        self.show_lines(
+            (line, outcome_style if outcome(i, line) else "") for i, line in enumerate(chk.lines)
+        )
 
     @on(Button.Pressed, "#again")
     def _again_pressed(self, event: Button.Pressed) -> None:
@@ -124,13 +108,3 @@ class StoreCheckScreen(ScrollKeys, AppModal[None]):
         if head:
             self.app.copy_to_clipboard(head)
             self.notify(f"copied ledger head {head[:24]}…")
-
-    def scroll_target(self) -> Widget | None:
-        """j / k / g / G scroll the result (a field being typed in keeps its letters)."""
-        return self.query_one("#result-box", VerticalScroll)
-
-    def _result(self, text: Text) -> None:
-        self.query_one("#result", Static).update(text)
-
-    def action_close(self) -> None:
-        self.dismiss()

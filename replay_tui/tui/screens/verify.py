@@ -13,6 +13,7 @@ too.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,14 +22,12 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Static
-from textual.worker import Worker, WorkerState
 
-from replay_tui.tui.screens.base import AppModal
-from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
+from replay_tui.tui.screens.keys import VIM_BINDINGS
+from replay_tui.tui.screens.result_modal import ResultModal
 from replay_tui.tui.widgets.style import Palette
 
 if TYPE_CHECKING:
@@ -66,9 +65,11 @@ def newest_bundle(store_path: Path) -> Path | None:
     return max(found, key=lambda p: (p.stat().st_mtime, p.name), default=None)
 
 
-class VerifyBundleScreen(ScrollKeys, AppModal[None]):
+class VerifyBundleScreen(ResultModal):
     """Ask for a bundle folder (and a key), verify it, show the result."""
 
+    WORK_GROUP = "verify"
+    FAILED = "could not verify"
     CSS_PATH = "verify.tcss"
     AUTO_FOCUS = "#bundle"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -77,13 +78,12 @@ class VerifyBundleScreen(ScrollKeys, AppModal[None]):
         *VIM_BINDINGS,
     ]
 
+    @dataclass
     class Checked(Message):
         """The worker's answer: the check and its lines in the CLI's words."""
 
-        def __init__(self, check: BundleCheck, lines: list[ReportLine]) -> None:
-            super().__init__()
-            self.check = check
-            self.lines = lines
+        check: BundleCheck
+        lines: list[ReportLine]
 
     def __init__(self, store_path: Path, bundle: Path | None = None) -> None:
         super().__init__()
@@ -91,7 +91,6 @@ class VerifyBundleScreen(ScrollKeys, AppModal[None]):
         self.initial = bundle if bundle is not None else newest_bundle(store_path)
         self.check: BundleCheck | None = None
         self.lines: list[ReportLine] = []
-        self.running = False
 
     def compose(self) -> ComposeResult:
         from replay_tui.evidence.keys import TRUSTED_KEYS_ENV, trusted_keys_path
@@ -126,8 +125,7 @@ class VerifyBundleScreen(ScrollKeys, AppModal[None]):
             with Horizontal(id="buttons"):
                 yield Button("Verify", id="verify", variant="primary", compact=True)
                 yield Button("Close", id="close", compact=True)
-            with VerticalScroll(id="result-box"):
-                yield Static("", id="result")
+            yield from self.compose_result()
 
     # -- verifying -------------------------------------------------------------------
 
@@ -137,28 +135,18 @@ class VerifyBundleScreen(ScrollKeys, AppModal[None]):
         event.stop()
         self.action_verify()
 
-    @on(Button.Pressed, "#close")
-    def _close_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss()
-
     def action_verify(self) -> None:
         if self.running:
             return
-        bundle_text = self.query_one("#bundle", Input).value.strip()
+        bundle_text = self.required_text("#bundle", "name the bundle folder to verify")
         if not bundle_text:
-            self._result(
-                Text("name the bundle folder to verify", style=Palette.of(self.app).fg("warning"))
-            )
-            self.query_one("#bundle", Input).focus()
             return
-        key_text = self.query_one("#key", Input).value.strip()
         self.running = True
         self.check, self.lines = None, []
         self._result(Text(f"verifying {bundle_text}…"))
         self._verify(
             Path(bundle_text).expanduser(),
-            Path(key_text).expanduser() if key_text else None,
+            self.path_field("#key"),
             self.query_one("#allow-embedded", Checkbox).value,
             self.query_one("#allow-unsigned", Checkbox).value,
         )
@@ -167,17 +155,10 @@ class VerifyBundleScreen(ScrollKeys, AppModal[None]):
     def _verify(
         self, bundle: Path, key: Path | None, allow_embedded_key: bool, allow_unsigned: bool
     ) -> None:
-        from replay_tui.evidence.keys import load_public_key, load_trusted_keys
-        from replay_tui.evidence.verify import report_lines, verify_bundle
+        from replay_tui.evidence.verify import report_lines, verify_with_key
 
-        public_key = load_public_key(key) if key is not None else None
-        trusted = load_trusted_keys() if key is None else []
-        check = verify_bundle(
-            bundle,
-            public_key=public_key,
-            trusted_keys=trusted,
-            allow_embedded_key=allow_embedded_key,
-            allow_unsigned=allow_unsigned,
+        check = verify_with_key(
+            bundle, key, allow_embedded_key=allow_embedded_key, allow_unsigned=allow_unsigned
         )
         self.post_message(self.Checked(check, report_lines(check)))
 
@@ -186,32 +167,13 @@ class VerifyBundleScreen(ScrollKeys, AppModal[None]):
         self.running = False
         self.check, self.lines = message.check, message.lines
         palette = Palette.of(self.app)
-        t = Text()
-        for i, line in enumerate(message.lines):
-            style: Style | str = ""
+
+        def style(i: int, alarm: bool) -> Style | str:
             if i == 0:
-                style = palette.fg("success" if message.check.ok else "error", bold=True)
-            elif line.alarm:
-                style = palette.fg("error")
-            t.append(in_dialog_terms(line.text) + "\n", style=style)
-        t.rstrip()
-        self._result(t)
+                return palette.fg("success" if message.check.ok else "error", bold=True)
+            return palette.fg("error") if alarm else ""
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        # AppModal's handler runs too and hands the failure to the app's error modal.
-        if event.worker.group != "verify" or event.state != WorkerState.ERROR:
-            return
-        self.running = False
-        error = event.worker.error
-        reason = getattr(error, "message", None) or str(error)
-        self._result(Text(f"could not verify: {reason}", style=Palette.of(self.app).fg("error")))
-
-    def scroll_target(self) -> Widget | None:
-        """j / k / g / G scroll the result (a field being typed in keeps its letters)."""
-        return self.query_one("#result-box", VerticalScroll)
-
-    def _result(self, text: Text) -> None:
-        self.query_one("#result", Static).update(text)
-
-    def action_close(self) -> None:
-        self.dismiss()
+        self.show_lines(
+            (in_dialog_terms(line.text), style(i, line.alarm))
+            for i, line in enumerate(message.lines)
+        )

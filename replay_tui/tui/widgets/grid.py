@@ -16,6 +16,7 @@ re-render the whole screen for a new page.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len, set_cell_size
@@ -36,6 +37,18 @@ class GridColumn(NamedTuple):
     key: str
     label: str
     width: int
+
+
+@dataclass
+class GridMessage(Message):
+    """A message of a :class:`Grid`: its ``control`` is the grid, so ``@on(..., "#id")``
+    picks one grid's."""
+
+    grid: Grid
+
+    @property
+    def control(self) -> Grid:
+        return self.grid
 
 
 class Grid(ScrollView, can_focus=True):
@@ -72,37 +85,19 @@ class Grid(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, always_update=True, init=False)
 
-    class RowHighlighted(Message):
-        def __init__(self, grid: Grid, cursor_row: int, row_key: str | None) -> None:
-            super().__init__()
-            self.grid = grid
-            self.cursor_row = cursor_row
-            self.row_key = row_key
+    @dataclass
+    class RowHighlighted(GridMessage):
+        cursor_row: int
+        row_key: str | None
 
-        @property
-        def control(self) -> Grid:
-            return self.grid
+    @dataclass
+    class RowSelected(GridMessage):
+        cursor_row: int
+        row_key: str
 
-    class RowSelected(Message):
-        def __init__(self, grid: Grid, cursor_row: int, row_key: str) -> None:
-            super().__init__()
-            self.grid = grid
-            self.cursor_row = cursor_row
-            self.row_key = row_key
-
-        @property
-        def control(self) -> Grid:
-            return self.grid
-
-    class HeaderSelected(Message):
-        def __init__(self, grid: Grid, column_key: str) -> None:
-            super().__init__()
-            self.grid = grid
-            self.column_key = column_key
-
-        @property
-        def control(self) -> Grid:
-            return self.grid
+    @dataclass
+    class HeaderSelected(GridMessage):
+        column_key: str
 
     def __init__(
         self,

@@ -15,13 +15,13 @@ loads the replays of the groups it opens.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
-from textual.message import Message
 
-from replay_tui.tui.widgets.grid import Grid, GridColumn
+from replay_tui.tui.widgets.grid import Grid, GridColumn, GridMessage
 from replay_tui.tui.widgets.style import Palette, duration, short
 from replay_tui.verdicts import Reproduction
 from storage.records import RunRecord
@@ -108,18 +108,12 @@ class RunsTable(Grid):
         Binding("space", "toggle_group", "Open/close group", show=False),
     ]
 
-    class GroupToggled(Message):
+    @dataclass
+    class GroupToggled(GridMessage):
         """Open (``open``) or close the group of original run ``run_id``."""
 
-        def __init__(self, table: RunsTable, run_id: str, open: bool) -> None:
-            super().__init__()
-            self.table = table
-            self.run_id = run_id
-            self.open = open
-
-        @property
-        def control(self) -> RunsTable:
-            return self.table
+        run_id: str
+        open: bool
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)

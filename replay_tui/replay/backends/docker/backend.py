@@ -8,7 +8,6 @@ listed or its options read.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay_tui.replay.backends import Backend
@@ -16,10 +15,9 @@ from replay_tui.replay.backends import Backend
 if TYPE_CHECKING:
     from replay_tui.capture import probes
     from replay_tui.capture.launcher import Executor
-    from replay_tui.replay.backends.docker.engine import Mount
+    from replay_tui.replay.backends.docker.engine import Mount, Sandbox
     from replay_tui.replay.context import Prepared, ReplayContext
-    from replay_tui.replay.plan import ReplayOptions
-    from storage.store import RunStore
+    from replay_tui.replay.plan import ReplayPlan
 
 
 def container_workdir(workdir: str) -> str:
@@ -55,15 +53,26 @@ def replay_mounts(ctx: ReplayContext) -> list[Mount]:
     return mounts
 
 
+def replay_sandbox(plan: ReplayPlan) -> Sandbox:
+    """The container's limits: the plan's network, pids and memory, and the recorded
+    GPU count (at least one when the replay uses GPUs; none when it does not)."""
+    from replay_tui.replay.backends.docker import engine as dk
+
+    opts = plan.options
+    return dk.Sandbox(
+        network=opts.network,
+        gpus=(len(plan.original.hardware.gpus or []) or 1) if plan.use_gpus else 0,
+        pids_limit=opts.pids_limit,
+        memory_limit=opts.memory_limit,
+    )
+
+
 class DockerBackend(Backend):
     name = "docker"
     summary = "image by digest, sandboxed"
     pins_environment = True
     needs_image = True
     mounts_data = True
-
-    def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
-        return None
 
     def client(self, ctx: ReplayContext) -> Any:
         from replay_tui.replay.backends.docker import engine as dk
@@ -84,17 +93,11 @@ class DockerBackend(Backend):
     def executor(self, ctx: ReplayContext, c: Any, image_id: str, mounts: list[Mount]) -> Executor:
         from replay_tui.replay.backends.docker import engine as dk
 
-        plan, opts = ctx.plan, ctx.plan.options
         return dk.DockerExecutor(
             image_id,
             mounts,
-            container_workdir(plan.workdir),
-            dk.Sandbox(
-                network=opts.network,
-                gpus=(len(plan.original.hardware.gpus or []) or 1) if plan.use_gpus else 0,
-                pids_limit=opts.pids_limit,
-                memory_limit=opts.memory_limit,
-            ),
+            container_workdir(ctx.plan.workdir),
+            replay_sandbox(ctx.plan),
             c,
             probe_cache=ctx.store.path.parent / "image-probes",
         )

@@ -6,7 +6,6 @@ linked into the checkout where the recording had it.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from replay_tui.replay.backends import Backend
@@ -14,19 +13,11 @@ from replay_tui.replay.backends import Backend
 if TYPE_CHECKING:
     from replay_tui.capture import probes
     from replay_tui.replay.context import Prepared, ReplayContext
-    from replay_tui.replay.plan import ReplayOptions
-    from storage.store import RunStore
 
 
 class LocalBackend(Backend):
     name = "local"
-    summary = "this host, no sandbox"
-    pins_environment = False
-    needs_image = False
-    mounts_data = False
-
-    def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
-        return None
+    summary = "this host, no sandbox"  # nothing pinned: Backend's defaults
 
     def prepare(self, ctx: ReplayContext) -> Prepared:
         from replay_tui.capture.launcher import LocalExecutor

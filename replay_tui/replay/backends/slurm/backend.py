@@ -135,7 +135,11 @@ class SlurmBackend(Backend):
 
     def prepare(self, ctx: ReplayContext) -> Prepared:
         from replay_tui.replay.backends.docker import engine as dk
-        from replay_tui.replay.backends.docker.backend import container_workdir, replay_mounts
+        from replay_tui.replay.backends.docker.backend import (
+            container_workdir,
+            replay_mounts,
+            replay_sandbox,
+        )
         from replay_tui.replay.backends.slurm.engine import (
             SlurmExecutor,
             slurm_memory,
@@ -148,19 +152,13 @@ class SlurmBackend(Backend):
         sopts = slurm_options(opts.backend_options)
         spool = spool_dir(sopts, ctx.store.path)
         ctx.emit("pull", "start", f"{plan.image} (pulled by the compute node)")
-        gpus = len(plan.original.hardware.gpus or []) if plan.use_gpus else 0
-        if plan.use_gpus and gpus == 0:  # --gpus all on a run recorded without one
-            gpus = 1
+        sandbox = replay_sandbox(plan)
+        gpus = sandbox.gpus
         container = dk.DockerExecutor(
             plan.image,  # by digest: the node pulls exactly this image
             replay_mounts(ctx),
             container_workdir(plan.workdir),
-            dk.Sandbox(
-                network=opts.network,
-                gpus=gpus,
-                pids_limit=opts.pids_limit,
-                memory_limit=opts.memory_limit,
-            ),
+            sandbox,
         )
         digest = plan.image.split("@", 1)[1] if "@" in plan.image else None
         image: dict[str, Any] = {
