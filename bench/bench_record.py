@@ -12,8 +12,10 @@ each round, so each checkpoint is new bytes and the object store really copies i
 
 - ``bare``: ``python train.py ...``
 - ``record``: ``replay-tui record --artifact 'out/*' --data data --metric-regex ... --``
-  the same command, as it is now (the probes while the command runs, the checkpoint read
-  once, torch-free);
+  the same command, as it is now (only what the launch needs imported before it, the
+  store opened after; the probes and the other imports while the command runs; the
+  checkpoint read once for its sha256, its tensor digest, torch-free, and its copy into
+  the object store; the process ended without the interpreter's teardown);
 - ``record_sequential``: the same with ``REPLAY_TUI_RECORD_SEQUENTIAL=1``, everything in
   turn as before the overlap (the reference measured in the same run);
 - ``record_ref_<REF>`` (``--baseline-ref REF``, e.g. ``HEAD``): the launcher's code at a
@@ -24,12 +26,21 @@ same round (median and spread) and the ratio.  On a shared machine the training 
 own time varies by seconds from run to run, so the program writes its own span (first
 line to end, ``BENCH_CHILD_TIMES``) and ``added_outside_program_s`` is the wall time
 outside the program less bare's, round by round: what the launcher adds, free of that
-noise (``program_s`` says whether the program itself ran slower under it).  And, from the
-launcher's own timing marks (``REPLAY_TUI_RECORD_TIMINGS``), where the added time goes:
-process start-up and imports before ``record`` begins, the work before the command
-starts, what still happens after the command ends (phase by phase), and the exit.  No
-thresholds: the issue's target (median added time <= 0.5 s, or <= 1.05x bare on a 30 s
-run) is printed beside.
+noise (``program_s`` says whether the program itself ran slower under it).  Where even
+bare's own start and exit swing (a loaded machine), ``launcher_outside_command_s`` is
+the steadier figure: a recording's wall time less the command's own, from its start to
+its exit as the launcher timed it.  And, from the launcher's own timing marks
+(``REPLAY_TUI_RECORD_TIMINGS``), where the added time goes: process start-up and
+imports before ``record`` begins, the work before the command starts, what still
+happens after the command ends (phase by phase), and the exit.  No thresholds: the
+issue's target (median added time <= 0.5 s, or <= 1.05x bare on a 30 s run) is printed
+beside.
+
+Every process runs with a bytecode cache (``PYTHONPYCACHEPREFIX`` in the temporary
+folder, filled by the warm-up round), as an installed program has its ``.pyc`` files;
+``--no-bytecode-cache`` compiles every module at every start instead, as under
+``PYTHONDONTWRITEBYTECODE=1`` (which the development machine's shells set: the first
+measurements in DEVELOPERS.md were taken so).
 
     python bench/bench_record.py                       # 5 rounds, ~10 s runs on a CPU
     python bench/bench_record.py --steps 60 --rounds 3 # ~30 s runs
@@ -280,6 +291,7 @@ def run_once(argv: list[str], env: dict[str, str], repo: Path, timings: Path | N
 def summarise_marks(runs: list[Run]) -> Any:
     """Where a recorded run's time goes, median over the rounds."""
     rows: list[dict[str, Any]] = []
+    early: set[str] = set()  # modules the launch need not wait for, imported before it
     for t0, t1, _, _, m in runs:
         if m is None:
             continue
@@ -300,6 +312,7 @@ def summarise_marks(runs: list[Run]) -> Any:
             row[f"side_left_after_end:{k}"] = v
         row["torch_imported"] = 1.0 if m.get("torch_imported") else 0.0
         rows.append(row)
+        early.update(m.get("imported_before_launch") or [])
     if not rows:
         return None
     keys = list(dict.fromkeys(k for r in rows for k in r))
@@ -312,6 +325,7 @@ def summarise_marks(runs: list[Run]) -> Any:
         k.split(":", 1)[1]: out.pop(k) for k in list(out) if k.startswith("side_left_after_end:")
     }
     out["torch_imported_fraction"] = out.pop("torch_imported")
+    out["imported_before_launch"] = sorted(early)
     return out
 
 
@@ -327,6 +341,14 @@ def main() -> None:
         "--baseline-ref", default=None, help="also record with the launcher at this git ref"
     )
     ap.add_argument("--no-sequential", action="store_true", help="leave record_sequential out")
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="every process compiles the modules it imports from source (as under"
+        " PYTHONDONTWRITEBYTECODE=1, which some shells set); by default all variants share"
+        " a bytecode cache in the temporary folder (PYTHONPYCACHEPREFIX) that the warm-up"
+        " round fills, as an installed program has its .pyc files",
+    )
     args = ap.parse_args()
 
     load_at_start = [round(x, 2) for x in os.getloadavg()]
@@ -340,6 +362,12 @@ def main() -> None:
             k: v for k, v in os.environ.items() if k not in ("REPLAY_TUI_SEED", "PYTHONHASHSEED")
         }
         base_env.pop("REPLAY_TUI_RECORD_SEQUENTIAL", None)
+        if args.no_bytecode_cache:
+            base_env["PYTHONDONTWRITEBYTECODE"] = "1"
+            base_env.pop("PYTHONPYCACHEPREFIX", None)
+        else:
+            base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+            base_env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
         base_env["PATH"] = f"{Path(py).parent}{os.pathsep}{base_env.get('PATH', '')}"
         trees = {"record": REPO_ROOT}
         if not args.no_sequential:
@@ -391,6 +419,7 @@ def main() -> None:
     bare_outside = [w - c for _, _, w, c, _ in results["bare"]]
     out: dict[str, Any] = {
         "rounds": args.rounds,
+        "bytecode_cache": not args.no_bytecode_cache,
         "program": {
             "steps": args.steps,
             "layers": args.layers,
@@ -418,6 +447,12 @@ def main() -> None:
             ),
             "ratio_to_bare": round(
                 statistics.median(w / b for w, b in zip(walls, bare, strict=True)), 4
+            ),
+            # the launcher's own time around the command: its wall time less the
+            # command's (from its start to its exit, as the launcher timed it), free of
+            # bare's round-to-round swings too (the child's interpreter start and exit)
+            "launcher_outside_command_s": stats(
+                [w - m["command_s"] for _, _, w, _, m in results[name] if m is not None]
             ),
             "where": summarise_marks(results[name]),
         }

@@ -9,10 +9,13 @@ every command module and what they import), so the first frame comes sooner.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 
 def import_tui() -> ModuleType:
@@ -65,11 +68,33 @@ def main() -> None:
     if store is not None:
         _open_tui(store, None)
         return
-    from replay_tui.cli import main as cli_main
-    from replay_tui.cli.common import set_tui_opener
+    import gc
 
+    gc.disable()  # the command line's imports make no garbage worth a collection
+    try:
+        from replay_tui.cli import main as cli_main
+        from replay_tui.cli.common import set_tui_opener
+        from replay_tui.cli.root import Finished
+    finally:
+        gc.enable()
     set_tui_opener(_open_tui)
-    cli_main()
+    try:
+        cli_main()
+    except Finished as done:
+        end_now(done.code)
+
+
+def end_now(code: object) -> NoReturn:
+    """End the process with ``code`` (as ``sys.exit`` would read it) after flushing
+    stdout and stderr, without the interpreter's teardown: for a command that has
+    finished all its work (``cli.root.Finished``)."""
+    status = code if isinstance(code, int) else 0 if code is None else 1
+    if not isinstance(code, int | None):
+        print(code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to say there
+            stream.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import queue
 import stat
+import threading
 from pathlib import Path
+
+_BLOCK = 1 << 20
+_BLOCKS_IN_FLIGHT = 8  # read and hashed ahead of the writer: 8 MiB at most
 
 
 class ObjectStore:
@@ -47,29 +52,42 @@ class ObjectStore:
         finally:
             os.close(fd)
 
-    def put_fd(self, fd: int, sha256: str, *, name: str) -> Path:
+    def put_fd(self, fd: int, sha256: str | None, *, name: str) -> Path:
         """Keep a copy of what the open descriptor ``fd`` reads (a regular file, checked
         here; the caller keeps and closes it), as :meth:`put` does; ``name`` is how
-        messages name it."""
-        dst = self.path_for(sha256)
-        if dst.is_file():
-            return dst
+        messages name it.
+
+        The bytes are read once (from offset 0, the descriptor's position untouched):
+        each block is hashed here while a thread writes it to a temporary file beside
+        the objects, renamed at the end.  ``sha256`` None: the object is named by the
+        sha256 of the very bytes written (:meth:`sha256_of` its path), which the caller
+        records; else it is refused (``ValueError``) unless they hash to ``sha256``.
+        """
+        if sha256 is not None:
+            dst = self.path_for(sha256)
+            if dst.is_file():
+                return dst
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        dst.parent.mkdir(mode=0o700, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+        if sha256 is not None:
+            dst.parent.mkdir(mode=0o700, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+        else:  # named once hashed: a name of its own until then, beside the folders
+            tmp = self.root / f".put.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ValueError(f"{name!r} is not a regular file")
-            h = hashlib.sha256()
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
-                with open(fd, "rb", closefd=False) as fin, open(out, "wb", closefd=False) as fout:
-                    while chunk := fin.read(1 << 20):
-                        h.update(chunk)
-                        fout.write(chunk)
+                got = _copy_hashing(fd, out)
             finally:
                 os.close(out)
-            if h.hexdigest() != sha256:
+            if sha256 is None:
+                dst = self.path_for(got)
+                if dst.is_file():  # kept before (the same bytes): this copy is not needed
+                    os.unlink(tmp)
+                    return dst
+                dst.parent.mkdir(mode=0o700, exist_ok=True)
+            elif got != sha256:
                 raise ValueError(f"{name!r} no longer hashes to {sha256[:12]}: not kept")
             os.chmod(tmp, 0o400)
             os.replace(tmp, dst)
@@ -78,6 +96,11 @@ class ObjectStore:
                 os.unlink(tmp)
             raise
         return dst
+
+    @staticmethod
+    def sha256_of(path: Path) -> str:
+        """The sha256 an object's path names (``objects/ab/cdef...``)."""
+        return path.parent.name + path.name
 
     def verify(self, sha256: str) -> bool:
         p = self.get(sha256)
@@ -88,3 +111,41 @@ class ObjectStore:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         return h.hexdigest() == sha256
+
+
+def _copy_hashing(src: int, dst: int) -> str:
+    """Copy what ``src`` reads from offset 0 to ``dst``; the sha256 of the bytes written.
+
+    This thread reads and hashes each block (``hashlib`` lets go of the GIL); a writer
+    thread writes the same block object, so what is hashed is what is written, and the
+    hashing and the writing of a large file overlap instead of following each other.
+    """
+    blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=_BLOCKS_IN_FLIGHT)
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        while (block := blocks.get()) is not None:
+            if failed:
+                continue  # drained, so the reader never waits on a full queue
+            try:
+                view = memoryview(block)
+                while view:
+                    view = view[os.write(dst, view) :]
+            except BaseException as e:  # raised again in the caller's thread
+                failed.append(e)
+
+    writer = threading.Thread(target=write, name="objects-write", daemon=True)
+    writer.start()
+    h = hashlib.sha256()
+    offset = 0
+    try:
+        while not failed and (block := os.pread(src, _BLOCK, offset)):
+            h.update(block)
+            blocks.put(block)
+            offset += len(block)
+    finally:
+        blocks.put(None)
+        writer.join()
+    if failed:
+        raise failed[0]
+    return h.hexdigest()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import mmap
-import multiprocessing
 import os
 import pickle
 import select
@@ -23,8 +22,6 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import chain, compress, islice, pairwise
@@ -195,6 +192,8 @@ def _worker_count(workers: int | None) -> int:
 
 def _fork_is_safe() -> bool:
     """Forking is fast and re-runs no ``__main__``; it is safe only with no other threads."""
+    import multiprocessing  # here, not at the top: most hashing never forks
+
     return (
         sys.platform.startswith("linux")
         and "fork" in multiprocessing.get_all_start_methods()
@@ -348,11 +347,15 @@ class _ChildPipes:
         except BlockingIOError:
             pass
         except BrokenPipeError:
+            from concurrent.futures.process import BrokenProcessPool
+
             raise BrokenProcessPool("a hashing process died without an error") from None
 
     def receive(self) -> tuple[int, bytes, memoryview]:
         header = _read_exact(self.results, _HEADER.size)
         if len(header) < _HEADER.size:
+            from concurrent.futures.process import BrokenProcessPool
+
             _, status = os.waitpid(self.pid, 0)
             self.pid = 0
             raise BrokenProcessPool(
@@ -471,6 +474,8 @@ def _digest_many(
         count = max(n_workers * _CHUNKS_PER_WORKER, len(paths) // _FILES_PER_CHUNK)
         bounds = _chunks(sizes, count)
         return _in_processes(paths, bounds, n_workers)
+    from concurrent.futures import ThreadPoolExecutor  # here: most hashing needs no pool
+
     bounds = _chunks(sizes, n_workers * _CHUNKS_PER_WORKER)  # a big file: a chunk alone
     chunks = [paths[lo:hi] for lo, hi in pairwise(bounds)]
     with ThreadPoolExecutor(min(n_workers, len(chunks)), thread_name_prefix="sha256") as pool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -22,10 +23,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import ArgvConfig, merge_config, parse_argv
@@ -47,12 +48,16 @@ from replay_tui.sdk import (
     randomness_group,
 )
 from storage.ledger import utc_now
-from storage.manifest import RunManifest, manifest_from_data, sha256_hex
-from storage.objects import ObjectStore
-from storage.store import Location, RunStore
 
 if TYPE_CHECKING:
     from replay_tui.compare.tensors import Buffer
+    from storage.manifest import RunManifest
+    from storage.objects import ObjectStore
+    from storage.store import Location, RunStore
+
+# The manifest's models (pydantic), the store and the object store are imported where
+# they are used: ``record`` launches the command first and imports them while it runs
+# (``_warm``); only what the launch itself needs is imported before it.
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 LOG_TAIL_BYTES = 4000
@@ -239,11 +244,30 @@ def parse_data_arg(arg: str, cwd: Path) -> tuple[str, Path]:
     return (name or p.name), p
 
 
+Place = tuple[Literal["repo", "data", "workdir", "output"], str, str]
+"""A ``storage.store.Location`` as plain values (role, name, host path): what ``record``
+learns before the launch, made into locations after it (the store is imported then)."""
+
+
+def _locations(places: Iterable[Place]) -> list[Location]:
+    from storage.store import Location
+
+    return [Location(*p) for p in places]
+
+
 def data_entries(
     items: Sequence[tuple[str, Path]], repo_root: Path | None, cache: StatCache | None
 ) -> tuple[list[dict[str, Any]], list[Location]]:
     """Hash each data input; its manifest path is relative to the repo when inside it."""
-    entries, locs = [], []
+    entries, places = _data_entries(items, repo_root, cache)
+    return entries, _locations(places)
+
+
+def _data_entries(
+    items: Sequence[tuple[str, Path]], repo_root: Path | None, cache: StatCache | None
+) -> tuple[list[dict[str, Any]], list[Place]]:
+    entries: list[dict[str, Any]] = []
+    locs: list[Place] = []
     names: set[str] = set()
     for name, p in items:
         if name in names:
@@ -265,7 +289,7 @@ def data_entries(
                 "file_count": digest.file_count,
             }
         )
-        locs.append(Location("data", name, str(p)))
+        locs.append(("data", name, str(p)))
     return entries, locs
 
 
@@ -276,6 +300,7 @@ def artifact_entries(
     refused: list[str] | None = None,
     *,
     one_pass: bool = False,
+    objects: ObjectStore | None = None,
 ) -> list[dict[str, Any]]:
     """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths.
 
@@ -289,6 +314,11 @@ def artifact_entries(
     ``one_pass``: a checkpoint's sha256 and tensor digest come from one memory map of
     one descriptor opened through the door (:func:`_checkpoint_pass`), torch-free where
     the format allows; the values are the same as without it.
+
+    ``objects`` (with ``one_pass``): each file is kept in that object store in the same
+    read that hashes it (:meth:`ObjectStore.put_fd`: the sha256 recorded is that of the
+    very bytes kept), so keeping the run's artifacts after finds them there and reads
+    nothing again.
     """
     found: dict[str, Path] = {}
     problems: dict[str, str] = {}
@@ -322,8 +352,8 @@ def artifact_entries(
         kind = "checkpoint" if p.suffix in CHECKPOINT_SUFFIXES else "file"
         both = None
         try:
-            if kind == "checkpoint" and one_pass:
-                both = _checkpoint_pass(base, rel, p)
+            if one_pass and (kind == "checkpoint" or objects is not None):
+                both = _checkpoint_pass(base, rel, p, objects, tensor=kind == "checkpoint")
             if both is None:
                 digest, size = sha256_regular_file(p)
             else:
@@ -406,7 +436,14 @@ def _tensor_digest(p: Path, data: Buffer | None = None) -> str | None:
         return None
 
 
-def _checkpoint_pass(base: Path, rel: str, shown: Path) -> tuple[str, int, str | None] | None:
+def _checkpoint_pass(
+    base: Path,
+    rel: str,
+    shown: Path,
+    objects: ObjectStore | None = None,
+    *,
+    tensor: bool = True,
+) -> tuple[str, int, str | None] | None:
     """A checkpoint's sha256, size and tensor digest from one memory map.
 
     The file is opened through the door (``O_NOFOLLOW`` at every step from ``base``,
@@ -416,6 +453,10 @@ def _checkpoint_pass(base: Path, rel: str, shown: Path) -> tuple[str, int, str |
     unchanged after, as :func:`sha256_regular_file` requires.  None where the door
     refuses it or it cannot be mapped: the caller then hashes it as before, and a
     refusal is then said in the words it always was.
+
+    ``objects``: the sha256 comes from the copy into that object store, made in the same
+    read (:meth:`ObjectStore.put_fd`); ``tensor`` False (a file that is no checkpoint):
+    that copy alone, no map, and no tensor digest (None).
     """
     import mmap
 
@@ -426,16 +467,24 @@ def _checkpoint_pass(base: Path, rel: str, shown: Path) -> tuple[str, int, str |
             before = os.fstat(f.fd)
             if before.st_size == 0:
                 return None
-            try:
-                mapped = mmap.mmap(f.fd, 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError):
-                return None
-            try:
-                digest, tensor = _sha256_and_tensor_digest(mapped, shown)
-                read = len(mapped)
-            finally:
-                with contextlib.suppress(BufferError):
-                    mapped.close()  # a view still held: the map goes with it
+            if not tensor:
+                kept = _keep(objects, f.fd, shown)
+                if kept is None:
+                    return None  # hashed as before; keeping it after says why it fails
+                (digest, read), digest_t = kept, None
+            else:
+                try:
+                    mapped = mmap.mmap(f.fd, 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):
+                    return None
+                try:
+                    digest, digest_t = _sha256_and_tensor_digest(
+                        mapped, shown, lambda: _keep(objects, f.fd, shown)
+                    )
+                    read = len(mapped)
+                finally:
+                    with contextlib.suppress(BufferError):
+                        mapped.close()  # a view still held: the map goes with it
             after = os.fstat(f.fd)
     except Refused:
         return None
@@ -446,22 +495,38 @@ def _checkpoint_pass(base: Path, rel: str, shown: Path) -> tuple[str, int, str |
         or after.st_ctime_ns != before.st_ctime_ns
     ):
         raise ChangedWhileHashingError(f"{str(shown)!r} changed while it was being hashed")
-    return digest, before.st_size, tensor
+    return digest, before.st_size, digest_t
 
 
-def _sha256_and_tensor_digest(mapped: Buffer, shown: Path) -> tuple[str, str | None]:
-    """The file's sha256 in a thread while the tensor digest is worked out here."""
-    import hashlib
+def _keep(objects: ObjectStore | None, fd: int, shown: Path) -> tuple[str, int] | None:
+    """``fd``'s bytes kept in ``objects``, hashed as they are copied: their sha256 and
+    size.  None where there is no object store, or the copy failed (a full disk...): the
+    file is then hashed alone, and keeping it after the manifest is built tries again
+    and says why it fails."""
+    if objects is None:
+        return None
+    try:
+        kept = objects.put_fd(fd, None, name=str(shown))
+        return objects.sha256_of(kept), kept.stat().st_size
+    except (OSError, ValueError):
+        return None
 
+
+def _sha256_and_tensor_digest(
+    mapped: Buffer, shown: Path, keep: Callable[[], tuple[str, int] | None] | None = None
+) -> tuple[str, str | None]:
+    """The file's sha256 in a thread while the tensor digest is worked out here: that of
+    its copy into the object store (``keep``), else of ``mapped``."""
     box: dict[str, str | BaseException] = {}
 
-    def file_hash() -> None:
+    def hash_file() -> None:
         try:
-            box["sha256"] = hashlib.sha256(mapped).hexdigest()
+            kept = keep() if keep is not None else None
+            box["sha256"] = hashlib.sha256(mapped).hexdigest() if kept is None else kept[0]
         except BaseException as e:  # handed to the caller below
             box["error"] = e
 
-    worker = threading.Thread(target=file_hash, name="replay-tui-sha256", daemon=True)
+    worker = threading.Thread(target=hash_file, name="replay-tui-sha256", daemon=True)
     worker.start()
     try:
         tensor = _tensor_digest(shown, mapped)
@@ -499,6 +564,8 @@ def keep_artifacts(store: RunStore, base: Path, manifest: RunManifest) -> list[s
     only) and kept only if its bytes still hash to the recorded sha256.  Returns what was
     not kept, and why.
     """
+    from storage.objects import ObjectStore
+
     objects = ObjectStore.beside(store.path)
     base = base.resolve()
     skipped: list[str] = []
@@ -686,15 +753,16 @@ def collect_outputs(
     succeeded: bool,
     before: stale.Before | None = None,
     one_pass: bool = False,
+    objects: ObjectStore | None = None,
 ) -> Collected:
     """Read the handoff, hash the outputs (never following a link, never claiming a file
     the run did not write: ``before`` is ``stale.snapshot`` taken just before the run),
-    merge the metrics file into ``series``, and read the log.  ``one_pass``: see
-    :func:`artifact_entries`."""
+    merge the metrics file into ``series``, and read the log.  ``one_pass`` and
+    ``objects``: see :func:`artifact_entries`."""
     inside = read_inside(handoff)
     refused: list[str] = list(inside.get("problems") or [])
     artifacts = artifact_entries(
-        cwd, patterns, inside.get("artifacts") or [], refused, one_pass=one_pass
+        cwd, patterns, inside.get("artifacts") or [], refused, one_pass=one_pass, objects=objects
     )
     if before is not None:
         stale.mark_stale(cwd, artifacts, refused, before)
@@ -705,6 +773,8 @@ def collect_outputs(
             series.merge(read_metrics_file(cwd, metrics_file))
         except Refused as e:  # its numbers are not taken: the metrics show as missing
             refused.append(str(e))
+    from storage.manifest import sha256_hex
+
     log_bytes = log_path.read_bytes() if log_path.exists() else b""
     return Collected(
         inside,
@@ -772,6 +842,8 @@ def build_manifest(
     capture: Mapping[str, Any] | None = None,
     argv_config: ArgvConfig | None = None,
 ) -> RunManifest:
+    from storage.manifest import manifest_from_data
+
     g = outside.git
     seeds = dict(inside.get("seeds") or {})
     det = dict(inside.get("determinism") or {})
@@ -881,17 +953,23 @@ def probe_outside(
     cache: StatCache | None,
     interpreter: str,
     side: SideWork | None = None,
+    places: list[Place] | None = None,
 ) -> Outside:
     """What the launcher learns before the run.  With ``side`` (started), the Python
     packages and the GPUs are left to it: :meth:`SideWork.fill` puts them in after the
     run.  The code (git) and the data are always read here, before the command starts:
-    the command may change either as soon as it runs."""
+    the command may change either as soon as it runs.  With ``places`` (a list), the
+    locations go there as plain values and ``locations`` is left empty, for the caller
+    to fill after the launch (:data:`Place`)."""
     git_state = probes.probe_git(opts.cwd)
     data_items = [parse_data_arg(d, opts.cwd) for d in opts.data]
-    data, locs = data_entries(data_items, git_state.root, cache)
+    data, found = _data_entries(data_items, git_state.root, cache)
     if git_state.root is not None:
-        locs.append(Location("repo", "root", str(git_state.root)))
-    locs.append(Location("workdir", "cwd", str(opts.cwd.resolve())))
+        found.append(("repo", "root", str(git_state.root)))
+    found.append(("workdir", "cwd", str(opts.cwd.resolve())))
+    if places is not None:
+        places.extend(found)
+    locs = _locations(found) if places is None else []
     env = probes.training_env(os.environ, opts.env_names)
     if opts.seed is not None:
         env.setdefault("PYTHONHASHSEED", str(opts.seed))
@@ -926,8 +1004,15 @@ def _lower_priority() -> None:
 
 
 def _warm() -> None:
-    """Import and build now what reading the outputs needs after the command."""
+    """Import and build now what reading the outputs and keeping the run need after the
+    command: the readers, the manifest's models and validators, the store."""
     import zipfile  # noqa: F401 - the torch-free checkpoint reader's
+
+    import replay_tui.compare.gaps
+    import replay_tui.compare.tensors
+    import replay_tui.door  # noqa: F401
+    import storage.objects
+    import storage.store  # noqa: F401
 
     _inside_checks()
 
@@ -996,6 +1081,25 @@ class SideWork:
         outside.gpus = self.gpus
 
 
+_LATER = (
+    "pydantic",
+    "storage.manifest",
+    "storage.store",
+    "storage.objects",
+    "replay_tui.compare",
+    "torch",
+    "replay_tui.cli.runs",
+    "replay_tui.cli.replay",
+    "replay_tui.cli.audit",
+    "replay_tui.cli.bisect",
+    "replay_tui.cli.demo",
+    "replay_tui.cli.importers",
+)
+"""Modules the launch of a local command does not need (the manifest's models, the
+store, the readers of outputs, the other commands): imported while the command runs,
+or never.  Which of them were imported before the launch is in the timings."""
+
+
 class _Marks:
     """When each phase of a recording ended, for ``REPLAY_TUI_RECORD_TIMINGS``."""
 
@@ -1003,9 +1107,12 @@ class _Marks:
         self.path = os.environ.get(TIMINGS_ENV) or None
         self.mode = mode
         self.stamps: dict[str, float] = {"entry": time.time()}
+        self.at_launch: list[str] = []
 
     def mark(self, name: str) -> None:
         self.stamps[name] = time.time()
+        if name == "launch" and self.path is not None:
+            self.at_launch = sorted(m for m in sys.modules if m.startswith(_LATER))
 
     def write(self, side: SideWork | None, result: ExecResult) -> None:
         if self.path is None:
@@ -1022,6 +1129,8 @@ class _Marks:
             "side_s": dict(side.seconds) if side else {},
             # torch imported by record itself (the torch-free digest needs none)
             "torch_imported": "torch" in sys.modules,
+            # what the launch waited for and need not have (see _LATER)
+            "imported_before_launch": self.at_launch,
             "side_after_end_s": (
                 {k: round(max(0.0, v - st["ran"]), 4) for k, v in side.ended.items()}
                 if side
@@ -1032,9 +1141,20 @@ class _Marks:
             Path(self.path).write_text(json.dumps(data, indent=1) + "\n")
 
 
+@dataclass(frozen=True)
+class StoreLater:
+    """The store to keep the run in, opened by ``record`` only once the command has
+    ended: before the launch it needs the path alone (the hash cache and the object
+    store lie beside it).  ``opener`` runs in the caller's thread; the caller checks
+    before what it can without opening it (see ``cli.record``)."""
+
+    path: Path
+    opener: Callable[[], RunStore]
+
+
 def record(
     opts: RecordOptions,
-    store: RunStore,
+    store: RunStore | StoreLater,
     *,
     executor: Executor | None = None,
     on_line: OnLine | None = None,
@@ -1046,24 +1166,33 @@ def record(
     What does not depend on the command (its Python's packages, the GPUs, the imports
     that reading its outputs needs) is done while it runs (:class:`SideWork`); the code
     and the data are read before it starts; after it ends, each checkpoint is read once
-    for its sha256 and its tensor digest (:func:`artifact_entries` ``one_pass``).
-    ``REPLAY_TUI_RECORD_SEQUENTIAL`` does it all in turn instead; the manifest is the
-    same.
+    for its sha256 and its tensor digest, and copied into the object store in that read
+    (:func:`artifact_entries` ``one_pass`` and ``objects``).  Before the launch only
+    what the launch needs is imported and done; the store (a :class:`StoreLater`) is
+    opened after the command ended, its modules imported while it ran.
+    ``REPLAY_TUI_RECORD_SEQUENTIAL`` does it all in turn instead (the store opened first,
+    each output copied after the manifest is built); the manifest is the same.
     """
     sequential = os.environ.get(SEQUENTIAL_ENV, "") not in ("", "0")
     marks = _Marks("sequential" if sequential else "overlapped")
+    if sequential and isinstance(store, StoreLater):
+        store = store.opener()
+    store_path = store.path
+    if isinstance(store, StoreLater) and store_path.name != ":memory:":
+        store_path.parent.mkdir(parents=True, exist_ok=True)  # as opening it would
     if not opts.argv:
         raise BadInput("nothing to record: give the command after --")
     for pat in opts.metric_regex:
         MetricRegex(pat, opts.metric_name)  # validate before running anything
     regexes = [MetricRegex(p, opts.metric_name) for p in opts.metric_regex]
-    cache = StatCache(store.path.parent / "hashcache.db") if store.path.name else None
+    cache = StatCache(store_path.parent / "hashcache.db") if store_path.name else None
     # the run's Python: argv[0] when it is a python, else the interpreter a launcher
     # script names (torchrun's, accelerate's, deepspeed's shebang line)
     interpreter = probes.interpreter_for(opts.argv, sys.executable, opts.cwd)
     side = None if sequential else SideWork(None if opts.image else interpreter).start()
+    places: list[Place] | None = None if sequential else []
     try:
-        outside = probe_outside(opts, cache, interpreter, side)
+        outside = probe_outside(opts, cache, interpreter, side, places)
         argv_cfg = parse_argv(opts.argv, opts.cwd, outside.git.root)
     finally:
         if cache is not None:
@@ -1091,6 +1220,11 @@ def record(
             side.start_warm()
         result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
         marks.mark("ran")
+        objects = None
+        if not sequential:
+            from storage.objects import ObjectStore
+
+            objects = ObjectStore.beside(store_path)
         out = collect_outputs(
             opts.cwd,
             opts.artifacts,
@@ -1101,15 +1235,21 @@ def record(
             succeeded=result.status == "succeeded",
             before=before,
             one_pass=not sequential,
+            objects=objects,
         )
         marks.mark("collected")
         if side is not None:
             side.fill(outside)
             marks.mark("side_joined")
+        if places is not None:
+            outside.locations = _locations(places)
+        if isinstance(store, StoreLater):
+            store = store.opener()
+            marks.mark("store_opened")
         blobs: dict[str, tuple[str, bytes]] = {}
         diff_sha = None
         if outside.git.diff is not None:
-            diff_sha = sha256_hex(outside.git.diff)
+            diff_sha = hashlib.sha256(outside.git.diff).hexdigest()
             blobs[diff_sha] = ("diff", outside.git.diff)
         blobs.update(argv_cfg.blobs())
         manifest = build_manifest(

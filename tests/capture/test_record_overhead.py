@@ -12,7 +12,12 @@ without torch for safetensors files and ``torch.save`` zips.  These tests hold i
 - ``artifact_entries`` with and without the one pass give the same entries and refusals;
 - one training program recorded both ways (the overlapped path, and the plain sequential
   one of ``REPLAY_TUI_RECORD_SEQUENTIAL``) gives the same manifest field by field, but
-  for what is inherently per run (:data:`PER_RUN`).
+  for what is inherently per run (:data:`PER_RUN`);
+- each output is copied into the object store in the read that hashes it: the object
+  holds the artifact's bytes, under their sha256, and nothing half-written is left;
+- the command starts before the manifest's models, the store and the other commands are
+  imported; a file that is not a store is still refused before it starts, and the
+  program ends with the command's exit code once the store is closed.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import json
 import math
 import os
 import pickle
+import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -43,6 +50,7 @@ from replay_tui.capture.launcher import (
     artifact_entries,
 )
 from replay_tui.compare.tensors import CheckpointError, _digest_without_torch, tensor_digest
+from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.support.training import LOSS_REGEX, QUICK, make_repo, record_example
 
@@ -436,6 +444,49 @@ def test_artifact_entries_one_pass_gives_the_same_entries_and_refusals(tmp_path:
         by_path["out/ckpt.pt"]["sha256"]
         == hashlib.sha256((out / "ckpt.pt").read_bytes()).hexdigest()
     )
+    # the same pass copying each output into the object store: the same entries, and
+    # each object is the artifact's bytes under their sha256, owner-only
+    objects = ObjectStore(tmp_path / "store" / "objects")
+    refused_c: list[str] = []
+    kept = artifact_entries(
+        tmp_path, ["out/*", "out/sub/*"], ["../x.pt"], refused_c, one_pass=True, objects=objects
+    )
+    assert kept == plain and refused_c == refused_a
+    for a in kept:
+        if a["sha256"] is None or a["size_bytes"] == 0:
+            continue  # refused; an empty file is kept after, as before
+        obj = objects.path_for(a["sha256"])
+        assert obj.read_bytes() == (tmp_path / a["path"]).read_bytes(), a["path"]
+        assert stat.S_IMODE(obj.stat().st_mode) == 0o400
+    assert not [p for p in objects.root.rglob(".*")], "a temporary copy was left behind"
+
+
+def test_an_object_kept_from_a_descriptor_is_named_by_the_bytes_written(tmp_path: Path) -> None:
+    objects = ObjectStore(tmp_path / "objects")
+    src = tmp_path / "big.bin"
+    data = os.urandom(3 * (1 << 20) + 12345)  # several blocks and a part of one
+    src.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        os.lseek(fd, 100, os.SEEK_SET)  # read from the start whatever the position
+        path = objects.put_fd(fd, None, name="big.bin")
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 100  # and the position is left alone
+        again = objects.put_fd(fd, None, name="big.bin")  # the same bytes: one object
+        assert again == path == objects.path_for(digest)
+        assert objects.sha256_of(path) == digest and path.read_bytes() == data
+        assert objects.put_fd(fd, digest, name="big.bin") == path
+        with pytest.raises(ValueError, match="no longer hashes"):
+            objects.put_fd(fd, "0" * 64, name="big.bin")
+    finally:
+        os.close(fd)
+    assert objects.verify(digest)
+    assert sorted(p.name for p in objects.root.rglob("*") if p.is_file()) == [digest[2:]]
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with open(empty, "rb") as f:
+        kept = objects.put_fd(f.fileno(), None, name="empty")
+    assert objects.sha256_of(kept) == hashlib.sha256(b"").hexdigest()
 
 
 # -- one run recorded both ways ----------------------------------------------------------
@@ -483,9 +534,16 @@ def test_one_run_recorded_overlapped_and_sequential_gives_the_same_manifest(
             monkeypatch.setenv(SEQUENTIAL_ENV, "1")
         else:
             monkeypatch.delenv(SEQUENTIAL_ENV, raising=False)
+            shutil.rmtree(store.parent / "objects")  # this way's pass writes them itself
         rec = record_example(store, repo, *QUICK, seed=3, extra=extra)
         assert rec["_returncode"] == 0, rec["_stderr"][-2000:]
         runs[mode] = (rec["run_id"], json.loads(timings.read_text()))
+        if mode == "overlapped":
+            objects = ObjectStore.beside(store)
+            for a in stored_artifacts(store, rec["run_id"]):
+                obj = objects.path_for(a.sha256)
+                assert obj.read_bytes() == (repo / a.path).read_bytes(), a.path
+            assert not [p for p in objects.root.rglob(".*")]
     with RunStore(store) as s:
         manifests = {mode: s.manifest(run_id) for mode, (run_id, _) in runs.items()}
     fields = {mode: _fields(m.model_dump(mode="json")) for mode, m in manifests.items()}
@@ -513,8 +571,17 @@ def test_one_run_recorded_overlapped_and_sequential_gives_the_same_manifest(
     assert t_seq["side_s"] == {}
     assert t_ovl["torch_imported"] is False  # both checkpoints digested without torch
     assert t_seq["torch_imported"] is True
+    # the command started before the manifest's models, the store, the other commands
+    assert t_ovl["imported_before_launch"] == []
+    assert "store_opened" in t_ovl["stamps"]
     for t in (t_seq, t_ovl):
         assert t["command_s"] > 0 and t["after_end_s"] >= 0 and t["before_launch_s"] >= 0
+
+
+def stored_artifacts(store: Path, run_id: str) -> list[Any]:
+    """The hashed artifacts of a stored run."""
+    with RunStore(store) as s:
+        return [a for a in s.manifest(run_id).outputs.artifacts if a.sha256 is not None]
 
 
 # -- what stays before the command, and short or failing commands -----------------------
@@ -556,3 +623,136 @@ def test_a_command_that_fails_at_once_is_recorded_with_its_probes(
     marks = json.loads(timings.read_text())
     assert marks["mode"] == ("sequential" if sequential else "overlapped")
     assert bool(marks["side_s"]) is not sequential
+
+
+# -- the command line: one command's module, the store checked first and closed last ---
+
+
+def test_the_command_table_names_what_each_module_registers() -> None:
+    """``cli.COMMANDS`` is what the lazy root group imports by; it must name every
+    command each module registers, and only those."""
+    import importlib
+
+    import click
+
+    from replay_tui.cli import COMMANDS, main
+
+    for module in set(COMMANDS.values()):
+        group = click.Group()
+        importlib.import_module(module).register(group)
+        assert set(group.commands) == {n for n, m in COMMANDS.items() if m == module}, module
+    with click.Context(main) as ctx:
+        assert main.list_commands(ctx) == sorted(COMMANDS)
+        assert all(main.get_command(ctx, name) is not None for name in COMMANDS)
+        assert main.get_command(ctx, "no-such-command") is None
+
+
+def test_help_lists_every_command_and_record_loads_no_other(tmp_path: Path) -> None:
+    from replay_tui.cli import COMMANDS
+
+    env = {**os.environ, "REPLAY_TUI_STORE": str(tmp_path / "store.db")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "replay_tui", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    listed = proc.stdout.split("Commands:", 1)[1].split()
+    assert all(name in listed for name in COMMANDS)
+    code = (
+        "import sys\n"
+        "from replay_tui.cli import main\n"
+        "import click\n"
+        "with click.Context(main) as ctx:\n"
+        "    main.get_command(ctx, 'record')\n"
+        "import replay_tui.capture.launcher\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('replay_tui.cli.', 'pydantic',"
+        " 'storage.manifest', 'storage.store', 'git', 'torch'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    assert out.strip() == str(
+        ["replay_tui.cli.common", "replay_tui.cli.record", "replay_tui.cli.root"]
+    )
+
+
+def test_a_file_that_is_not_a_store_is_refused_before_the_command_starts(
+    tmp_path: Path,
+) -> None:
+    """The store is opened after the command ends; what would refuse it is checked
+    before it starts, as when it was opened first."""
+    junk = tmp_path / "notes.db"
+    junk.write_text("not a database at all\n" * 100)
+    marker = tmp_path / "ran"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replay_tui",
+            "--store",
+            str(junk),
+            "record",
+            "--",
+            sys.executable,
+            "-c",
+            f"open({str(marker)!r}, 'w').close()",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"--store {junk}: not a replay-tui store" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not marker.exists()
+    folder = tmp_path / "a-folder.db"
+    folder.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "replay_tui", "--store", str(folder), "record", "--", "true"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and "is a directory" in proc.stderr  # click says so first
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_the_program_ends_with_the_command_s_code_once_the_store_is_closed(
+    tmp_path: Path, code: int
+) -> None:
+    """``record`` ends the process at once (``os._exit``, no interpreter teardown) only
+    after its store is closed: the run is in the database file itself (the WAL copied
+    in and removed), the output printed, the exit code the command's."""
+    store = tmp_path / "store" / "runs.db"
+    out = tmp_path / "out"
+    out.mkdir()
+    program = f"open('out/w.bin', 'wb').write(bytes(range(256)) * 4096); raise SystemExit({code})"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replay_tui",
+            "--store",
+            str(store),
+            "record",
+            "--json",
+            "--artifact",
+            "out/*",
+            "--",
+            sys.executable,
+            "-c",
+            program,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == code, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["exit_code"] == code
+    assert not Path(f"{store}-wal").exists()
+    [artifact] = stored_artifacts(store, summary["run_id"])
+    obj = ObjectStore.beside(store).path_for(artifact.sha256)
+    assert obj.read_bytes() == (out / "w.bin").read_bytes()
