@@ -10,14 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import queue
 import stat
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 _BLOCK = 1 << 20
 _BLOCKS_IN_FLIGHT = 8  # read and hashed ahead of the writer: 8 MiB at most
+_staged_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A copy hashed as it was written, under a temporary name: not an object yet."""
+
+    tmp: Path
+    sha256: str
+    size: int
 
 
 class ObjectStore:
@@ -67,35 +79,55 @@ class ObjectStore:
             dst = self.path_for(sha256)
             if dst.is_file():
                 return dst
+        staged = self.stage_fd(fd, name=name)
+        if sha256 is not None and staged.sha256 != sha256:
+            self.discard(staged)
+            raise ValueError(f"{name!r} no longer hashes to {sha256[:12]}: not kept")
+        return self.commit(staged)
+
+    def stage_fd(self, fd: int, *, name: str) -> Staged:
+        """Copy what ``fd`` reads (a regular file) to a temporary name of its own beside
+        the objects, hashing each block as it is written: not an object yet.
+        :meth:`commit` makes it one (named by that hash), :meth:`discard` drops it.
+        ``record`` stages an output as soon as the run closes it and commits it only if
+        the file is still the same once the run has ended."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if sha256 is not None:
-            dst.parent.mkdir(mode=0o700, exist_ok=True)
-            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-        else:  # named once hashed: a name of its own until then, beside the folders
-            tmp = self.root / f".put.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp = self.root / f".put.{os.getpid()}.{threading.get_ident()}.{next(_staged_ids)}.tmp"
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ValueError(f"{name!r} is not a regular file")
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
                 got = _copy_hashing(fd, out)
+                size = os.fstat(out).st_size
             finally:
                 os.close(out)
-            if sha256 is None:
-                dst = self.path_for(got)
-                if dst.is_file():  # kept before (the same bytes): this copy is not needed
-                    os.unlink(tmp)
-                    return dst
-                dst.parent.mkdir(mode=0o700, exist_ok=True)
-            elif got != sha256:
-                raise ValueError(f"{name!r} no longer hashes to {sha256[:12]}: not kept")
-            os.chmod(tmp, 0o400)
-            os.replace(tmp, dst)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        return Staged(tmp, got, size)
+
+    def commit(self, staged: Staged) -> Path:
+        """The object ``staged`` became (renamed into place, 0400; dropped where the
+        same bytes were kept before)."""
+        dst = self.path_for(staged.sha256)
+        try:
+            if dst.is_file():  # kept before (the same bytes): this copy is not needed
+                os.unlink(staged.tmp)
+                return dst
+            dst.parent.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(staged.tmp, 0o400)
+            os.replace(staged.tmp, dst)
+        except BaseException:
+            self.discard(staged)
+            raise
         return dst
+
+    @staticmethod
+    def discard(staged: Staged) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(staged.tmp)
 
     @staticmethod
     def sha256_of(path: Path) -> str:

@@ -31,12 +31,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import ArgvConfig, merge_config, parse_argv
 from replay_tui.capture.hashing import (
-    ChangedWhileHashingError,
     StatCache,
     hash_path,
     sha256_regular_file,
 )
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
+from replay_tui.capture.outputs import (
+    CHECKPOINT_SUFFIXES,
+    EarlyOutputs,
+    lower_priority,
+    read_once,
+    tensor_digest_or_none,
+)
 from replay_tui.errors import BadInput
 from replay_tui.sdk import (
     DETERMINISM_ENV,
@@ -50,7 +56,6 @@ from replay_tui.sdk import (
 from storage.ledger import utc_now
 
 if TYPE_CHECKING:
-    from replay_tui.compare.tensors import Buffer
     from storage.manifest import RunManifest
     from storage.objects import ObjectStore
     from storage.store import Location, RunStore
@@ -59,7 +64,6 @@ if TYPE_CHECKING:
 # they are used: ``record`` launches the command first and imports them while it runs
 # (``_warm``); only what the launch itself needs is imported before it.
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 LOG_TAIL_BYTES = 4000
 
 OnLine = Callable[[str], None]
@@ -301,6 +305,7 @@ def artifact_entries(
     *,
     one_pass: bool = False,
     objects: ObjectStore | None = None,
+    early: EarlyOutputs | None = None,
 ) -> list[dict[str, Any]]:
     """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths.
 
@@ -319,6 +324,9 @@ def artifact_entries(
     read that hashes it (:meth:`ObjectStore.put_fd`: the sha256 recorded is that of the
     very bytes kept), so keeping the run's artifacts after finds them there and reads
     nothing again.
+
+    ``early`` (with ``one_pass``): what was read of each output as soon as the run closed
+    it (:class:`outputs.EarlyOutputs`), taken where the file is still that very file.
     """
     found: dict[str, Path] = {}
     problems: dict[str, str] = {}
@@ -353,7 +361,9 @@ def artifact_entries(
         both = None
         try:
             if one_pass and (kind == "checkpoint" or objects is not None):
-                both = _checkpoint_pass(base, rel, p, objects, tensor=kind == "checkpoint")
+                both = _checkpoint_pass(
+                    base, rel, p, objects, tensor=kind == "checkpoint", early=early
+                )
             if both is None:
                 digest, size = sha256_regular_file(p)
             else:
@@ -363,7 +373,7 @@ def artifact_entries(
             continue
         entry: dict[str, Any] = {"path": rel, "sha256": digest, "size_bytes": size, "kind": kind}
         if kind == "checkpoint":
-            entry["tensor_sha256"] = _tensor_digest(p) if both is None else both[2]
+            entry["tensor_sha256"] = tensor_digest_or_none(p) if both is None else both[2]
         out.append(entry)
     listed = 0
     for rel, why in sorted(problems.items()):
@@ -427,15 +437,6 @@ def _unsafe_member(base: Path, rel: str) -> str | None:
     return None
 
 
-def _tensor_digest(p: Path, data: Buffer | None = None) -> str | None:
-    try:
-        from replay_tui.compare.tensors import tensor_digest
-
-        return tensor_digest(p) if data is None else tensor_digest(p, data=data)
-    except Exception:  # not a tensor checkpoint we can read safely: the file hash stands
-        return None
-
-
 def _checkpoint_pass(
     base: Path,
     rel: str,
@@ -443,59 +444,28 @@ def _checkpoint_pass(
     objects: ObjectStore | None = None,
     *,
     tensor: bool = True,
+    early: EarlyOutputs | None = None,
 ) -> tuple[str, int, str | None] | None:
-    """A checkpoint's sha256, size and tensor digest from one memory map.
-
-    The file is opened through the door (``O_NOFOLLOW`` at every step from ``base``,
-    regular files only), mapped once, and its sha256 (a thread: ``hashlib`` lets go of
-    the GIL) and tensor digest (torch-free for safetensors and ``torch.save`` zips) are
-    worked out over the same pages together; the descriptor's size and times must be
-    unchanged after, as :func:`sha256_regular_file` requires.  None where the door
-    refuses it or it cannot be mapped: the caller then hashes it as before, and a
-    refusal is then said in the words it always was.
+    """A file's sha256, size and (``tensor``) tensor digest from one read of one
+    descriptor opened through the door (``O_NOFOLLOW`` at every step from ``base``,
+    regular files only): :func:`outputs.read_once`, or what ``early`` read of this very
+    file while the run ran.  None where the door refuses it or the pass cannot serve:
+    the caller then hashes it as before, and a refusal is then said in the words it
+    always was.
 
     ``objects``: the sha256 comes from the copy into that object store, made in the same
     read (:meth:`ObjectStore.put_fd`); ``tensor`` False (a file that is no checkpoint):
     that copy alone, no map, and no tensor digest (None).
     """
-    import mmap
-
     from replay_tui.door import Refused, open_under
 
     try:
         with open_under(base, rel, "run output") as f:
-            before = os.fstat(f.fd)
-            if before.st_size == 0:
-                return None
-            if not tensor:
-                kept = _keep(objects, f.fd, shown)
-                if kept is None:
-                    return None  # hashed as before; keeping it after says why it fails
-                (digest, read), digest_t = kept, None
-            else:
-                try:
-                    mapped = mmap.mmap(f.fd, 0, access=mmap.ACCESS_READ)
-                except (OSError, ValueError):
-                    return None
-                try:
-                    digest, digest_t = _sha256_and_tensor_digest(
-                        mapped, shown, lambda: _keep(objects, f.fd, shown)
-                    )
-                    read = len(mapped)
-                finally:
-                    with contextlib.suppress(BufferError):
-                        mapped.close()  # a view still held: the map goes with it
-            after = os.fstat(f.fd)
+            if early is not None and (got := early.take(rel, f.fd)) is not None:
+                return got
+            return read_once(f.fd, shown, lambda fd: _keep(objects, fd, shown), tensor=tensor)
     except Refused:
         return None
-    if (
-        read != before.st_size
-        or after.st_size != before.st_size
-        or after.st_mtime_ns != before.st_mtime_ns
-        or after.st_ctime_ns != before.st_ctime_ns
-    ):
-        raise ChangedWhileHashingError(f"{str(shown)!r} changed while it was being hashed")
-    return digest, before.st_size, digest_t
 
 
 def _keep(objects: ObjectStore | None, fd: int, shown: Path) -> tuple[str, int] | None:
@@ -510,33 +480,6 @@ def _keep(objects: ObjectStore | None, fd: int, shown: Path) -> tuple[str, int] 
         return objects.sha256_of(kept), kept.stat().st_size
     except (OSError, ValueError):
         return None
-
-
-def _sha256_and_tensor_digest(
-    mapped: Buffer, shown: Path, keep: Callable[[], tuple[str, int] | None] | None = None
-) -> tuple[str, str | None]:
-    """The file's sha256 in a thread while the tensor digest is worked out here: that of
-    its copy into the object store (``keep``), else of ``mapped``."""
-    box: dict[str, str | BaseException] = {}
-
-    def hash_file() -> None:
-        try:
-            kept = keep() if keep is not None else None
-            box["sha256"] = hashlib.sha256(mapped).hexdigest() if kept is None else kept[0]
-        except BaseException as e:  # handed to the caller below
-            box["error"] = e
-
-    worker = threading.Thread(target=hash_file, name="replay-tui-sha256", daemon=True)
-    worker.start()
-    try:
-        tensor = _tensor_digest(shown, mapped)
-    finally:
-        worker.join()
-    got = box.get("sha256")
-    if not isinstance(got, str):
-        err = box.get("error")
-        raise err if isinstance(err, BaseException) else RuntimeError("not hashed")
-    return got, tensor
 
 
 def capture_info(opts: RecordOptions) -> dict[str, Any]:
@@ -754,15 +697,22 @@ def collect_outputs(
     before: stale.Before | None = None,
     one_pass: bool = False,
     objects: ObjectStore | None = None,
+    early: EarlyOutputs | None = None,
 ) -> Collected:
     """Read the handoff, hash the outputs (never following a link, never claiming a file
     the run did not write: ``before`` is ``stale.snapshot`` taken just before the run),
-    merge the metrics file into ``series``, and read the log.  ``one_pass`` and
-    ``objects``: see :func:`artifact_entries`."""
+    merge the metrics file into ``series``, and read the log.  ``one_pass``, ``objects``
+    and ``early``: see :func:`artifact_entries`."""
     inside = read_inside(handoff)
     refused: list[str] = list(inside.get("problems") or [])
     artifacts = artifact_entries(
-        cwd, patterns, inside.get("artifacts") or [], refused, one_pass=one_pass, objects=objects
+        cwd,
+        patterns,
+        inside.get("artifacts") or [],
+        refused,
+        one_pass=one_pass,
+        objects=objects,
+        early=early,
     )
     if before is not None:
         stale.mark_stale(cwd, artifacts, refused, before)
@@ -994,15 +944,6 @@ TIMINGS_ENV = "REPLAY_TUI_RECORD_TIMINGS"
 ended (``time.time()`` stamps) and how long the side work took."""
 
 
-def _lower_priority() -> None:
-    """This thread, and every process it starts, at nice 10: where the machine is busy,
-    the probes give way to the command (Linux nice values are per thread; elsewhere a
-    thread id is no process id, and nothing is changed)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-
-
 def _warm() -> None:
     """Import and build now what reading the outputs and keeping the run need after the
     command: the readers, the manifest's models and validators, the store."""
@@ -1050,7 +991,7 @@ class SideWork:
 
     def _part(self, name: str, fn: Callable[[], None], low: bool) -> None:
         if low:
-            _lower_priority()
+            lower_priority()
         t0 = time.monotonic()
         try:
             fn()
@@ -1085,7 +1026,6 @@ _LATER = (
     "pydantic",
     "storage.manifest",
     "storage.store",
-    "storage.objects",
     "replay_tui.compare",
     "torch",
     "replay_tui.cli.runs",
@@ -1097,7 +1037,8 @@ _LATER = (
 )
 """Modules the launch of a local command does not need (the manifest's models, the
 store, the readers of outputs, the other commands): imported while the command runs,
-or never.  Which of them were imported before the launch is in the timings."""
+or never (the object store is imported before: the outputs read early are staged in
+it, ``outputs.EarlyOutputs``).  Which of them were imported before the launch is in the timings."""
 
 
 class _Marks:
@@ -1114,7 +1055,7 @@ class _Marks:
         if name == "launch" and self.path is not None:
             self.at_launch = sorted(m for m in sys.modules if m.startswith(_LATER))
 
-    def write(self, side: SideWork | None, result: ExecResult) -> None:
+    def write(self, side: SideWork | None, result: ExecResult, early: EarlyOutputs | None) -> None:
         if self.path is None:
             return
         st = self.stamps
@@ -1127,6 +1068,8 @@ class _Marks:
             "command_s": round(result.duration_s, 4),
             "after_end_s": round(st["done"] - st["ran"], 4),
             "side_s": dict(side.seconds) if side else {},
+            # outputs read as soon as the run closed them (outputs.EarlyOutputs)
+            "early": early.timings() if early is not None else None,
             # torch imported by record itself (the torch-free digest needs none)
             "torch_imported": "torch" in sys.modules,
             # what the launch waited for and need not have (see _LATER)
@@ -1215,28 +1158,38 @@ def record(
         env[HANDOFF_ENV] = str(handoff)
         spec = ExecSpec(opts.argv, opts.cwd, env, handoff, log_path, opts.timeout_s)
         before = stale.snapshot(opts.cwd, opts.artifacts)  # what earlier runs left there
-        marks.mark("launch")
-        if side is not None:
-            side.start_warm()
-        result = (executor or LocalExecutor()).run(spec, line, should_cancel or (lambda: False))
-        marks.mark("ran")
-        objects = None
+        objects, early = None, None
         if not sequential:
             from storage.objects import ObjectStore
 
             objects = ObjectStore.beside(store_path)
-        out = collect_outputs(
-            opts.cwd,
-            opts.artifacts,
-            handoff,
-            log_path,
-            metrics_file=opts.metrics_file,
-            series=series,
-            succeeded=result.status == "succeeded",
-            before=before,
-            one_pass=not sequential,
-            objects=objects,
-        )
+            early = EarlyOutputs.start(opts.cwd, opts.artifacts, objects, before.files)
+        marks.mark("launch")
+        try:
+            if side is not None:
+                side.start_warm()
+            run = (executor or LocalExecutor()).run
+            result = run(spec, line, should_cancel or (lambda: False))
+            marks.mark("ran")
+            if early is not None:
+                early.finish()
+                marks.mark("early_finished")
+            out = collect_outputs(
+                opts.cwd,
+                opts.artifacts,
+                handoff,
+                log_path,
+                metrics_file=opts.metrics_file,
+                series=series,
+                succeeded=result.status == "succeeded",
+                before=before,
+                one_pass=not sequential,
+                objects=objects,
+                early=early,
+            )
+        finally:
+            if early is not None:
+                early.close()  # staged copies not taken are dropped
         marks.mark("collected")
         if side is not None:
             side.fill(outside)
@@ -1276,5 +1229,5 @@ def record(
         )
         marks.mark("kept")
     marks.mark("done")
-    marks.write(side, result)
+    marks.write(side, result, early)
     return RecordResult(manifest, result, kept_log, tuple(out.refused))

@@ -67,42 +67,169 @@ def scrub_url(url: str) -> str:
     return url
 
 
-def probe_git(cwd: Path) -> GitState:
-    """Code identity of ``cwd`` via GitPython: commit, branch, dirty flag and the diff."""
-    import git
+def _git_env() -> dict[str, str]:
+    """The environment the probe runs git in.  The repository is found from the folder
+    upwards as GitPython found it: GIT_DIR and GIT_CEILING_DIRECTORIES do not change which
+    one, and a filesystem boundary does not stop the search.  ``git status`` takes no
+    optional lock, so a probe never makes the user's own git commands fail."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_CEILING_DIRECTORIES")}
+    env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] = "1"
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    return env
 
+
+def _run_git(
+    cwd: Path, env: Mapping[str, str], *commands: Sequence[str]
+) -> list[tuple[int, bytes]]:
+    """Run the git ``commands`` side by side in ``cwd``: ``(exit status, stdout)`` of each.
+    Raises OSError where git cannot be started (not installed, ``cwd`` missing)."""
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        repo = git.Repo(cwd, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return GitState()
-    try:
-        root = Path(repo.working_tree_dir or cwd).resolve()
-        state = GitState(root=root)
-        state.workdir = os.path.relpath(cwd.resolve(), root).replace(os.sep, "/")
-        try:
-            state.commit = repo.head.commit.hexsha
-        except ValueError:  # no commits yet
-            return state
-        if not repo.head.is_detached:
-            state.branch = repo.active_branch.name
-        remotes = list(repo.remotes)
-        if remotes:
-            origin = next((r for r in remotes if r.name == "origin"), remotes[0])
-            urls = list(origin.urls)
-            state.repo_url = scrub_url(urls[0]) if urls else None
-        state.untracked = sorted(repo.untracked_files)
-        state.dirty = repo.is_dirty(untracked_files=False)
-        if state.dirty:
-            proc = subprocess.run(
-                ["git", "diff", "--binary", "HEAD"],
-                cwd=root,
-                capture_output=True,
-                check=True,
+        for args in commands:
+            procs.append(
+                subprocess.Popen(
+                    ["git", *args],
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
             )
-            state.diff = proc.stdout
+    except OSError:
+        for p in procs:
+            p.kill()
+            p.communicate()
+        raise
+    results = []
+    for p in procs:
+        out, _ = p.communicate()
+        results.append((p.returncode, out))
+    return results
+
+
+def _toplevel(out: bytes, cwd: Path) -> tuple[Path, Path] | None:
+    """``(work tree root, git dir)`` from ``git rev-parse --show-toplevel --git-dir``:
+    one path a line, so a path with a newline in it is told apart by which split names
+    two folders."""
+    lines = out.removesuffix(b"\n").split(b"\n")
+    for i in range(1, len(lines)):
+        top, git_dir = b"\n".join(lines[:i]), cwd / os.fsdecode(b"\n".join(lines[i:]))
+        if len(lines) == 2 or (os.path.isdir(top) and git_dir.is_dir()):
+            return Path(os.fsdecode(top)), git_dir
+    return None
+
+
+@dataclass
+class _Status:
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool = False
+    untracked: list[str] = field(default_factory=list)
+
+
+def _parse_status(out: bytes, has_index: bool) -> _Status:
+    """``git status --porcelain=v2 --branch --untracked-files=all -z``, read as GitPython
+    read the repository: ``dirty`` where the index differs from HEAD (only when there is
+    an index file) or the work tree from the index (``git diff``), untracked files as
+    ``git status`` lists them.  A submodule with nothing but untracked files in it does
+    not make the repository dirty (``git diff`` does not show it)."""
+    s = _Status()
+    records = iter(out.split(b"\0"))
+    for rec in records:
+        kind = rec[:2]
+        if rec.startswith(b"# branch.oid "):
+            oid = rec[len(b"# branch.oid ") :].decode("ascii", "replace")
+            s.commit = None if oid == "(initial)" else oid
+        elif rec.startswith(b"# branch.head "):
+            head = rec[len(b"# branch.head ") :].decode("utf-8", "replace")
+            s.branch = None if head == "(detached)" else head
+        elif kind == b"? ":
+            s.untracked.append(os.fsdecode(rec[2:]))
+        elif kind == b"u ":
+            s.dirty = True
+        elif kind in (b"1 ", b"2 "):
+            if kind == b"2 ":
+                next(records, None)  # the path it was renamed or copied from
+            fields = rec.split(b" ", 3)
+            x, y, sub = chr(fields[1][0]), chr(fields[1][1]), fields[2].decode("ascii")
+            only_untracked_inside = sub.startswith("S") and sub[1:3] == ".." and y == "M"
+            if (x != "." and has_index) or (y != "." and not only_untracked_inside):
+                s.dirty = True
+    return s
+
+
+def _remote_url(cwd: Path, env: Mapping[str, str], config: bytes) -> str | None:
+    """The first URL of the remote named ``origin``, else of the first remote in the
+    repository's own config file (GitPython's ``repo.remotes`` order), as ``git remote
+    get-url`` gives it (``url.<base>.insteadOf`` applied); credentials removed."""
+    names: list[str] = []
+    for rec in config.split(b"\0"):
+        key = rec.split(b"\n", 1)[0]
+        if key.startswith(b"remote.") and key.count(b".") >= 2:
+            name = os.fsdecode(key[len(b"remote.") : key.rindex(b".")])
+            if name not in names:
+                names.append(name)
+    if not names:
+        return None
+    name = "origin" if "origin" in names else names[0]
+    try:
+        [(rc, out)] = _run_git(cwd, env, ("remote", "get-url", "--all", "--", name))
+    except OSError:
+        return None
+    if rc != 0:
+        return None
+    return scrub_url(out.split(b"\n")[0].decode("utf-8", "replace"))
+
+
+def probe_git(cwd: Path) -> GitState:
+    """Code identity of ``cwd`` from the ``git`` command line: the work tree's root, the
+    commit and branch, the remote's URL, the dirty flag with the diff against HEAD, and
+    the untracked files (paths from the root, ignored files left out).
+
+    The repository is the one that holds ``cwd`` (GIT_DIR is not followed).  An empty
+    :class:`GitState` where there is none, where ``cwd`` is a bare repository or inside a
+    ``.git`` folder, where git is not installed or refuses the repository (``safe.directory``);
+    only root and workdir where there is no commit yet, or where ``git status`` fails (git
+    older than 2.11 has no ``--porcelain=v2``).  Three git processes run side by side, a
+    fourth for the remote's URL, a fifth for the diff of a dirty tree.
+    """
+    env = _git_env()
+    try:
+        (top_rc, top), (status_rc, status), (_, config) = _run_git(
+            cwd,
+            env,
+            ("rev-parse", "--show-toplevel", "--git-dir"),
+            ("status", "--porcelain=v2", "--branch", "--untracked-files=all", "-z"),
+            ("config", "--local", "--includes", "-z", "--get-regexp", r"^remote\..*\."),
+        )
+    except OSError:
+        return GitState()
+    found = _toplevel(top, cwd) if top_rc == 0 else None
+    if found is None:
+        return GitState()
+    root, git_dir = found[0].resolve(), found[1]
+    state = GitState(root=root)
+    state.workdir = os.path.relpath(cwd.resolve(), root).replace(os.sep, "/")
+    if status_rc != 0:
         return state
-    finally:
-        repo.close()
+    s = _parse_status(status, has_index=(git_dir / "index").is_file())
+    if s.commit is None:  # no commits yet
+        return state
+    state.commit, state.branch = s.commit, s.branch
+    state.repo_url = _remote_url(cwd, env, config)
+    state.untracked = sorted(s.untracked)
+    state.dirty = s.dirty
+    if state.dirty:
+        proc = subprocess.run(
+            ["git", "diff", "--binary", "HEAD"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        state.diff = proc.stdout
+    return state
 
 
 # -- packages, OS ---------------------------------------------------------------------

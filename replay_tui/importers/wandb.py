@@ -436,7 +436,8 @@ def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[di
     goes to ``run.refused``.  The code snapshot (``code/``) and W&B's own files are not
     outputs.
     """
-    from replay_tui.capture.launcher import CHECKPOINT_SUFFIXES, _rel_path_ok, _tensor_digest
+    from replay_tui.capture.launcher import _rel_path_ok
+    from replay_tui.capture.outputs import CHECKPOINT_SUFFIXES, tensor_digest_or_none
 
     out: list[dict[str, Any]] = []
     for rel in sorted(set(saved)):
@@ -463,7 +464,7 @@ def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[di
         kind = "checkpoint" if shown.suffix in CHECKPOINT_SUFFIXES else "file"
         entry: dict[str, Any] = {"path": rel, "sha256": sha, "size_bytes": size, "kind": kind}
         if kind == "checkpoint":
-            entry["tensor_sha256"] = _tensor_digest(shown)
+            entry["tensor_sha256"] = tensor_digest_or_none(shown)
         out.append(entry)
         run.files[sha] = (root, inner)
     return out

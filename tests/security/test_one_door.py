@@ -80,6 +80,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "readlink of a link it refuses, for the message only: the link is never followed"
     ),
     ("replay_tui.capture.stale", "snapshot"): "resolves the run's working folder (the root)",
+    ("replay_tui.capture.outputs", "EarlyOutputs.__init__"): (
+        "resolves the run's working folder (the root); members are opened by the door"
+    ),
     ("replay_tui.capture.stale", "mark_stale"): "resolves the run's working folder (the root)",
     ("replay_tui.capture.argv_config", "_config_files"): (
         "a config path the user typed in argv, resolved to name it in the manifest; its"
@@ -146,7 +149,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("storage.objects", "ObjectStore.put"): (
         "the caller's file, O_NOFOLLOW | O_NONBLOCK, refused unless regular, re-hashed"
     ),
-    ("storage.objects", "ObjectStore.put_fd"): (
+    ("storage.objects", "ObjectStore.stage_fd"): (
         "writes its own object (O_NOFOLLOW, 0600) from a descriptor the door opened"
     ),
     ("storage.objects", "ObjectStore.verify"): "re-hashes its own object",
