@@ -954,7 +954,9 @@ def _warm() -> None:
     import replay_tui.door  # noqa: F401
     import storage.objects
     import storage.store  # noqa: F401
+    from storage.manifest import RunManifest
 
+    RunManifest.model_rebuild()  # its validator, built on first use (defer_build): now
     _inside_checks()
 
 

@@ -295,14 +295,15 @@ class EarlyOutputs:
         self.objects = objects
         self.left_before = left_before
         self.stats = EarlyStats()
-        self._ino: _Inotify | None = None  # made in the thread: the launch waits for nothing
         self._wake_r, self._wake_w = os.pipe()
         self._folders: dict[int, tuple[str, ...]] = {}
         self._pending: dict[str, None] = {}  # rel paths closed and not read since, in order
         self._results: dict[str, _Read] = {}
         self._stopping = False
         self._finished = False
+        self._closed = False
         self.ready = threading.Event()  # the first watches are set (or none can be)
+        self._done = threading.Event()  # the last events read: nothing more changes
         self._thread = threading.Thread(target=self._run, name="replay-tui-early", daemon=True)
 
     @classmethod
@@ -372,11 +373,27 @@ class EarlyOutputs:
     def _run(self) -> None:
         lower_priority()
         try:
-            ino = self._ino = _Inotify()
+            ino = _Inotify()
         except (OSError, AttributeError):  # out of instances, no C library: all read after
             self.ready.set()
+            self._done.set()
             return
-        self._watch_tree(ino, (), queue_files=False)  # what is there now was not written yet
+        try:
+            self._watch_and_read(ino)
+        except BaseException:  # events may have gone unseen: nothing early is kept
+            self.stats.lost_events = True
+            for rel in list(self._results):
+                self._drop(rel)
+            raise
+        finally:
+            self.ready.set()
+            self._done.set()
+            # closing an inotify instance waits for the kernel (5-20 ms): here, while
+            # the launcher goes on with what the run left behind
+            ino.close()
+
+    def _watch_and_read(self, ino: _Inotify) -> None:
+        self._watch_tree(ino, (), queue_files=False)  # what is there was not written yet
         self.ready.set()
         while True:
             select.select([ino.fd, self._wake_r], [], [], 0 if self._pending else None)
@@ -456,7 +473,7 @@ class EarlyOutputs:
         self._stopping = True
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
-        self._thread.join()
+        self._done.wait()
         self.stats.waited_s = round(time.monotonic() - t0, 4)
         self._finished = True
 
@@ -482,12 +499,14 @@ class EarlyOutputs:
         return got.value
 
     def close(self) -> None:
-        """Stop watching; drop every staged copy not taken."""
+        """Stop watching; drop every staged copy not taken.  Once: a second call does
+        nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self.finish()
         for rel in list(self._results):
             self._drop(rel)
-        if self._ino is not None:
-            self._ino.close()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from replay_tui.capture.launcher import ExecResult, Executor
 from replay_tui.capture.metrics import MetricSeries
+from replay_tui.capture.outputs import EarlyOutputs
 from replay_tui.capture.probes import PythonEnv
 from replay_tui.capture.stale import Before
 from replay_tui.replay.checkout import Worktree
@@ -101,6 +102,7 @@ class ReplayContext:
     placed_data: set[str] = field(default_factory=set)  # data paths placed in the checkout
     cwd: Path | None = None
     stale_before: Before | None = None  # the output folders before the run
+    early: EarlyOutputs | None = None  # outputs read as soon as the run closed them
     prepared: Prepared | None = None
     result: ExecResult | None = None
     series: MetricSeries = field(default_factory=MetricSeries)

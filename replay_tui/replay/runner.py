@@ -30,6 +30,7 @@ from replay_tui.capture.launcher import (
     keep_run,
 )
 from replay_tui.capture.metrics import MetricRegex
+from replay_tui.capture.outputs import EarlyOutputs
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris
@@ -260,6 +261,8 @@ def replay_manifest(
     finally:
         kept = False
         for c in holder:
+            if c.early is not None:
+                c.early.close()  # staged copies not taken are dropped
             if c.worktree is None:
                 continue
             if options.keep_workdir:
@@ -468,11 +471,19 @@ def stage_run(ctx: ReplayContext) -> None:
             rx.feed(text, ctx.series)
         ctx.emit("run", "log", text)
 
+    ctx.early = EarlyOutputs.start(
+        ctx.cwd,
+        _output_patterns(m),
+        ObjectStore.beside(ctx.store.path),
+        ctx.stale_before.files if ctx.stale_before is not None else {},
+    )
     result = ctx.prepared.executor.run(
         ExecSpec(plan.argv, ctx.cwd, env, ctx.handoff, ctx.log_path, plan.options.timeout_s),
         line,
         ctx.should_cancel,
     )
+    if ctx.early is not None:
+        ctx.early.finish()
     ctx.result = result
     ctx.emit(
         "run",
@@ -489,16 +500,23 @@ def stage_hash(ctx: ReplayContext) -> None:
     assert ctx.handoff is not None and ctx.log_path is not None and ctx.prepared is not None
     result, cwd, log_path = ctx.result, ctx.cwd, ctx.log_path
     ctx.emit("hash", "start")
-    out = collect_outputs(
-        cwd,
-        _output_patterns(m),
-        ctx.handoff,
-        log_path,
-        metrics_file=m.capture.metrics_file if m.capture else None,
-        series=ctx.series,
-        succeeded=result.status == "succeeded",
-        before=ctx.stale_before,
-    )
+    try:  # each output read once: hashed, digested and kept (or taken as read early)
+        out = collect_outputs(
+            cwd,
+            _output_patterns(m),
+            ctx.handoff,
+            log_path,
+            metrics_file=m.capture.metrics_file if m.capture else None,
+            series=ctx.series,
+            succeeded=result.status == "succeeded",
+            before=ctx.stale_before,
+            one_pass=True,
+            objects=ObjectStore.beside(ctx.store.path),
+            early=ctx.early,
+        )
+    finally:
+        if ctx.early is not None:
+            ctx.early.close()
     for why in out.refused:
         ctx.emit("hash", "note", f"refused: {why}")
     g = probes.GitState(
