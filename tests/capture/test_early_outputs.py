@@ -16,7 +16,6 @@ import shutil
 import struct
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,19 +32,12 @@ from replay_tui.capture.outputs import EarlyOutputs, _Reach
 from replay_tui.compare.tensors import tensor_digest
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"),
     reason="inotify: Linux only (the launcher reads after the run elsewhere)",
 )
-
-
-def wait_until(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def safetensors_bytes(values: list[float]) -> bytes:

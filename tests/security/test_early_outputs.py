@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,13 @@ import pytest
 from replay_tui.capture.launcher import artifact_entries
 from replay_tui.capture.outputs import EarlyOutputs
 from storage.objects import ObjectStore
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="inotify: Linux only (nothing is read early)"
 )
 
 SECRET = b"the host's secret, never to be read by a run's collection\n"
-
-
-def wait_until(cond: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 @pytest.fixture
