@@ -954,9 +954,10 @@ def _warm() -> None:
     import replay_tui.door  # noqa: F401
     import storage.objects
     import storage.store  # noqa: F401
-    from storage.manifest import RunManifest
+    from storage.manifest import IntegrityInfo, RunManifest
 
-    RunManifest.model_rebuild()  # its validator, built on first use (defer_build): now
+    for model in (RunManifest, IntegrityInfo):  # built on first use (defer_build): now
+        model.model_rebuild()
     _inside_checks()
 
 

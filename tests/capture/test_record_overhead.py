@@ -52,6 +52,7 @@ from replay_tui.capture.launcher import (
 from replay_tui.compare.tensors import CheckpointError, _digest_without_torch, tensor_digest
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.support.manifests import comparable, fields_of
 from tests.support.training import LOSS_REGEX, QUICK, make_repo, record_example
 
 # -- the digest as it was: the reference ----------------------------------------------
@@ -491,33 +492,6 @@ def test_an_object_kept_from_a_descriptor_is_named_by_the_bytes_written(tmp_path
 
 # -- one run recorded both ways ----------------------------------------------------------
 
-PER_RUN = {
-    "run_id": "a new id for every run",
-    "started_at": "wall clock",
-    "ended_at": "wall clock",
-    "duration_s": "wall clock",
-    "outputs.metric_times": "seconds since the start at which each metric was printed",
-    "integrity": "the manifest's own hash, over everything above",
-}
-"""The manifest fields that differ between two recordings of the same run whatever the
-launcher does; every other field must be equal, the hashes and digests included."""
-
-
-def _fields(data: Any, prefix: str = "") -> dict[str, Any]:
-    """Every leaf field of a manifest as ``a.b.c`` -> value (lists kept whole)."""
-    if isinstance(data, dict):
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(_fields(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: data}
-
-
-def _comparable(fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v for k, v in fields.items() if not any(k == p or k.startswith(p + ".") for p in PER_RUN)
-    }
-
 
 @pytest.mark.slow
 def test_one_run_recorded_overlapped_and_sequential_gives_the_same_manifest(
@@ -546,13 +520,13 @@ def test_one_run_recorded_overlapped_and_sequential_gives_the_same_manifest(
             assert not [p for p in objects.root.rglob(".*")]
     with RunStore(store) as s:
         manifests = {mode: s.manifest(run_id) for mode, (run_id, _) in runs.items()}
-    fields = {mode: _fields(m.model_dump(mode="json")) for mode, m in manifests.items()}
-    seq, ovl = _comparable(fields["sequential"]), _comparable(fields["overlapped"])
+    fields = {mode: fields_of(m.model_dump(mode="json")) for mode, m in manifests.items()}
+    seq, ovl = comparable(fields["sequential"]), comparable(fields["overlapped"])
     assert set(seq) == set(ovl)
     differ = {k: (seq[k], ovl[k]) for k in seq if seq[k] != ovl[k]}
     assert not differ, f"fields that differ between the two ways: {differ}"
     # the control: two sequential recordings differ in exactly the same fields
-    again = _comparable(fields["sequential again"])
+    again = comparable(fields["sequential again"])
     assert again == seq
     # what was compared is real: checkpoints with tensor digests, packages, metrics
     artifacts = manifests["overlapped"].outputs.artifacts
