@@ -124,6 +124,23 @@ class ObjectStore:
             raise
         return dst
 
+    def sweep_staged(self) -> int:
+        """Remove the staged copies (``.put.<pid>.*.tmp``) of processes that are gone: a
+        launcher killed while it copied.  How many went."""
+        gone = 0
+        try:
+            names = [e.name for e in os.scandir(self.root) if e.name.startswith(".put.")]
+        except OSError:
+            return 0
+        for name in names:
+            pid = name.split(".")[2] if name.count(".") >= 4 else ""
+            if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(self.root / name)
+                gone += 1
+        return gone
+
     @staticmethod
     def discard(staged: Staged) -> None:
         with contextlib.suppress(OSError):
@@ -143,6 +160,16 @@ class ObjectStore:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         return h.hexdigest() == sha256
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # there, someone else's
+    return True
 
 
 def _copy_hashing(src: int, dst: int) -> str:

@@ -156,12 +156,22 @@ def _has_magic(part: str) -> bool:
 
 
 def _matches(parts: Sequence[str], pats: Sequence[str]) -> bool:
-    """Whether a path's ``parts`` match the glob's (``**``: any number of folders)."""
-    if not pats:
-        return not parts
-    if pats[0] == "**":
-        return any(_matches(parts[i:], pats[1:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], pats[0]) and _matches(parts[1:], pats[1:])
+    """Whether a path's ``parts`` match the glob's (``**``: any number of folders), in
+    time proportional to ``len(parts) * len(pats)`` whatever the globs (a replayed
+    manifest's globs are untrusted)."""
+    # row[j]: the parts so far are matched by the first j pattern parts
+    row = [True] + [False] * len(pats)
+    for j, p in enumerate(pats, 1):
+        row[j] = row[j - 1] and p == "**"
+    for part in parts:
+        nxt = [False] * (len(pats) + 1)
+        for j, p in enumerate(pats, 1):
+            if p == "**":
+                nxt[j] = nxt[j - 1] or row[j]
+            else:
+                nxt[j] = row[j - 1] and fnmatch.fnmatchcase(part, p)
+        row = nxt
+    return row[-1]
 
 
 @dataclass(frozen=True)
@@ -203,20 +213,29 @@ class _Reach:
 # -- inotify, through the C library ---------------------------------------------------
 
 _IN_CLOSE_WRITE = 0x00000008
+_IN_MOVED_FROM = 0x00000040
 _IN_MOVED_TO = 0x00000080
 _IN_CREATE = 0x00000100
+_IN_DELETE = 0x00000200
 _IN_Q_OVERFLOW = 0x00004000
 _IN_IGNORED = 0x00008000
 _IN_ONLYDIR = 0x01000000
-_IN_DONT_FOLLOW = 0x02000000
 _IN_EXCL_UNLINK = 0x04000000
 _IN_ISDIR = 0x40000000
 _MASK = (
-    _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE | _IN_ONLYDIR | _IN_DONT_FOLLOW | _IN_EXCL_UNLINK
+    _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_ONLYDIR
+    | _IN_EXCL_UNLINK
 )
+_GONE = _IN_DELETE | _IN_MOVED_FROM
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then name
 MAX_WATCHES = 1000
 """Folders watched at most; files in the rest are read after the run, as before."""
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class _Inotify:
@@ -230,8 +249,11 @@ class _Inotify:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         self.fd: int = fd
 
-    def add(self, path: Path) -> int | None:
-        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), self._ctypes.c_uint32(_MASK))
+    def add(self, folder_fd: int) -> int | None:
+        """Watch the folder open as ``folder_fd``: named through ``/proc/self/fd``, the
+        folder watched is the one opened, whatever its path leads to by now."""
+        path = f"/proc/self/fd/{folder_fd}".encode()
+        wd = self._libc.inotify_add_watch(self.fd, path, self._ctypes.c_uint32(_MASK))
         return wd if wd >= 0 else None
 
     def events(self) -> Iterator[tuple[int, int, str]]:
@@ -260,7 +282,7 @@ class _Inotify:
 class _Read:
     identity: Identity
     value: tuple[str, int, str | None]  # sha256, size, tensor digest
-    staged: Staged | None
+    staged: Staged
 
 
 @dataclass
@@ -281,16 +303,27 @@ class EarlyOutputs:
     """Outputs read as soon as the run closes them.  Start it just before the command
     (:meth:`start`), :meth:`finish` it once the command has ended, :meth:`take` what it
     read while opening each output, and :meth:`close` it (staged copies not taken are
-    dropped)."""
+    dropped).
+
+    The run's file is never memory-mapped while the run may still write it (a file cut
+    short under a map kills the reader with SIGBUS): its bytes are copied into the
+    object store with ``pread`` and hashed as they are written, and a checkpoint's
+    tensor digest is worked out over that private copy, torch-free; a checkpoint the
+    torch-free readers decline is left to the read after the end.  A copy is staged
+    only while the object store's disk keeps twice its size free, and dropped as soon
+    as the run deletes or renames the file away."""
 
     def __init__(
         self,
         base: Path,
         globs: Sequence[str],
-        objects: ObjectStore | None,
+        objects: ObjectStore,
         left_before: Mapping[str, tuple[int, int, int, int]],
     ) -> None:
         self.base = base.resolve()
+        # the object store's own folder is never watched, even where it lies under the
+        # run's folder (a copy closing there would be read again, and so on)
+        self._own = Path(os.path.realpath(objects.root))
         self.reach = _Reach.of(globs)
         self.objects = objects
         self.left_before = left_before
@@ -299,6 +332,8 @@ class EarlyOutputs:
         self._folders: dict[int, tuple[str, ...]] = {}
         self._pending: dict[str, None] = {}  # rel paths closed and not read since, in order
         self._results: dict[str, _Read] = {}
+        self._lock = threading.Lock()  # _results and the pipe, once the launcher may close early
+        self._pipe_open = True
         self._stopping = False
         self._finished = False
         self._closed = False
@@ -316,14 +351,34 @@ class EarlyOutputs:
     ) -> EarlyOutputs | None:
         """Watch ``base`` for the outputs ``globs`` can match (in a thread of its own,
         which sets the watches up while the command starts); None where there is nothing
-        to watch or no inotify (not Linux)."""
-        if not sys.platform.startswith("linux") or not _Reach.of(globs).patterns:
+        to watch, no object store to stage copies in, or no inotify (not Linux)."""
+        if objects is None or not sys.platform.startswith("linux"):
+            return None
+        if not _Reach.of(globs).patterns:
             return None
         early = cls(base, globs, objects, left_before)
         early._thread.start()
         return early
 
     # the watcher's thread ------------------------------------------------------------
+
+    def _open_folder(self, parts: tuple[str, ...]) -> int | None:
+        """The run's folder ``parts`` open, walked from ``base`` one name at a time with
+        ``O_NOFOLLOW``: a link anywhere on the way is never followed.  Only folders are
+        opened here, to watch and list them; files are read through the door."""
+        try:
+            fd = os.open(self.base, _FOLDER_FLAGS)
+        except OSError:
+            return None
+        for name in parts:
+            try:
+                nxt = os.open(name, _FOLDER_FLAGS, dir_fd=fd)
+            except OSError:
+                os.close(fd)
+                return None
+            os.close(fd)
+            fd = nxt
+        return fd
 
     def _watch_tree(self, ino: _Inotify, parts: tuple[str, ...], *, queue_files: bool) -> None:
         """Watch this folder and the folders below it the globs reach.  ``queue_files``:
@@ -335,19 +390,40 @@ class EarlyOutputs:
             if len(self._folders) >= MAX_WATCHES:
                 return
             path = self.base.joinpath(*here)
-            wd = ino.add(path)
-            if wd is None:
+            if path == self._own or self._own in path.parents:
                 continue
-            self._folders[wd] = here
-            self.stats.watched = len(self._folders)
-            with contextlib.suppress(OSError), os.scandir(path) as it:
-                for entry in it:
-                    sub = (*here, entry.name)
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.name != ".git" and self.reach.folder(sub):
-                            todo.append(sub)
-                    elif queue_files and self.reach.file(sub):
-                        self._pending["/".join(sub)] = None
+            fd = self._open_folder(here)
+            if fd is None:
+                continue
+            try:
+                wd = ino.add(fd)
+                if wd is None:
+                    continue
+                self._folders[wd] = here
+                self.stats.watched = len(self._folders)
+                with contextlib.suppress(OSError), os.scandir(fd) as it:
+                    for entry in it:
+                        sub = (*here, entry.name)
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name != ".git" and self.reach.folder(sub):
+                                todo.append(sub)
+                        elif queue_files and self.reach.file(sub):
+                            self._pending["/".join(sub)] = None
+            finally:
+                os.close(fd)
+
+    def _gone(self, parts: tuple[str, ...], folder: bool) -> None:
+        """The run deleted ``parts`` or renamed it away: what was read of it (or below
+        it) is no use any more, its copies go now, not at the end."""
+        rel = "/".join(parts)
+        under = [r for r in (*self._results, *self._pending) if r == rel or r.startswith(rel + "/")]
+        for r in under if folder else [rel]:
+            self._pending.pop(r, None)
+            self._drop(r)
+        if folder:  # its watches now name the wrong paths: events from them are ignored
+            for wd, there in list(self._folders.items()):
+                if there[: len(parts)] == parts:
+                    del self._folders[wd]
 
     def _take_events(self, ino: _Inotify) -> None:
         for wd, mask, name in ino.events():
@@ -361,7 +437,9 @@ class EarlyOutputs:
             if here is None or not name:
                 continue
             parts = (*here, name)
-            if mask & _IN_ISDIR:
+            if mask & _GONE:
+                self._gone(parts, folder=bool(mask & _IN_ISDIR))
+            elif mask & _IN_ISDIR:
                 if mask & (_IN_CREATE | _IN_MOVED_TO) and self.reach.folder(parts):
                     self._watch_tree(ino, parts, queue_files=True)
             elif mask & (_IN_CLOSE_WRITE | _IN_MOVED_TO) and self.reach.file(parts):
@@ -371,32 +449,34 @@ class EarlyOutputs:
                 self._pending[rel] = None  # last closed, last read
 
     def _run(self) -> None:
-        lower_priority()
+        ino = None
         try:
+            lower_priority()
+            self.objects.sweep_staged()  # copies left by launchers that died mid-read
             ino = _Inotify()
-        except (OSError, AttributeError):  # out of instances, no C library: all read after
-            self.ready.set()
-            self._done.set()
-            return
-        try:
             self._watch_and_read(ino)
-        except BaseException:  # events may have gone unseen: nothing early is kept
-            self.stats.lost_events = True
-            for rel in list(self._results):
-                self._drop(rel)
-            raise
+        except BaseException:  # no inotify, or events gone unseen: nothing early is kept
+            self.stats.lost_events = ino is not None
+            self._drop_all()
         finally:
             self.ready.set()
             self._done.set()
-            # closing an inotify instance waits for the kernel (5-20 ms): here, while
-            # the launcher goes on with what the run left behind
-            ino.close()
+            if self._closed:  # the launcher closed early (Ctrl-C): its copies go here
+                self._drop_all()
+                self._close_pipe()
+            if ino is not None:
+                # closing an inotify instance waits for the kernel (5-20 ms): here,
+                # while the launcher goes on with what the run left behind
+                ino.close()
 
     def _watch_and_read(self, ino: _Inotify) -> None:
         self._watch_tree(ino, (), queue_files=False)  # what is there was not written yet
         self.ready.set()
+        poller = select.poll()  # not select(): a descriptor past 1024 is fine
+        poller.register(ino.fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
         while True:
-            select.select([ino.fd, self._wake_r], [], [], 0 if self._pending else None)
+            poller.poll(0 if self._pending else None)
             self._take_events(ino)
             if self._stopping:
                 break
@@ -410,27 +490,25 @@ class EarlyOutputs:
         for rel in self._pending:
             self._drop(rel)
         if self.stats.lost_events:
-            for rel in list(self._results):
-                self._drop(rel)
+            self._drop_all()
+
+    def _room_for(self, size: int) -> bool:
+        """Whether the object store's disk keeps twice ``size`` free."""
+        where = self.objects.root
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        try:
+            st = os.statvfs(where)
+        except OSError:
+            return False
+        return 2 * size < st.f_bavail * st.f_frsize
 
     def _read(self, rel: str) -> None:
         from replay_tui.door import Refused, open_under
 
-        staged: list[Staged] = []
-        shown = self.base / rel
-
-        def keep(fd: int) -> tuple[str, int] | None:
-            if self.objects is None:
-                return None
-            try:
-                s = self.objects.stage_fd(fd, name=str(shown))
-            except (OSError, ValueError):
-                return None
-            staged.append(s)
-            return s.sha256, s.size
-
         self._drop(rel)
-        got, seen = None, None
+        shown = self.base / rel
+        staged: Staged | None = None
         try:
             with open_under(self.base, rel, "run output") as f:
                 st = os.fstat(f.fd)
@@ -440,27 +518,64 @@ class EarlyOutputs:
                     st.st_mtime_ns,
                     st.st_ctime_ns,
                 )
-                if st.st_nlink == 1 and not left:  # a file the run wrote, linked once
-                    tensor = PurePosixPath(rel).suffix in CHECKPOINT_SUFFIXES
-                    got, seen = read_once(f.fd, shown, keep, tensor=tensor), identity(st)
+                # a file the run wrote, linked once, with room for its copy
+                if st.st_nlink == 1 and not left and st.st_size and self._room_for(st.st_size):
+                    staged = self.objects.stage_fd(f.fd, name=str(shown))
+                    after = os.fstat(f.fd)
+            changed = staged is not None and identity(after) != identity(st)
+            if changed or (staged is not None and staged.size != st.st_size):
+                raise ChangedWhileHashingError(rel)
+            tensor = None
+            if staged is not None and PurePosixPath(rel).suffix in CHECKPOINT_SUFFIXES:
+                tensor = self._digest_staged(staged, shown)
+                if tensor is None:  # declined: torch decides, after the end
+                    raise ChangedWhileHashingError(rel)
         except (Refused, OSError, ValueError, RuntimeError):
-            got = None  # said after the run, when the file is opened again
-        if got is None or seen is None:
-            for s in staged:
-                self._discard(s)
+            if staged is not None:
+                self.objects.discard(staged)
+            staged = None  # said after the run, when the file is opened again
+        if staged is None:
             self.stats.skipped += 1
             return
-        self._results[rel] = _Read(seen, got, staged[0] if staged else None)
+        with self._lock:
+            self._results[rel] = _Read(identity(st), (staged.sha256, staged.size, tensor), staged)
         self.stats.read += 1
 
-    def _discard(self, staged: Staged | None) -> None:
-        if staged is not None and self.objects is not None:
-            self.objects.discard(staged)
+    @staticmethod
+    def _digest_staged(staged: Staged, shown: Path) -> str | None:
+        """The tensor digest of a staged copy (the tool's own file: nobody else writes
+        it), torch-free; None where those readers decline it.  ``shown`` names the
+        format (its suffix)."""
+        import mmap
+
+        from replay_tui.compare.tensors import tensor_digest_torch_free
+
+        fd = os.open(staged.tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        try:
+            return tensor_digest_torch_free(shown, mapped)
+        except Exception:
+            return None
+        finally:
+            with contextlib.suppress(BufferError):
+                mapped.close()
 
     def _drop(self, rel: str) -> None:
-        old = self._results.pop(rel, None)
+        with self._lock:
+            old = self._results.pop(rel, None)
         if old is not None:
-            self._discard(old.staged)
+            self.objects.discard(old.staged)
+
+    def _drop_all(self) -> None:
+        with self._lock:
+            old, self._results = list(self._results.values()), {}
+        for r in old:
+            self.objects.discard(r.staged)
 
     # the launcher's thread -----------------------------------------------------------
 
@@ -483,30 +598,40 @@ class EarlyOutputs:
         object.  None: read it now."""
         if not self._finished:
             return None
-        got = self._results.pop(rel, None)
+        with self._lock:
+            got = self._results.pop(rel, None)
         if got is None:
             return None
         st = os.fstat(fd)
         if identity(st) != got.identity or st.st_nlink != 1:
-            self._discard(got.staged)
+            self.objects.discard(got.staged)
             return None
-        if got.staged is not None and self.objects is not None:
-            try:
-                self.objects.commit(got.staged)
-            except OSError:
-                return None
+        try:
+            self.objects.commit(got.staged)
+        except OSError:
+            return None
         self.stats.taken += 1
         return got.value
 
     def close(self) -> None:
         """Stop watching; drop every staged copy not taken.  Once: a second call does
-        nothing."""
+        nothing.  Interrupted (Ctrl-C while a read is under way), the watcher's thread
+        drops them itself when that read ends."""
         if self._closed:
             return
         self._closed = True
-        self.finish()
-        for rel in list(self._results):
-            self._drop(rel)
+        try:
+            self.finish()
+            self._drop_all()
+        finally:
+            if self._done.is_set():  # else the watcher's thread closes it when it ends
+                self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        with self._lock:
+            if not self._pipe_open:
+                return
+            self._pipe_open = False
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

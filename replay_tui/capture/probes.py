@@ -67,12 +67,28 @@ def scrub_url(url: str) -> str:
     return url
 
 
+_GIT_LOCATION_VARS = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+        "GIT_CEILING_DIRECTORIES",
+    }
+)
+"""Variables that would point git at another repository, index or object store than
+the one holding the folder (set inside a git hook, say): the probe drops them."""
+
+
 def _git_env() -> dict[str, str]:
     """The environment the probe runs git in.  The repository is found from the folder
     upwards as GitPython found it: GIT_DIR and GIT_CEILING_DIRECTORIES do not change which
     one, and a filesystem boundary does not stop the search.  ``git status`` takes no
     optional lock, so a probe never makes the user's own git commands fail."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_CEILING_DIRECTORIES")}
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
     env["GIT_DISCOVERY_ACROSS_FILESYSTEM"] = "1"
     env["GIT_OPTIONAL_LOCKS"] = "0"
     return env

@@ -257,6 +257,13 @@ def tensor_digest(path: str | Path, *, data: Buffer | None = None) -> str:
     return h.hexdigest()
 
 
+def tensor_digest_torch_free(path: str | Path, data: Buffer) -> str | None:
+    """:func:`tensor_digest` of the checkpoint whose bytes are ``data``, where the
+    torch-free readers know it (``path``'s suffix names the format); None where they
+    decline it (torch would decide)."""
+    return _digest_without_torch(Path(path), data)
+
+
 # -- the digest without torch ---------------------------------------------------------
 #
 # Both readers accept only what torch's own reading is known to accept and read the same

@@ -227,16 +227,58 @@ def test_a_file_renamed_into_place_is_read_under_its_final_name(
     tmp_path: Path, objects: ObjectStore, watch: Callable[..., EarlyOutputs]
 ) -> None:
     (tmp_path / "w" / "out").mkdir()
-    early = watch("out/*.pt")
-    tmp = tmp_path / "w" / "out" / "ckpt.pt.tmp"  # not matched: never read
-    write(tmp, b"D" * 1000)
-    os.replace(tmp, tmp_path / "w" / "out" / "ckpt.pt")
+    early = watch("out/*.safetensors")
+    body = safetensors_bytes([4.0] * 250)
+    tmp = tmp_path / "w" / "out" / "ckpt.safetensors.tmp"  # not matched: never read
+    write(tmp, body)
+    path = tmp_path / "w" / "out" / "ckpt.safetensors"
+    os.replace(tmp, path)
     wait_until(lambda: early.stats.read == 1, "the renamed file read")
     early.finish()
-    path = tmp_path / "w" / "out" / "ckpt.pt"
-    assert take(early, path, "out/ckpt.pt") == (sha(b"D" * 1000), 1000, None)
+    assert take(early, path, "out/ckpt.safetensors") == (sha(body), len(body), tensor_digest(path))
     assert early.stats.closed == 1
     early.close()
+
+
+def test_a_checkpoint_the_torch_free_readers_decline_is_left_to_the_end(
+    tmp_path: Path, objects: ObjectStore, watch: Callable[..., EarlyOutputs]
+) -> None:
+    """Not read early (torch would decide, and torch is not imported beside the run):
+    the read after the end gives what it gives without the early reader."""
+    (tmp_path / "w" / "out").mkdir()
+    early = watch("out/*")
+    write(tmp_path / "w" / "out" / "odd.pt", b"not a zip, not safetensors" * 10)
+    wait_until(lambda: early.stats.skipped == 1, "the close seen and the file passed over")
+    early.finish()
+    with_early = artifact_entries(
+        tmp_path / "w", ["out/*"], [], [], one_pass=True, objects=objects, early=early
+    )
+    early.close()
+    assert early.stats.read == 0 and early.stats.taken == 0
+    assert with_early == artifact_entries(tmp_path / "w", ["out/*"], [], [])
+    assert staged(objects) == []
+
+
+def test_a_file_deleted_or_renamed_away_loses_its_copy_at_once(
+    tmp_path: Path, objects: ObjectStore, watch: Callable[..., EarlyOutputs]
+) -> None:
+    """A run keeping its last checkpoints only, or writing a folder and renaming it: the
+    copies of what is gone go as it goes, not at the end."""
+    out = tmp_path / "w" / "out"
+    out.mkdir()
+    early = watch("out/*", "out/*/*")
+    write(out / "old.bin", b"E" * 3000)
+    (out / "tmpdir").mkdir()
+    wait_until(lambda: early.stats.watched >= 3, "the watch on out/tmpdir")
+    write(out / "tmpdir" / "shard.bin", b"F" * 3000)
+    wait_until(lambda: early.stats.read == 2, "both files read")
+    assert len(staged(objects)) == 2
+    (out / "old.bin").unlink()
+    os.rename(out / "tmpdir", out / "final")  # the watch on it now names the wrong path
+    wait_until(lambda: len(staged(objects)) <= 1, "the deleted file's copy dropped")
+    early.finish()
+    early.close()
+    assert staged(objects) == [] and kept(objects) == set()
 
 
 # -- the launcher: the same manifest, read while the run ran -----------------------------

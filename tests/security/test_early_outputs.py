@@ -52,7 +52,7 @@ def test_a_closed_file_swapped_for_a_link_to_a_secret_is_never_read(
     setup: tuple[Path, ObjectStore, Path, EarlyOutputs],
 ) -> None:
     work, objects, secret, early = setup
-    ckpt = work / "out" / "ckpt.pt"
+    ckpt = work / "out" / "ckpt.bin"
     ckpt.write_bytes(b"real weights" * 100)
     wait_until(lambda: early.stats.read == 1, "the real file read")
     link = work / "out" / ".swap"
@@ -65,7 +65,7 @@ def test_a_closed_file_swapped_for_a_link_to_a_secret_is_never_read(
         work, ["out/*"], [], refused, one_pass=True, objects=objects, early=early
     )
     early.close()
-    assert entries == [{"path": "out/ckpt.pt", "sha256": None, "size_bytes": None, "kind": "file"}]
+    assert entries == [{"path": "out/ckpt.bin", "sha256": None, "size_bytes": None, "kind": "file"}]
     assert any("symbolic link" in r for r in refused), refused
     assert early.stats.taken == 0
     nothing_of_the_secret_kept(objects)
@@ -129,12 +129,12 @@ def test_a_file_named_to_climb_out_is_never_read(
     a file ``..`` or put a slash in a name, and a name that looks like a path is just a
     name in the folder."""
     work, objects, _, early = setup
-    odd = work / "out" / "..\\..\\secret.pt"
+    odd = work / "out" / "..\\..\\secret.bin"
     odd.write_bytes(b"an odd name, a plain file")
     wait_until(lambda: early.stats.read == 1, "the oddly named file read in place")
     early.finish()
     entries = artifact_entries(work, ["out/*"], [], [], one_pass=True, objects=objects, early=early)
     early.close()
-    assert [e["path"] for e in entries] == ["out/..\\..\\secret.pt"]
+    assert [e["path"] for e in entries] == ["out/..\\..\\secret.bin"]
     assert early.stats.taken == 1
     nothing_of_the_secret_kept(objects)

@@ -81,7 +81,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("replay_tui.capture.stale", "snapshot"): "resolves the run's working folder (the root)",
     ("replay_tui.capture.outputs", "EarlyOutputs.__init__"): (
-        "resolves the run's working folder (the root); members are opened by the door"
+        "resolves the run's working folder (the root) and the object store's own folder"
+        " (never watched); members are opened by the door"
+    ),
+    ("replay_tui.capture.outputs", "EarlyOutputs._open_folder"): (
+        "opens the run's folders only (O_DIRECTORY | O_NOFOLLOW, one name at a time from"
+        " the root) to watch and list them; never reads a file"
+    ),
+    ("replay_tui.capture.outputs", "EarlyOutputs._digest_staged"): (
+        "maps the tool's own staged copy in the object store (O_NOFOLLOW), never the run's file"
     ),
     ("replay_tui.capture.stale", "mark_stale"): "resolves the run's working folder (the root)",
     ("replay_tui.capture.argv_config", "_config_files"): (
