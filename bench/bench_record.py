@@ -15,7 +15,8 @@ each round, so each checkpoint is new bytes and the object store really copies i
   the same command, as it is now (only what the launch needs imported before it, the
   store opened after; the probes and the other imports while the command runs; the
   checkpoint read once for its sha256, its tensor digest, torch-free, and its copy into
-  the object store; the process ended without the interpreter's teardown);
+  the object store, as soon as the program closes it (``capture.outputs.EarlyOutputs``)
+  or else after the end; the process ended without the interpreter's teardown);
 - ``record_sequential``: the same with ``REPLAY_TUI_RECORD_SEQUENTIAL=1``, everything in
   turn as before the overlap (the reference measured in the same run);
 - ``record_ref_<REF>`` (``--baseline-ref REF``, e.g. ``HEAD``): the launcher's code at a
@@ -32,7 +33,10 @@ the steadier figure: a recording's wall time less the command's own, from its st
 its exit as the launcher timed it.  And, from the launcher's own timing marks
 (``REPLAY_TUI_RECORD_TIMINGS``), where the added time goes: process start-up and
 imports before ``record`` begins, the work before the command starts, what still
-happens after the command ends (phase by phase), and the exit.  No thresholds: the
+happens after the command ends (phase by phase), what was read early, and the exit;
+beside it the reference for that end: the run's new outputs read once from the page
+cache right after each recording (``outputs_read_once_from_page_cache_s``,
+``after_end_over_read_once``).  No thresholds: the
 issue's target (median added time <= 0.5 s, or <= 1.05x bare on a 30 s run) is printed
 beside.
 
