@@ -252,7 +252,7 @@ def _replay_in_background(store: Path, run_id: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=cli_env(),
+        env={**cli_env(), "PYTHONFAULTHANDLER": "1"},
     )
 
 
@@ -310,7 +310,13 @@ def test_ctrl_c_cancels_the_job(store: Path, recorded: dict[str, Any]) -> None:
     try:
         job_id, _jobdir = _running_job(store.parent / "slurm-spool")
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=300)
+        try:
+            _out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:  # say where it waits: every thread's stack
+            proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER=1 dumps them
+            _out, err = proc.communicate(timeout=60)
+            why = f"no exit 300 s after Ctrl-C; its threads:\n{err[-8000:]}"
+            raise AssertionError(why) from None
     finally:
         if proc.poll() is None:
             proc.kill()

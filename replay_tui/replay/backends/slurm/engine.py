@@ -692,15 +692,21 @@ class SlurmExecutor:
         next_poll = time.monotonic()
         last_state = ""
         interrupted_by_signal = False
+        ctrl_c = False
 
         def forward(signum: int, frame: object) -> None:
-            nonlocal interrupted_by_signal
+            nonlocal interrupted_by_signal, ctrl_c
             interrupted_by_signal = True
+            ctrl_c = ctrl_c or signum == signal.SIGINT
 
+        # Ctrl-C and SIGTERM are noted, not raised wherever the wait happens to be (inside
+        # a squeue or scancel, a file read): the loop cancels the job, waits for Slurm to
+        # say it ended, and a Ctrl-C is raised again after, at this one place
         in_main = threading.current_thread() is threading.main_thread()
         old: dict[int, Any] = {}
         if in_main:
             old[signal.SIGTERM] = signal.signal(signal.SIGTERM, forward)
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, forward)
         try:
             while True:
                 tail.pump()
@@ -750,7 +756,7 @@ class SlurmExecutor:
                             break
                     next_poll = now + delay
                 time.sleep(0.2)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # not in the main thread: raised by whoever interrupts
             on_line(f"[slurm] interrupted: cancelling job {job_id}")
             cancel_job(job_id)
             raise
@@ -758,6 +764,9 @@ class SlurmExecutor:
             if in_main:
                 for s, h in old.items():
                     signal.signal(s, h)
+        if ctrl_c:
+            on_line(f"[slurm] interrupted: job {job_id} cancelled")
+            raise KeyboardInterrupt
         tail.pump(final=True)
         slurm_out.pump(final=True)
         self._read_node_files(jobdir)
