@@ -471,12 +471,14 @@ def stage_run(ctx: ReplayContext) -> None:
             rx.feed(text, ctx.series)
         ctx.emit("run", "log", text)
 
-    ctx.early = EarlyOutputs.start(
-        ctx.cwd,
-        _output_patterns(m),
-        ObjectStore.beside(ctx.store.path),
-        ctx.stale_before.files if ctx.stale_before is not None else {},
-    )
+    # outputs read as the run closes them, where it writes them on this machine
+    if getattr(ctx.backend, "writes_on_this_host", True):
+        ctx.early = EarlyOutputs.start(
+            ctx.cwd,
+            _output_patterns(m),
+            ObjectStore.beside(ctx.store.path),
+            ctx.stale_before.files if ctx.stale_before is not None else {},
+        )
     result = ctx.prepared.executor.run(
         ExecSpec(plan.argv, ctx.cwd, env, ctx.handoff, ctx.log_path, plan.options.timeout_s),
         line,

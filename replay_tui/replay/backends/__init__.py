@@ -60,6 +60,9 @@ class Backend:
     """A plan without an image digest is refused."""
     mounts_data: bool = False
     """Data is bind-mounted over the checkout (else linked into it)."""
+    writes_on_this_host: bool = True
+    """The run writes its outputs on this machine, where this host's inotify sees them
+    closed (``capture.outputs.EarlyOutputs``); a scheduler's node does not."""
     options: tuple[BackendOption, ...] = ()
     """The settings this backend takes (its flags, its form fields)."""
 

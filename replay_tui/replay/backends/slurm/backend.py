@@ -122,6 +122,7 @@ class SlurmBackend(Backend):
     needs_image = True
     mounts_data = True
     gpus_from_scheduler = True  # the cluster has the GPUs, not the submit host
+    writes_on_this_host = False  # a compute node writes; this host's inotify sees nothing
     concurrent = True  # many replays can wait on their jobs at once
     options = OPTIONS
 
