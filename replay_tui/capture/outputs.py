@@ -470,7 +470,9 @@ class EarlyOutputs:
                 ino.close()
 
     def _watch_and_read(self, ino: _Inotify) -> None:
-        self._watch_tree(ino, (), queue_files=False)  # what is there was not written yet
+        # what the run may have closed before a folder's watch began is read too (a file
+        # left by an earlier run and unchanged is passed over by _read)
+        self._watch_tree(ino, (), queue_files=True)
         self.ready.set()
         poller = select.poll()  # not select(): a descriptor past 1024 is fine
         poller.register(ino.fd, select.POLLIN)
