@@ -155,11 +155,13 @@ def test_comparison_gaps_and_identical(snap_compare: SnapCompare, fixed: FixedSt
 
 @pytest.mark.parametrize("size", SIZES)
 def test_dashboard(snap_compare: SnapCompare, fixed: FixedStore, size: tuple[int, int]) -> None:
-    assert snap_compare(snap_app(fixed), terminal_size=size, press=["d"], run_before=then())
+    """The key is pressed inside the steps, so the dashboard's worker is waited for (a key
+    given as ``press=`` is pressed after them, and the screenshot could beat the worker)."""
+    assert snap_compare(snap_app(fixed), terminal_size=size, run_before=then(press("d")))
 
 
 def test_help(snap_compare: SnapCompare, fixed: FixedStore) -> None:
-    assert snap_compare(snap_app(fixed), terminal_size=(80, 24), press=["?"], run_before=then())
+    assert snap_compare(snap_app(fixed), terminal_size=(80, 24), run_before=then(press("?")))
 
 
 def test_error_modal(snap_compare: SnapCompare, fixed: FixedStore) -> None:

@@ -641,6 +641,7 @@ def test_snapshot_runs_filters_open(
 
 
 def test_snapshot_help_200x60(snap_compare: SnapCompare, snapfixed: FixedStore) -> None:
-    assert snap_compare(
-        snap_app(snapfixed), terminal_size=(200, 60), press=["?"], run_before=then(settle)
-    )
+    async def help_key(pilot: Pilot[Any]) -> None:
+        await pilot.press("?")
+
+    assert snap_compare(snap_app(snapfixed), terminal_size=(200, 60), run_before=then(help_key))
