@@ -36,6 +36,8 @@ DETERMINISM_ENV = "REPLAY_TUI_DETERMINISM"  # "on" / "off": the launcher's overr
 OUTPUT_ENV = "REPLAY_TUI_OUTPUT"
 INSIDE_FILE = "inside.json"
 CUBLAS_DEFAULT = ":4096:8"
+INDUCTOR_ENV = "TORCHINDUCTOR_DETERMINISTIC"  # read once, when torch's compiler config loads
+INDUCTOR_CONFIG = "torch._inductor.config"
 
 _state: dict[str, Any] = {
     "seed": None,
@@ -43,6 +45,7 @@ _state: dict[str, Any] = {
     "determinism": {},
     "nondeterministic_ops": [],
     "warnings": [],
+    "inductor_env_set": False,
 }
 _current: Run | None = None
 _NONDET = re.compile(r"^(\S+) does not have a deterministic implementation")
@@ -191,6 +194,36 @@ def mixed_precision(mode: str | None) -> None:
     _save_handoff()
 
 
+def _use_deterministic_algorithms(torch: Any, on: bool, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(on, warn_only=...)``, without the import of
+    torch's compiler where that import is not needed.
+
+    torch sets two things: its deterministic flag, and ``torch._inductor.config
+    .deterministic``, which it imports to do so; that import loads the compiler (2.4 s
+    of a CPU run's 7 s, measured with torch 2.13).  The config reads its flag from
+    ``TORCHINDUCTOR_DETERMINISTIC`` when it is first imported, so until then the flag
+    is set through that variable: unchanged when it already says ``on``, set to "1" for
+    on (as ``CUBLAS_WORKSPACE_CONFIG`` is, so a child process inherits both), and taken
+    back for off only where this module set it.  Anything else (the config already
+    loaded, a variable set by someone else, a torch without the private setter) goes
+    through torch's own function, import and all."""
+    setter = getattr(getattr(torch, "_C", None), "_set_deterministic_algorithms", None)
+    if INDUCTOR_CONFIG in sys.modules or setter is None:
+        torch.use_deterministic_algorithms(on, warn_only=warn_only)
+        return
+    if (os.environ.get(INDUCTOR_ENV) == "1") != on:
+        if on:
+            os.environ[INDUCTOR_ENV] = "1"
+            _state["inductor_env_set"] = True
+        elif _state["inductor_env_set"]:
+            del os.environ[INDUCTOR_ENV]
+            _state["inductor_env_set"] = False
+        else:
+            torch.use_deterministic_algorithms(on, warn_only=warn_only)
+            return
+    setter(on, warn_only=warn_only)
+
+
 def deterministic(on: bool = True, *, warn_only: bool = True) -> dict[str, Any]:
     """Switch deterministic mode on (or off) and record every flag as set.
 
@@ -217,7 +250,7 @@ def deterministic(on: bool = True, *, warn_only: bool = True) -> dict[str, Any]:
     else:
         flags["cublas_workspace_config"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if torch is not None:
-        torch.use_deterministic_algorithms(on, warn_only=warn_only)
+        _use_deterministic_algorithms(torch, on, warn_only)
         torch.backends.cudnn.deterministic = on
         torch.backends.cudnn.benchmark = False if on else torch.backends.cudnn.benchmark
         if on:
