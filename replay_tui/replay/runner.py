@@ -10,8 +10,11 @@ ledger says what was tried and why it did not work.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -453,6 +456,27 @@ def stage_pull(ctx: ReplayContext) -> None:
     ctx.prepared = prepared
 
 
+def _import_tensor_comparison() -> None:
+    with contextlib.suppress(Exception):  # only lost time: imported again when needed
+        import torch  # noqa: F401
+
+        import replay_tui.compare.tensors  # noqa: F401
+
+
+def warm_tensor_comparison(m: RunManifest) -> threading.Thread | None:
+    """Import torch while the replay runs where its checkpoints will likely be compared
+    tensor by tensor: a run recorded without deterministic algorithms seldom replays bit
+    for bit, and its comparison would otherwise start with torch's import after the run
+    (~3 s on a CPU, more with CUDA's libraries).  A thread: the wait is on the run."""
+    if "torch" in sys.modules or m.determinism.deterministic_algorithms:
+        return None
+    if not any(a.kind == "checkpoint" for a in m.outputs.artifacts):
+        return None
+    t = threading.Thread(target=_import_tensor_comparison, name="replay-tui-warm", daemon=True)
+    t.start()
+    return t
+
+
 def stage_run(ctx: ReplayContext) -> None:
     plan, m = ctx.plan, ctx.plan.original
     assert ctx.prepared is not None and ctx.cwd is not None
@@ -479,6 +503,7 @@ def stage_run(ctx: ReplayContext) -> None:
             ObjectStore.beside(ctx.store.path),
             ctx.stale_before.files if ctx.stale_before is not None else {},
         )
+    warm_tensor_comparison(m)
     result = ctx.prepared.executor.run(
         ExecSpec(plan.argv, ctx.cwd, env, ctx.handoff, ctx.log_path, plan.options.timeout_s),
         line,
