@@ -139,17 +139,19 @@ def test_unseeded_script_is_unexplained_with_the_noise_floor(
     repo = make_repo(tmp_path / "repo")
     good = record_example(store, repo, *QUICK, "--no-seed", seed=None)
     bad = record_example(store, repo, *QUICK, "--no-seed", *HARMLESS, seed=None)
-    code, res, err = bisect(store, good["run_id"], bad["run_id"])
-    assert code == 1, err[-4000:]
+    # one bisect, in words; its record (what --json prints) read back from the store
+    text = replay_tui(store, "bisect", good["run_id"], bad["run_id"], "--backend", "local")
+    assert text.returncode == 1, text.stderr[-4000:]
+    assert "noise floor of GOOD over 4 run(s)" in text.stdout
+    with RunStore(store) as s:
+        (fact,) = s.bisects_of(bad["run_id"])
+    res = fact["body"]
     assert res["outcome"] == "unexplained"
     assert res["times"] == 3  # not seeded: three replays by default
     assert res["noise_floor"]["metric_gap"] > 0
     assert res["noise_floor"]["identical"] is False
     assert res["probes"] == []
     assert "not reproducible enough to attribute" in res["verdict"]
-    text = replay_tui(store, "bisect", good["run_id"], bad["run_id"], "--backend", "local")
-    assert text.returncode == 1
-    assert "noise floor of GOOD over 4 run(s)" in text.stdout
 
 
 @pytest.mark.slow

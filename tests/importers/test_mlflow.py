@@ -55,17 +55,26 @@ def _cli(store: Path, *args: str, cwd: Path | None = None) -> subprocess.Complet
     )
 
 
-def _log(repo: Path, uri: str, *args: str) -> str:
-    proc = subprocess.run(
+def _start_log(repo: Path, uri: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "train.py", *args],
         cwd=repo,
         env=_env(MLFLOW_TRACKING_URI=uri, MLFLOW_ALLOW_FILE_STORE="true"),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
+
+
+def _logged(proc: subprocess.Popen[str]) -> str:
+    """The run id the program printed last, once it has ended."""
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return out.strip().splitlines()[-1]
+
+
+def _log(repo: Path, uri: str, *args: str) -> str:
+    return _logged(_start_log(repo, uri, *args))
 
 
 def _ledger_head(store: Path) -> tuple[int, str] | None:
@@ -90,10 +99,18 @@ def tracked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     git(repo, "remote", "add", "origin", REMOTE)
     commit = git(repo, "rev-parse", "HEAD").strip()
     db = f"sqlite:///{repo / 'mlflow.db'}"
-    ok = _log(repo, db, "--lr", "0.05", "--image", IMAGE)
+    # the folder store's run beside the first SQLite one (separate stores); the SQLite
+    # runs one after another (the first creates the schema; SQLite takes one writer)
+    folder = _start_log(repo, (repo / "mlruns").as_uri(), "--steps", "3")
+    try:
+        ok = _log(repo, db, "--lr", "0.05", "--image", IMAGE)
+        folder_run = _logged(folder)
+    finally:
+        if folder.poll() is None:
+            folder.kill()
+            folder.wait()
     failed = _log(repo, db, "--lr", "0.5", "--fail")
     other = _log(repo, db, "--experiment", "other", "--steps", "2")
-    folder_run = _log(repo, (repo / "mlruns").as_uri(), "--steps", "3")
     return {
         "repo": repo,
         "commit": commit,
