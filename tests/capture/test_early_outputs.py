@@ -214,9 +214,17 @@ def test_a_file_left_before_the_run_and_closed_unchanged_is_not_read(
     early = watch(
         "out/*", left={"out/ckpt.bin": (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)}
     )
+    # the first look at the folder finds the file and passes over it; only then is it
+    # closed, so the count below is the close's own (had the close come first, the two
+    # would have made one read, and a wait for 1 could have seen 1 on its way to 2)
+    wait_until(lambda: early.stats.skipped == 1, "the file found at the start passed over")
+    assert early.stats.closed == 0
     with old.open("ab"):
         pass  # opened for writing and closed, nothing written: still the earlier run's
-    wait_until(lambda: early.stats.skipped == 1, "the close seen and the file passed over")
+    wait_until(
+        lambda: early.stats.closed == 1 and early.stats.skipped == 2,
+        "the close seen and the file passed over",
+    )
     early.finish()
     assert early.stats.read == 0
     early.close()

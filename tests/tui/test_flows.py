@@ -8,9 +8,12 @@ comparison, and cancel one.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual import events
 from textual.command import CommandList, CommandPalette
 from textual.geometry import Region
 from textual.pilot import Pilot
@@ -357,6 +360,80 @@ async def test_enter_in_the_pickers_search_box_compares_with_the_first_match(
         assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
         # two originals: bisect is offered (it is not where either run is a replay)
         assert cmp.active_bindings["b"].binding.action == "bisect"
+
+
+@sync
+async def test_keys_typed_right_after_down_in_the_picker_go_to_its_runs(
+    fixed: FixedStore,
+) -> None:
+    """Down, down, enter arriving together (a quick hand, or a loaded machine's terminal
+    delivering them at once): the focus moves at the first down, so the second moves the
+    cursor and enter picks the second run (a focus that waited a turn had left both to
+    the search box)."""
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        with RunStore(fixed.path) as store:
+            a = store.list_runs(RunQuery(kind="original", limit=50))[3]
+        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
+        picker = app.screen
+        assert isinstance(picker, PickRunScreen)
+        await wait_until(pilot, lambda: picker.table.row_count >= 2)
+        second = picker.table.row_key(1)
+        for key, char in (("down", None), ("down", None), ("enter", "\r")):
+            app.post_message(events.Key(key, char))  # queued together, handled in order
+        cmp = await comparison_shown(pilot)
+        assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, second)
+
+
+@sync
+async def test_enter_before_the_pickers_search_is_shown_picks_once_it_is(
+    fixed: FixedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search runs beside the app; enter typed before its runs are shown picks the
+    first of them when they are, and typing on after enter cancels that pick.  The
+    search is held back (the real one, gated) so that enter surely comes first."""
+    from replay_tui.tui.screens import picker as picker_module
+
+    gate = threading.Event()
+    real = picker_module.find_runs
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        assert gate.wait(60), "the test never opened the gate"
+        return real(*args, **kwargs)
+
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = runs_screen(app)
+        with RunStore(fixed.path) as store:
+            a, b, c = store.list_runs(RunQuery(kind="original", limit=50))[12:15]
+        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
+        picker = app.screen
+        assert isinstance(picker, PickRunScreen)
+        await wait_until(pilot, lambda: picker.table.row_count >= 2)
+        monkeypatch.setattr(picker_module, "find_runs", gated)
+
+        # enter, then more typed: the pick is cancelled, the later search only shown
+        await pilot.press(*c.id[:12], "enter", "backspace")
+        gate.set()
+        await wait_until(pilot, lambda: picker._shown == picker._generation)
+        await settle(pilot)
+        assert app.screen is picker
+        assert picker.table.get_row_index(c.id) >= 0  # the search after enter is shown
+
+        # enter before the search is shown: it picks the first run once shown
+        gate.clear()
+        await pilot.press("ctrl+u", *b.id[:12], "enter")
+        assert app.screen is picker and picker._shown != picker._generation
+        gate.set()
+        cmp = await comparison_shown(pilot)
+        assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
 
 
 # -- dashboard, help, palette, errors ---------------------------------------------------

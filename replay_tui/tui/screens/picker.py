@@ -48,6 +48,9 @@ class PickRunScreen(AppModal[str | None]):
         self._generation = 0
         self._shown = 0
         """The generation of the search whose runs the table shows."""
+        self._pick_on_show: int | None = None
+        """Enter came in the box before its search was shown: the generation to pick
+        the first run of once it is (typing on cancels it)."""
 
     @property
     def table(self) -> RunsTable:
@@ -97,21 +100,32 @@ class PickRunScreen(AppModal[str | None]):
             self.table.show_page(records, replace=True)
             self._shown = message.generation
             self.query_one("#pick-full", FullRow).follow()  # the new rows' cut values
+            if self._pick_on_show == message.generation:
+                self._pick_on_show = None
+                self._pick_first()
 
     @on(Input.Changed, "#pick-search")
     def _changed(self, event: Input.Changed) -> None:
         event.stop()
+        self._pick_on_show = None  # what enter meant was the search before this one
         self._search(event.value)
 
     @on(Input.Submitted, "#pick-search")
     def _submitted(self, event: Input.Submitted) -> None:
-        """Enter in the search box picks the highlighted (first) matching run."""
+        """Enter in the search box picks the highlighted (first) matching run: at once
+        if the search typed is shown, else as soon as it is (a quick typist's enter)."""
         event.stop()
-        run = self.table.selected_run if self._shown == self._generation else None
+        if self._shown == self._generation:
+            self._pick_first()
+        else:
+            self._pick_on_show = self._generation
+
+    def _pick_first(self) -> None:
+        run = self.table.selected_run
         if run is not None:
             self.dismiss(run)
-        else:
-            self.table.focus()
+        else:  # nothing matches: the focus goes to the (empty) runs, as down would
+            self.action_focus_table()
 
     @on(RunsTable.RowSelected, "#pick-runs")
     def _selected(self, event: RunsTable.RowSelected) -> None:
@@ -119,7 +133,8 @@ class PickRunScreen(AppModal[str | None]):
         self.dismiss(event.row_key)
 
     def action_focus_table(self) -> None:
-        self.table.focus()
+        # At once (focus() waits a turn): an enter typed right after down is the table's.
+        self.set_focus(self.table)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -509,7 +509,7 @@ class RunsScreen(AppScreen[None]):
         if self._search_timer is not None:
             self._search_timer.stop()
             self._fire_search()
-        self.table.focus()
+        self.set_focus(self.table)  # at once: a key typed right after enter is the table's
 
     @on(Select.Changed, "#kind")
     def _kind_changed(self, event: Select.Changed) -> None:
