@@ -400,7 +400,6 @@ class EarlyOutputs:
                 if wd is None:
                     continue
                 self._folders[wd] = here
-                self.stats.watched = len(self._folders)
                 with contextlib.suppress(OSError), os.scandir(fd) as it:
                     for entry in it:
                         sub = (*here, entry.name)
@@ -409,6 +408,8 @@ class EarlyOutputs:
                                 todo.append(sub)
                         elif queue_files and self.reach.file(sub):
                             self._pending["/".join(sub)] = None
+                # counted once listed: from then on, what lands in it comes as events only
+                self.stats.watched = len(self._folders)
             finally:
                 os.close(fd)
 
