@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -85,6 +85,17 @@ class SearchBox(Input):
     """
 
     _typing = False
+
+    def __init__(self, *, leave_to: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._leave_to = leave_to
+
+    async def action_submit(self) -> None:
+        """Enter: the search is submitted, and the focus leaves for the widget
+        ``leave_to`` (a selector) now, while the key is handled: a key that came in
+        with enter is that widget's (a ``Submitted`` handler would move it too late)."""
+        await super().action_submit()
+        self.screen.set_focus(self.screen.query_one(self._leave_to))
 
     def _watch_value(self, value: str) -> None:
         self._typing = True
@@ -263,7 +274,7 @@ class RunsScreen(AppScreen[None]):
         if self.notice:
             yield Static(self.notice, id="notice")
         with Horizontal(id="toolbar"):
-            yield SearchBox(placeholder=SEARCH_HINT, id="search", compact=True)
+            yield SearchBox(leave_to="#runs", placeholder=SEARCH_HINT, id="search", compact=True)
             # the filters come once the first page is painted (_mount_filters): their
             # place is kept so that nothing moves when they do
             yield Static(id="filters-pending")
@@ -508,8 +519,7 @@ class RunsScreen(AppScreen[None]):
         event.stop()
         if self._search_timer is not None:
             self._search_timer.stop()
-            self._fire_search()
-        self.set_focus(self.table)  # at once: a key typed right after enter is the table's
+            self._fire_search()  # (the box has given the focus to the table: SearchBox)
 
     @on(Select.Changed, "#kind")
     def _kind_changed(self, event: Select.Changed) -> None:
@@ -604,7 +614,7 @@ class RunsScreen(AppScreen[None]):
             self.query_one("#kind", Select).value = ""
             self.query_one("#verdict", Select).value = ""
             self.query_one("#critical", Checkbox).value = False
-        self.table.focus()
+        self.set_focus(self.table)  # at once: a key typed right after escape is the table's
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "clear_search":  # shown in the footer only while something filters
