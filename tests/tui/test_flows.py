@@ -314,19 +314,28 @@ async def test_gaps_panel_lists_every_gap(fixed: FixedStore) -> None:
         assert gaps_text.visual is not None
 
 
+async def picker_from(pilot: Pilot[None], run_id: str) -> PickRunScreen:
+    """The compare picker, opened with "c" on run ``run_id``'s row of the runs screen,
+    once its first runs (no search typed yet) are shown."""
+    app = pilot.app
+    screen = runs_screen(app)
+    screen.table.move_cursor(row=screen.table.get_row_index(run_id))
+    await pilot.press("c")
+    await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
+    picker = app.screen
+    assert isinstance(picker, PickRunScreen)
+    await wait_until(pilot, lambda: picker._shown == picker._generation)
+    return picker
+
+
 @sync
 async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = runs_screen(app)
         with RunStore(fixed.path) as store:
             a, b = store.list_runs(RunQuery(kind="original", limit=50))[10:12]
-        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
-        await pilot.press("c")
-        await settle(pilot)
-        picker = app.screen
-        assert isinstance(picker, PickRunScreen)
+        picker = await picker_from(pilot, a.id)
         await pilot.press(*b.id[:12])
         await settle(pilot)
         assert picker.table.row_count == 1
@@ -348,14 +357,9 @@ async def test_enter_in_the_pickers_search_box_compares_with_the_first_match(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = runs_screen(app)
         with RunStore(fixed.path) as store:
             a, b = store.list_runs(RunQuery(kind="original", limit=50))[12:14]
-        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
-        await pilot.press("c")
-        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
-        picker = app.screen
-        assert isinstance(picker, PickRunScreen)
+        picker = await picker_from(pilot, a.id)
         await pilot.press(*b.id[:12])
         await wait_until(pilot, lambda: picker.table.selected_run == b.id)
         await pilot.press("enter")  # the search box still has the focus
@@ -376,15 +380,10 @@ async def test_keys_typed_right_after_down_in_the_picker_go_to_its_runs(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = runs_screen(app)
         with RunStore(fixed.path) as store:
             a = store.list_runs(RunQuery(kind="original", limit=50))[3]
-        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
-        await pilot.press("c")
-        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
-        picker = app.screen
-        assert isinstance(picker, PickRunScreen)
-        await wait_until(pilot, lambda: picker.table.row_count >= 2)
+        picker = await picker_from(pilot, a.id)
+        assert picker.table.row_count >= 2
         second = picker.table.row_key(1)
         for key, char in (("down", None), ("down", None), ("enter", "\r")):
             app.post_message(events.Key(key, char))  # queued together, handled in order
@@ -411,15 +410,10 @@ async def test_enter_before_the_pickers_search_is_shown_picks_once_it_is(
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = runs_screen(app)
         with RunStore(fixed.path) as store:
             a, b, c = store.list_runs(RunQuery(kind="original", limit=50))[12:15]
-        screen.table.move_cursor(row=screen.table.get_row_index(a.id))
-        await pilot.press("c")
-        await wait_until(pilot, lambda: isinstance(app.screen, PickRunScreen))
-        picker = app.screen
-        assert isinstance(picker, PickRunScreen)
-        await wait_until(pilot, lambda: picker.table.row_count >= 2)
+        picker = await picker_from(pilot, a.id)
+        assert picker.table.row_count >= 2
         monkeypatch.setattr(picker_module, "find_runs", gated)
 
         # enter, then more typed: the pick is cancelled, the later search only shown
