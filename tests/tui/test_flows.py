@@ -433,6 +433,58 @@ async def test_enter_before_the_pickers_search_is_shown_picks_once_it_is(
         assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
 
 
+@sync
+async def test_enter_on_the_pickers_runs_before_the_search_typed_is_shown_picks_from_it(
+    fixed: FixedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Down then enter while the table still shows an older search's rows (the search
+    typed is held back, gated): enter picks the first run of the search typed once it is
+    shown, never the older row under the cursor.  Where the older search matched no run
+    (three characters of an id: too short to be read as one, and no word's start), enter
+    is not lost."""
+    from replay_tui.tui.screens import picker as picker_module
+
+    gate = threading.Event()
+    real = picker_module.find_runs
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        assert gate.wait(60), "the test never opened the gate"
+        return real(*args, **kwargs)
+
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        with RunStore(fixed.path) as store:
+            runs = store.list_runs(RunQuery(kind="original", limit=50))
+        a, b = runs[5], runs[20]
+        picker = await picker_from(pilot, a.id)
+        assert picker.table.row_key(0) != b.id  # the row enter would have picked
+        monkeypatch.setattr(picker_module, "find_runs", gated)
+
+        # the rows shown are the empty search's, the first of them another run's
+        await pilot.press(*b.id[:12], "down", "enter")
+        assert app.screen is picker and picker._shown != picker._generation
+        assert app.focused is picker.table
+        gate.set()
+        cmp = await comparison_shown(pilot)
+        assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
+
+        # the rows shown are those of a search that matched none
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.screen is runs_screen(app))
+        picker = await picker_from(pilot, a.id)
+        await pilot.press(*b.id[:3])
+        await wait_until(pilot, lambda: picker._shown == picker._generation)
+        assert picker.table.row_count == 0
+        gate.clear()
+        await pilot.press(*b.id[3:12], "down", "enter")
+        assert app.screen is picker and picker._shown != picker._generation
+        assert app.focused is picker.table
+        gate.set()
+        cmp = await comparison_shown(pilot)
+        assert (cmp.view.a.run_id, cmp.view.b.run_id) == (a.id, b.id)
+
+
 # -- dashboard, help, palette, errors ---------------------------------------------------
 
 

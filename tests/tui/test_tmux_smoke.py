@@ -275,7 +275,8 @@ def test_the_whole_walk_in_tmux(walk_terminal: Terminal, tiny: TinyRuns) -> None
     term.wait_for(lambda s: bool(_lines_with(s, f" {b}  ")))
     # down: to the runs; enter, sent at once (the screen does not show the focus), picks
     # there: the focus moves as down is handled, so enter is the table's however late
-    # the search typed is shown (the one other run is listed before and after it)
+    # the search typed is shown; shown late, the rows are an older search's, or none
+    # ("01" matches no run), and enter picks from the search typed once it is shown
     term.keys("Down")
     term.keys("Enter")
     text = term.wait_for(lambda s: f"A {a}  vs  B {b}" in s and "b Bisect" in _footer(s))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -32,6 +33,21 @@ def table_width(screen_width: int) -> int:
     return dialog - 4
 
 
+class PickTable(RunsTable):
+    """The picker's runs.  Enter asks the screen first (``wait``): before the search
+    typed is shown it picks once that search is; a click picks the row clicked."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "pick", "Compare", show=False)]
+
+    def __init__(self, wait: Callable[[], bool], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._wait = wait
+
+    def action_pick(self) -> None:
+        if not self._wait():
+            self.action_select()
+
+
 class PickRunScreen(AppModal[str | None]):
     """Returns the chosen run id, or None."""
 
@@ -48,13 +64,19 @@ class PickRunScreen(AppModal[str | None]):
         self._generation = 0
         self._shown = 0
         """The generation of the search whose runs the table shows."""
-        self._pick_on_show: int | None = None
-        """Enter came in the box before its search was shown: the generation to pick
-        the first run of once it is (typing on cancels it)."""
+        self._searched = ""
+        """The text of the latest search (generation ``_generation``)."""
+        self._pick_for: str | None = None
+        """Enter came before the search for what was typed was shown: the text whose
+        search to pick the first run of once it is (typing on cancels it)."""
 
     @property
-    def table(self) -> RunsTable:
-        return self.query_one("#pick-runs", RunsTable)
+    def table(self) -> PickTable:
+        return self.query_one("#pick-runs", PickTable)
+
+    @property
+    def box(self) -> Input:
+        return self.query_one("#pick-search", Input)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -67,7 +89,7 @@ class PickRunScreen(AppModal[str | None]):
                 id="pick-search",
                 compact=True,
             )
-            table = RunsTable(id="pick-runs")
+            table = PickTable(lambda: self._pick_when_shown(self.box.value), id="pick-runs")
             yield table
             yield FullRow(table, whole=table.whole_values, id="pick-full")
             yield Static("enter: compare · escape: cancel", id="pick-help")
@@ -75,7 +97,7 @@ class PickRunScreen(AppModal[str | None]):
     def on_mount(self) -> None:
         self.table.set_sort_columns("started_at", True, width=table_width(self.app.size.width))
         self._search("")
-        self.query_one("#pick-search", Input).focus()
+        self.box.focus()
 
     def on_resize(self, event: events.Resize) -> None:
         self.table.refit(table_width(event.size.width))
@@ -83,6 +105,7 @@ class PickRunScreen(AppModal[str | None]):
 
     def _search(self, text: str) -> None:
         self._generation += 1
+        self._searched = text
         self._load(text, self._generation)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="picker")
@@ -100,14 +123,17 @@ class PickRunScreen(AppModal[str | None]):
             self.table.show_page(records, replace=True)
             self._shown = message.generation
             self.query_one("#pick-full", FullRow).follow()  # the new rows' cut values
-            if self._pick_on_show == message.generation:
-                self._pick_on_show = None
+            if self._pick_for is not None and self._pick_for == self._searched:
+                self._pick_for = None
                 self._pick_first()
 
     @on(Input.Changed, "#pick-search")
     def _changed(self, event: Input.Changed) -> None:
         event.stop()
-        self._pick_on_show = None  # what enter meant was the search before this one
+        if self._pick_for is not None and self.box.value != self._pick_for:
+            self._pick_for = None  # typed on after enter: what enter meant is gone
+        # A change can come after an enter typed after it (it is posted to the box's
+        # queue behind the keys already there): its search runs, the pick stays.
         self._search(event.value)
 
     @on(Input.Submitted, "#pick-search")
@@ -115,10 +141,18 @@ class PickRunScreen(AppModal[str | None]):
         """Enter in the search box picks the highlighted (first) matching run: at once
         if the search typed is shown, else as soon as it is (a quick typist's enter)."""
         event.stop()
-        if self._shown == self._generation:
+        if not self._pick_when_shown(event.value):
             self._pick_first()
-        else:
-            self._pick_on_show = self._generation
+
+    def _pick_when_shown(self, text: str) -> bool:
+        """Enter, with ``text`` typed: False when the table shows the search for it (the
+        pick is from the rows shown); else the pick waits for that search, and True.
+        Until then the table shows an older search's rows, or none (``01`` matches no
+        run that ``01a2`` does), so an enter there would pick the wrong run, or none."""
+        if self._shown == self._generation and self._searched == text:
+            return False
+        self._pick_for = text
+        return True
 
     def _pick_first(self) -> None:
         run = self.table.selected_run
