@@ -311,22 +311,33 @@ def record_real_run(root: Path, *extra: str) -> tuple[Path, str]:
 async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
     """Let every worker finish, every message land and every table measure its rows.
 
-    A DataTable measures new rows (its columns' widths) when its message queue is empty;
-    a screenshot taken before that shows each column as wide as its label (seen once, in
-    the dashboard's snapshot on a loaded machine), so that is waited for too."""
+    A worker's last message is queued before the worker counts as finished, but it is
+    handled later, on the screen's own turn: the wait is for the app's and the screen's
+    nodes to have nothing queued, twice in a row (a handler runs in one turn, so a quiet
+    queue is one whose messages were handled).  A DataTable measures new rows (its
+    columns' widths) when its message queue is empty; a screenshot taken before that
+    shows each column as wide as its label (seen twice, in the dashboard's snapshot on a
+    loaded machine), so that is waited for too."""
     from textual.widgets import DataTable
 
+    app = pilot.app
     for _ in range(rounds):
         await pilot.pause()
-        await pilot.app.workers.wait_for_complete()
+        await app.workers.wait_for_complete()
     await pilot.pause()
+    quiet = 0
     for _ in range(1200):  # up to a minute
-        tables = pilot.app.screen.query(DataTable)
-        if not any(t._require_update_dimensions or t._updated_cells for t in tables):
+        nodes = [app, *app.screen.walk_children(with_self=True)]
+        queued = any(node.message_queue_size for node in nodes)
+        tables = app.screen.query(DataTable)
+        measuring = any(t._require_update_dimensions or t._updated_cells for t in tables)
+        working = any(w.is_running for w in app.workers)
+        quiet = 0 if (queued or measuring or working) else quiet + 1
+        if quiet == 2:
             break
-        await pilot.pause(0.05)
+        await (pilot.pause() if quiet else pilot.pause(0.05))
     else:
-        raise AssertionError("a table never measured its new rows")
+        raise AssertionError("the app never settled: a message, a worker or a table's rows")
     await pilot.pause()
 
 
