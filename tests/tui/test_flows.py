@@ -328,6 +328,22 @@ async def picker_from(pilot: Pilot[None], run_id: str) -> PickRunScreen:
     return picker
 
 
+def gate_picker_search(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Hold the picker's searches (the real one, run once the gate opens) until the test
+    sets the gate it returns (closed at first): a key then surely comes first."""
+    from replay_tui.tui.screens import picker as picker_module
+
+    gate = threading.Event()
+    real = picker_module.find_runs
+
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        assert gate.wait(60), "the test never opened the gate"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(picker_module, "find_runs", gated)
+    return gate
+
+
 @sync
 async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
@@ -398,15 +414,6 @@ async def test_enter_before_the_pickers_search_is_shown_picks_once_it_is(
     """The search runs beside the app; enter typed before its runs are shown picks the
     first of them when they are, and typing on after enter cancels that pick.  The
     search is held back (the real one, gated) so that enter surely comes first."""
-    from replay_tui.tui.screens import picker as picker_module
-
-    gate = threading.Event()
-    real = picker_module.find_runs
-
-    def gated(*args: Any, **kwargs: Any) -> Any:
-        assert gate.wait(60), "the test never opened the gate"
-        return real(*args, **kwargs)
-
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -414,7 +421,7 @@ async def test_enter_before_the_pickers_search_is_shown_picks_once_it_is(
             a, b, c = store.list_runs(RunQuery(kind="original", limit=50))[12:15]
         picker = await picker_from(pilot, a.id)
         assert picker.table.row_count >= 2
-        monkeypatch.setattr(picker_module, "find_runs", gated)
+        gate = gate_picker_search(monkeypatch)
 
         # enter, then more typed: the pick is cancelled, the later search only shown
         await pilot.press(*c.id[:12], "enter", "backspace")
@@ -442,15 +449,6 @@ async def test_enter_on_the_pickers_runs_before_the_search_typed_is_shown_picks_
     shown, never the older row under the cursor.  Where the older search matched no run
     (three characters of an id: too short to be read as one, and no word's start), enter
     is not lost."""
-    from replay_tui.tui.screens import picker as picker_module
-
-    gate = threading.Event()
-    real = picker_module.find_runs
-
-    def gated(*args: Any, **kwargs: Any) -> Any:
-        assert gate.wait(60), "the test never opened the gate"
-        return real(*args, **kwargs)
-
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -459,7 +457,7 @@ async def test_enter_on_the_pickers_runs_before_the_search_typed_is_shown_picks_
         a, b = runs[5], runs[20]
         picker = await picker_from(pilot, a.id)
         assert picker.table.row_key(0) != b.id  # the row enter would have picked
-        monkeypatch.setattr(picker_module, "find_runs", gated)
+        gate = gate_picker_search(monkeypatch)
 
         # the rows shown are the empty search's, the first of them another run's
         await pilot.press(*b.id[:12], "down", "enter")
