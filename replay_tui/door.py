@@ -169,10 +169,15 @@ def _walk(root_fd: int, parts: tuple[str, ...], root: Path, kind: str) -> int:
         raise
 
 
-def _parent(root: Path, rel: str | PurePosixPath, kind: str) -> tuple[tuple[str, ...], str, int]:
+def _parent(
+    root: Path, rel: str | PurePosixPath, kind: str, held: int | None = None
+) -> tuple[tuple[str, ...], str, int]:
     """``rel``'s components, the path shown in messages, and a descriptor of the folder
-    that holds its last component, walked from ``root`` without following a link."""
+    that holds its last component, walked from ``root`` (or ``held``, a descriptor of it
+    the caller keeps open) without following a link."""
     parts = relative_parts(rel, kind, root)
+    if held is not None:
+        return parts, str(root / "/".join(parts)), _walk(held, parts, root, kind)
     root_fd = _open_root(root, kind)
     try:
         return parts, str(root / "/".join(parts)), _walk(root_fd, parts, root, kind)
@@ -240,14 +245,21 @@ def _read_fd(fd: int, limit: int, shown: str, kind: str) -> bytes:
 
 @contextmanager
 def open_under(
-    root: Path, rel: str | PurePosixPath, kind: str, *, limit: int | None = None
+    root: Path,
+    rel: str | PurePosixPath,
+    kind: str,
+    *,
+    limit: int | None = None,
+    root_fd: int | None = None,
 ) -> Iterator[Opened]:
     """Open the regular file ``root/rel``, never through a link below ``root``.
 
     ``kind`` names the file in messages and picks its limit from :data:`LIMITS` (or
-    ``limit``).  Raises :class:`Refused`."""
+    ``limit``).  With ``root_fd`` (a descriptor of ``root`` the caller opened and holds)
+    the walk starts there and ``root`` is only shown: a folder renamed or replaced since
+    is not followed.  Raises :class:`Refused`."""
     cap = LIMITS[kind] if limit is None else limit
-    parts, shown, dir_fd = _parent(root, rel, kind)
+    parts, shown, dir_fd = _parent(root, rel, kind, root_fd)
     try:
         try:
             fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dir_fd)
@@ -266,10 +278,15 @@ def open_under(
 
 
 def read_under(
-    root: Path, rel: str | PurePosixPath, kind: str, *, limit: int | None = None
+    root: Path,
+    rel: str | PurePosixPath,
+    kind: str,
+    *,
+    limit: int | None = None,
+    root_fd: int | None = None,
 ) -> bytes:
     """The bytes of the regular file ``root/rel`` (see :func:`open_under`)."""
-    with open_under(root, rel, kind, limit=limit) as f:
+    with open_under(root, rel, kind, limit=limit, root_fd=root_fd) as f:
         return f.read()
 
 
