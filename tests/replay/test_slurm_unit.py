@@ -129,9 +129,11 @@ def test_job_script_runs_the_docker_backends_sandbox(
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     ex = _executor(tmp_path, gpus=1, options=SlurmOptions())
     spec = _spec(tmp_path)
-    job_id, jobdir = ex.submit(spec)
+    job_id, job = ex.submit(spec)
+    job.close()
+    jobdir = job.path
     script = (jobdir / "job.sh").read_text()
-    run = script.split("docker run --rm", 1)[1].split('>> "$JOBDIR/output.log"', 1)[0]
+    run = script.split("docker run --rm", 1)[1].split(">> output.log", 1)[0]
     words = shlex.split(run.replace("\\\n", " "))
     joined = " ".join(words)
     for flag in (

@@ -121,8 +121,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.backends.slurm.engine", "sdk_copy"): (
         "copies this package's own .py files into the job's owner-only folder"
     ),
-    ("replay_tui.replay.backends.slurm.engine", "SlurmExecutor.submit"): (
-        "creates the job's own output.log (O_CREAT | O_EXCL, 0600)"
+    ("replay_tui.replay.backends.slurm.engine", "_own_folder"): (
+        "opens a spool folder it made or checks: O_DIRECTORY | O_NOFOLLOW, then fstat:"
+        " refused unless this user's alone"
+    ),
+    ("replay_tui.replay.backends.slurm.engine", "_write_new"): (
+        "creates the job's own files from the job folder's descriptor: O_CREAT | O_EXCL"
+        " | O_NOFOLLOW, owner-only"
     ),
     ("replay_tui.replay.backends.slurm.engine", "_Tail.__init__"): (
         "writes the replay's log file the tool made"

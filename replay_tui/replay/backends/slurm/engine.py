@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
+import hmac
 import io
 import json
 import math
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -182,13 +185,79 @@ class SlurmOptions:
 
 
 def spool_dir(options: SlurmOptions, store_path: Path) -> Path:
-    """The spool: ``options.spool``, else ``slurm-spool`` beside the store; made
-    owner-only when missing, and refused when someone else could write into it
-    (``door.private_folder``): its content runs in the replay's container."""
+    """The spool: ``options.spool``, else ``slurm-spool`` beside the store; its whole
+    path trusted (:func:`trusted_spool`), made owner-only when missing, and refused when
+    someone else could write into it or into a folder above it: its content runs in the
+    replay's container, and the job writes there as this user."""
+    return trusted_spool((options.spool or store_path.parent / "slurm-spool").resolve())
+
+
+_SPOOL_HINT = (
+    "keep the spool under folders only you and root can write (a sticky one such as"
+    " /tmp will do), e.g. mkdir -m 700 ~/slurm-spool, and name it with --slurm-spool or"
+    " REPLAY_TUI_SLURM_SPOOL"
+)
+
+
+def path_problem(folder: Path) -> tuple[Path, str] | None:
+    """The first folder from ``folder`` (an absolute path without links) up to ``/``
+    that someone other than root or this user could change, and what is wrong with it.
+
+    Each folder there must belong to root or to this user, and must not be writable by
+    its group or others unless it is sticky (as ``/tmp`` is), where only an entry's
+    owner may rename or remove it, and every entry on the path is checked to be root's
+    or this user's.  Otherwise its owner, or anyone who can write into it, could move
+    the spool away while a job waits and put a folder of their own in its place, full
+    of links the job would write through as this user.  A folder not there yet is
+    skipped (it is made by this user)."""
+    me = os.geteuid()
+    for d in (folder, *folder.parents):
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return d, f"cannot be inspected ({e.strerror})"
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            return d, "is a symbolic link (put in since the path was resolved)"
+        if not stat.S_ISDIR(st.st_mode):
+            return d, "is not a folder"
+        if st.st_uid not in (0, me):
+            return d, (
+                f"belongs to uid {st.st_uid}, neither you (uid {me}) nor root: its owner"
+                " could move the spool away and put a folder of their own in its place"
+            )
+        if mode & 0o022 and not mode & stat.S_ISVTX:
+            who = "others" if mode & 0o002 else "its group"
+            return d, (
+                f"can be written by {who} (mode {mode:04o}) and is not sticky: they could"
+                " move the spool away and put a folder of their own in its place"
+            )
+    return None
+
+
+def _refuse_path(spool: Path) -> None:
+    from replay_tui.door import Refused
+
+    problem = path_problem(spool.parent)
+    if problem is not None:
+        where, what = problem
+        raise Refused(f"Slurm spool {spool}: the folder {where} above it {what}", _SPOOL_HINT)
+
+
+def trusted_spool(spool: Path) -> Path:
+    """``spool`` (absolute, resolved) when its whole path is trusted: every folder above
+    it passes :func:`path_problem` (checked before anything is made there, and again
+    after), and the spool itself is this user's alone (``door.private_folder``: made
+    0700 when missing, tightened when ours, refused when not).  Refusals are
+    ``door.Refused`` (exit 2) naming the folder and what is wrong with it."""
     from replay_tui.door import private_folder
 
-    spool = (options.spool or store_path.parent / "slurm-spool").resolve()
-    return private_folder(spool, "Slurm spool")
+    _refuse_path(spool)
+    private_folder(spool, "Slurm spool")
+    _refuse_path(spool)  # the folders made on the way are checked too
+    return spool
 
 
 def slurm_memory(docker_limit: str) -> str:
@@ -308,12 +377,21 @@ _SCRIPT = """\
 # A replay-tui replay job: runs one sandboxed container and records what happened in
 # the job folder.  It never touches the replay-tui store.
 set -u
+set -C  # noclobber: a file is made here only where none (and no link) is there yet
 umask 077
 JOBDIR={jobdir}
+# Work inside the folder replay-tui made, by its descriptor (the working folder), and
+# check it is that one: a folder someone put in its place has no token, and gets nothing.
+cd -- "$JOBDIR" || exit 1
+if [ ! -f job.token ] || [ -L job.token ] || [ "$(head -c 200 job.token)" != {token} ]; then
+  echo "replay-tui: $JOBDIR is not the job folder replay-tui made (moved away and" \\
+    "replaced?): nothing is run" >&2
+  exit 1
+fi
 NAME="replay-tui-${{SLURM_JOB_ID:-$$}}"
-date -u +%s.%N > "$JOBDIR/start.tmp" && mv "$JOBDIR/start.tmp" "$JOBDIR/start"
+date -u +%s.%N > start.tmp && mv -f start.tmp start
 printf '{{"job_id": "%s", "node": "%s", "partition": "%s"}}\\n' \\
-  "${{SLURM_JOB_ID:-}}" "$(hostname -s)" "${{SLURM_JOB_PARTITION:-}}" > "$JOBDIR/where.json"
+  "${{SLURM_JOB_ID:-}}" "$(hostname -s)" "${{SLURM_JOB_PARTITION:-}}" > where.json
 stop() {{
   echo "replay-tui: job received $1: stopping the container" >&2
   docker stop --time 5 "$NAME" >/dev/null 2>&1
@@ -326,19 +404,25 @@ docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" \\
 {docker_args} \\
   {image} \\
 {command} \\
-  >> "$JOBDIR/output.log" 2>&1 &
+  >> output.log 2>&1 &
 pid=$!
 wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
-date -u +%s.%N > "$JOBDIR/end"
-docker image inspect --format '{{{{json .}}}}' {image} > "$JOBDIR/image.json" 2>/dev/null || true
-PROBE="$JOBDIR/probe.json"
+date -u +%s.%N > end
+docker image inspect --format '{{{{json .}}}}' {image} > image.json 2>/dev/null || true
+# What the image holds, with a MAC keyed by this job's secret (only this script and
+# replay-tui know it): a probe.json someone else left here is never taken.
 if [ {want_probe} = 1 ] && [ "$rc" -lt 128 ]; then
-  docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \\
-    --entrypoint python3 {image} -I -c {probe} > "$PROBE.$$" 2>/dev/null \\
-    && mv "$PROBE.$$" "$PROBE" || rm -f "$PROBE.$$"
+  if docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \\
+    --entrypoint python3 {image} -I -c {probe} > probe.json.tmp 2>/dev/null; then
+    sum=$(sha256sum < probe.json.tmp) \\
+      && mac=$(printf '%s:%s' {token} "${{sum%% *}}" | sha256sum) \\
+      && printf '%s\\n' "${{mac%% *}}" > probe.mac.tmp \\
+      && mv -f probe.json.tmp probe.json && mv -f probe.mac.tmp probe.mac
+  fi
+  rm -f probe.json.tmp probe.mac.tmp
 fi
-echo "$rc" > "$JOBDIR/exit_code.tmp" && mv "$JOBDIR/exit_code.tmp" "$JOBDIR/exit_code"
+echo "$rc" > exit_code.tmp && mv -f exit_code.tmp exit_code
 exit "$rc"
 """
 
@@ -358,6 +442,13 @@ def _lines(words: Sequence[str], indent: str = "  ") -> str:
     return " \\\n".join(out) if out else f"{indent}"
 
 
+def probe_mac(token: str, body: bytes) -> str:
+    """The MAC the job script writes beside the probe: ``sha256("TOKEN:" + sha256(body))``
+    (hex), the inner digest fixed in length so the outer one cannot be extended."""
+    inner = hashlib.sha256(body).hexdigest()
+    return hashlib.sha256(f"{token}:{inner}".encode()).hexdigest()
+
+
 def job_script(
     jobdir: Path,
     image: str,
@@ -366,6 +457,7 @@ def job_script(
     *,
     want_probe: bool,
     gpus: bool,
+    token: str,
 ) -> str:
     args = list(docker_args)
     if "--gpus" in args:  # the job's allocated GPUs, not every GPU of the node
@@ -379,6 +471,7 @@ def job_script(
     )
     return _SCRIPT.format(
         jobdir=shlex.quote(str(jobdir)),
+        token=shlex.quote(token),
         gpus=gpu_lines,
         docker_args=_lines(args),
         image=shlex.quote(image),
@@ -388,18 +481,160 @@ def job_script(
     )
 
 
-def sdk_copy(jobdir: Path) -> Path:
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _own_folder(parent_fd: int | None, name: str | Path, shown: Path, what: str) -> int:
+    """A descriptor of the folder ``name`` (under ``parent_fd``, or a path whose folders
+    above it the caller trusts), made 0700 when missing; opened without following a
+    link, refused (``door.Refused``) unless it is this user's, tightened to 0700."""
+    from replay_tui.door import Refused
+
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise Refused(f"{what} {shown}: cannot make it ({e.strerror})") from None
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as e:
+        raise Refused(
+            f"{what} {shown} is not a folder of ours (a link, or not a folder: {e.strerror})"
+        ) from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise Refused(
+            f"{what} {shown} belongs to uid {st.st_uid} with mode"
+            f" {stat.S_IMODE(st.st_mode):04o}: only a folder of yours alone is used"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.fchmod(fd, 0o700)
+    return fd
+
+
+def _write_new(dir_fd: int, name: str, data: str | bytes, mode: int = 0o600) -> None:
+    """Make the new file ``name`` in the folder ``dir_fd`` holding ``data``, owner-only:
+    an existing file or link of that name is an error, never written through."""
+    fd = os.open(name, _NEW_FILE, mode & 0o700, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+@dataclass
+class JobFolder:
+    """A job's folder in the spool (``jobs/<name>/``), held open by descriptor.
+
+    Every file of the job is made relative to that descriptor (``O_CREAT | O_EXCL |
+    O_NOFOLLOW``, 0600) and read from it through the door (no link followed, bounded),
+    so a folder moved away and replaced under the same name is neither written nor
+    read.  ``token`` is the job's secret: the job script checks the folder holds it
+    before running anything, and keys the image probe's MAC with it."""
+
+    path: Path
+    fd: int
+    jobs_fd: int
+    token: str
+
+    @classmethod
+    def make(cls, spool: Path) -> JobFolder:
+        trusted_spool(spool)
+        spool_fd = _own_folder(None, spool, spool, "Slurm spool")
+        try:
+            jobs_fd = _own_folder(spool_fd, "jobs", spool / "jobs", "Slurm spool's jobs folder")
+        finally:
+            os.close(spool_fd)
+        try:
+            for _ in range(64):
+                name = secrets.token_hex(4)
+                try:
+                    os.mkdir(name, 0o700, dir_fd=jobs_fd)
+                except FileExistsError:
+                    continue
+                break
+            else:
+                raise InfraError(f"cannot make a job folder in {spool / 'jobs'}")
+            fd = _own_folder(jobs_fd, name, spool / "jobs" / name, "Slurm job folder")
+        except BaseException:
+            os.close(jobs_fd)
+            raise
+        job = cls(spool / "jobs" / name, fd, jobs_fd, secrets.token_hex(32))
+        job.create("job.token", job.token)
+        return job
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def create(
+        self, name: str, data: str | bytes = b"", *, at: int | None = None, mode: int = 0o600
+    ) -> None:
+        """Make the new file ``name`` (in the job folder, or the folder ``at``) holding
+        ``data``; an existing file or link there is an error, never written through."""
+        _write_new(self.fd if at is None else at, name, data, mode)
+
+    def folder(self, parts: Sequence[str]) -> int:
+        """A descriptor of the folder ``parts`` below the job folder, made as needed."""
+        fd = os.dup(self.fd)
+        shown = self.path
+        for part in parts:
+            shown = shown / part
+            try:
+                nxt = _own_folder(fd, part, shown, "Slurm job folder")
+            finally:
+                os.close(fd)
+            fd = nxt
+        return fd
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def read(self, name: str, kind: str = "spool file") -> bytes:
+        """A file the job wrote, through the door from the held descriptor (a regular
+        file, no link, at most ``LIMITS[kind]``); ``ValueError`` when it is not that."""
+        from replay_tui.door import Refused, read_under
+
+        try:
+            return read_under(self.path, name, kind, root_fd=self.fd)
+        except Refused as e:
+            raise ValueError(str(e)) from None
+
+    def remove(self) -> None:
+        """Remove the folder and all in it (from the jobs folder's descriptor, no link
+        followed)."""
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.name, dir_fd=self.jobs_fd)
+
+    def close(self) -> None:
+        for fd in (self.fd, self.jobs_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def sdk_copy(job: JobFolder) -> Path:
     """The replay_tui package (what the container imports as the SDK) copied into the
     job's own owner-only folder, fresh for each job, so compute nodes that cannot see
     this checkout have it, and nothing another user left in the spool is ever run."""
-    dest = jobdir / "sdk" / "replay_tui"
-    for p in sorted(SDK_DIR.rglob("*")):
-        if p.suffix not in (".py", ".typed") or p.is_symlink() or not p.is_file():
-            continue
-        target = dest / p.relative_to(SDK_DIR)
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shutil.copyfile(p, target)
-    return dest
+    folders: dict[tuple[str, ...], int] = {}
+    try:
+        for p in sorted(SDK_DIR.rglob("*")):
+            if p.suffix not in (".py", ".typed") or p.is_symlink() or not p.is_file():
+                continue
+            rel = ("sdk", "replay_tui", *p.relative_to(SDK_DIR).parts)
+            where = rel[:-1]
+            if where not in folders:
+                folders[where] = job.folder(where)
+            job.create(rel[-1], p.read_bytes(), at=folders[where])
+    finally:
+        for fd in folders.values():
+            os.close(fd)
+    return job.path / "sdk" / "replay_tui"
 
 
 # -- talking to Slurm --------------------------------------------------------------------
@@ -543,28 +778,84 @@ class SlurmExecutor:
             return None
         return "digest-" + image.split("@", 1)[1].replace(":", "_") + ".json"
 
-    def _cached_probe(self) -> dict[str, Any] | None:
-        key = self._probe_key()
-        if self.probe_cache is None or key is None:
+    def _cache_fd(self) -> int | None:
+        """The probe cache folder's descriptor: made 0700 when missing; None (no cache:
+        every job probes) when it, or a folder above it, is not this user's to trust."""
+        from replay_tui.door import Refused
+
+        cache = self.probe_cache
+        if cache is None or path_problem(cache.parent) is not None:
             return None
-        from replay_tui.door import Refused, read_under_or_none
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            return _own_folder(None, cache, cache, "image-probe cache")
+        except (OSError, Refused):
+            return None
+
+    def _cached_probe(self) -> dict[str, Any] | None:
+        """The cached probe of this image: an entry this tool wrote (its own folder),
+        holding the probe's bytes as the job's MAC vouched for them and their digest,
+        both checked again; anything else there is ignored (the job probes anew)."""
+        key = self._probe_key()
+        fd = self._cache_fd() if key is not None else None
+        if fd is None or key is None or self.probe_cache is None:
+            return None
+        from replay_tui.door import Refused, read_under
 
         try:
-            raw = read_under_or_none(self.probe_cache, key, "image probe")
-            data = json.loads(raw) if raw is not None else None
-        except (Refused, ValueError):
+            entry = json.loads(read_under(self.probe_cache, key, "image probe", root_fd=fd))
+            body = entry["probe"].encode()
+            if entry.get("image") != self.container.image or not hmac.compare_digest(
+                str(entry.get("sha256")), hashlib.sha256(body).hexdigest()
+            ):
+                return None
+            data = json.loads(body)
+        except (Refused, ValueError, TypeError, KeyError, AttributeError):
             return None
+        finally:
+            os.close(fd)
         return data if isinstance(data, dict) else None
 
-    def _keep_probe(self, data: Mapping[str, Any]) -> None:
+    def _keep_probe(self, body: bytes) -> None:
+        """Keep a probe the job vouched for (its MAC checked) as ``{image, probe: the
+        bytes, sha256}``: written fresh (``O_EXCL``, 0600) and renamed into place."""
         key = self._probe_key()
-        if self.probe_cache is None or key is None:
+        fd = self._cache_fd() if key is not None else None
+        if fd is None or key is None:
             return
-        with contextlib.suppress(OSError):
-            self.probe_cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self.probe_cache / f".{key}.{os.getpid()}.{threading.get_ident()}"
-            tmp.write_text(json.dumps(dict(data)))
-            os.replace(tmp, self.probe_cache / key)
+        try:
+            entry = {
+                "image": self.container.image,
+                "probe": body.decode("utf-8"),
+                "sha256": hashlib.sha256(body).hexdigest(),
+            }
+        except UnicodeDecodeError:
+            os.close(fd)
+            return
+        tmp = f".{key}.{secrets.token_hex(8)}"
+        try:
+            with contextlib.suppress(OSError):
+                _write_new(fd, tmp, json.dumps(entry).encode())
+                os.replace(tmp, key, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            os.close(fd)
+
+    def _job_probe(self, job: JobFolder) -> dict[str, Any] | None:
+        """The probe this job's script wrote, only when its MAC (keyed by the job's
+        secret, :func:`probe_mac`) matches the bytes: a probe.json someone else left in
+        the job folder is never taken, nor cached.  Kept in the cache when taken."""
+        with contextlib.suppress(ValueError):
+            body = job.read("probe.json", "image probe")
+            mac = job.read("probe.mac").decode("ascii", "replace").strip()
+            if not hmac.compare_digest(mac, probe_mac(job.token, body)):
+                return None
+            fresh = json.loads(body)
+            if isinstance(fresh, dict):
+                self._keep_probe(body)
+                return fresh
+        return None
 
     def sbatch_argv(self, jobdir: Path, script: Path, timeout_s: float | None) -> list[str]:
         o = self.options
@@ -600,15 +891,21 @@ class SlurmExecutor:
         argv.append(str(script))
         return argv
 
-    def submit(self, spec: ExecSpec) -> tuple[str, Path]:
-        """Write the job folder and script, submit it; (job id, job folder)."""
-        from replay_tui.door import private_folder
+    def submit(self, spec: ExecSpec) -> tuple[str, JobFolder]:
+        """Write the job folder and script, submit it; (job id, job folder, held open:
+        the caller closes it)."""
+        job = JobFolder.make(self.spool)  # the spool's whole path checked again
+        try:
+            return self._submit(spec, job), job
+        except BaseException:
+            job.remove()
+            job.close()
+            raise
 
-        jobs = private_folder(self.spool / "jobs", "Slurm spool's jobs folder")
-        jobdir = Path(tempfile.mkdtemp(prefix="", dir=jobs))  # 0700
-        os.close(os.open(jobdir / "output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    def _submit(self, spec: ExecSpec, job: JobFolder) -> str:
+        job.create("output.log")
         kwargs = container_kwargs(self.container, spec)
-        sdk = sdk_copy(jobdir)  # the compute node sees the spool, not this checkout
+        sdk = sdk_copy(job)  # the compute node sees the spool, not this checkout
         for m in kwargs.get("mounts") or []:
             if m.get("Target") == f"{SDK_MOUNT}/replay_tui":
                 m["Source"] = str(sdk)
@@ -616,23 +913,21 @@ class SlurmExecutor:
             args, command = docker_cli_args(kwargs)
         except ValueError as e:
             raise InfraError(f"cannot express the sandbox as docker run flags: {e}") from None
-        script = jobdir / "job.sh"
-        script.write_text(
-            job_script(
-                jobdir,
-                self.container.image,
-                args,
-                command,
-                want_probe=self._cached_probe() is None,
-                gpus=self.gpus > 0,
-            )
+        script = job.path / "job.sh"
+        text = job_script(
+            job.path,
+            self.container.image,
+            args,
+            command,
+            want_probe=self._cached_probe() is None,
+            gpus=self.gpus > 0,
+            token=job.token,
         )
-        script.chmod(0o700)
-        argv = self.sbatch_argv(jobdir, script, spec.timeout_s)
-        (jobdir / "sbatch.json").write_text(json.dumps(argv))
+        job.create("job.sh", text, mode=0o700)
+        argv = self.sbatch_argv(job.path, script, spec.timeout_s)
+        job.create("sbatch.json", json.dumps(argv))
         p = _run(argv, timeout=120, umask=0o077)  # the job's files: owner-only
         if p.returncode != 0:
-            shutil.rmtree(jobdir, ignore_errors=True)  # nothing ran
             err = (p.stderr or p.stdout).strip()[-600:]
             if _controller_down(err) or p.returncode == 124:
                 raise InfraError(
@@ -648,8 +943,8 @@ class SlurmExecutor:
         job_id = p.stdout.strip().split(";", 1)[0]
         if not job_id.isdigit():
             raise InfraError(f"sbatch printed no job id: {p.stdout.strip()[:200]!r}")
-        (jobdir / "job_id").write_text(job_id + "\n")
-        return job_id, jobdir
+        job.create("job_id", job_id + "\n")
+        return job_id
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
         _tool("sbatch")
@@ -676,13 +971,29 @@ class SlurmExecutor:
         started: str,
         t0: float,
     ) -> ExecResult:
-        job_id, jobdir = self.submit(spec)
+        job_id, job = self.submit(spec)
+        try:
+            return self._watch(spec, on_line, should_cancel, started, t0, job_id, job)
+        finally:
+            job.close()
+
+    def _watch(
+        self,
+        spec: ExecSpec,
+        on_line: OnLine,
+        should_cancel: ShouldCancel,
+        started: str,
+        t0: float,
+        job_id: str,
+        job: JobFolder,
+    ) -> ExecResult:
+        jobdir = job.path
         self.job_id = job_id
         self.job_info = {"scheduler": "slurm", "job_id": job_id}
         on_line(f"[slurm] submitted batch job {job_id} (folder {jobdir})")
-        tail = _Tail(jobdir / "output.log", spec.log_path, on_line)
+        tail = _Tail(job, "output.log", spec.log_path, on_line)
         # the batch script's own output (Slurm's messages, docker's errors): shown, not kept
-        slurm_out = _Tail(jobdir / f"slurm-{job_id}.out", None, lambda t: on_line(f"[slurm] {t}"))
+        slurm_out = _Tail(job, f"slurm-{job_id}.out", None, lambda t: on_line(f"[slurm] {t}"))
         cancelled = timed_out = False
         cancel_reason = ""
         state: JobState | None = None
@@ -729,7 +1040,7 @@ class SlurmExecutor:
                     on_line(f"[slurm] {spec.timeout_s:g}s timeout: cancelling job {job_id}")
                     cancel_job(job_id)
                     next_poll = now
-                if (jobdir / "exit_code").exists() and next_poll > now + 0.5:
+                if job.exists("exit_code") and next_poll > now + 0.5:
                     next_poll = now + 0.5  # the script is done: Slurm will say so soon
                 if now >= next_poll:
                     state = query_job(job_id)
@@ -769,12 +1080,12 @@ class SlurmExecutor:
             raise KeyboardInterrupt
         tail.pump(final=True)
         slurm_out.pump(final=True)
-        self._read_node_files(jobdir)
+        self._read_node_files(job)
         result = self._result(
-            job_id, jobdir, state, started, t0, cancelled, cancel_reason, timed_out, spec
+            job_id, job, state, started, t0, cancelled, cancel_reason, timed_out, spec
         )
         if result.status == "succeeded":
-            shutil.rmtree(jobdir, ignore_errors=True)
+            job.remove()
         else:
             on_line(f"[slurm] job files kept in {jobdir}")
         return result
@@ -788,13 +1099,13 @@ class SlurmExecutor:
         if st.reason:
             self.job_info["reason"] = st.reason
 
-    def _read_node_files(self, jobdir: Path) -> None:
+    def _read_node_files(self, job: JobFolder) -> None:
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            where = json.loads(_job_file(jobdir, "where.json"))
+            where = json.loads(job.read("where.json"))
             if isinstance(where.get("node"), str) and where["node"].isprintable():
                 self.job_info["node"] = where["node"][:256]
         with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
-            img = json.loads(_job_file(jobdir, "image.json"))
+            img = json.loads(job.read("image.json"))
             name = self.container.image.split("@", 1)[0]
             digest = self.container.image.split("@", 1)[1] if "@" in self.container.image else None
             self.image_info.update(
@@ -809,7 +1120,7 @@ class SlurmExecutor:
     def _result(
         self,
         job_id: str,
-        jobdir: Path,
+        job: JobFolder,
         st: JobState | None,
         started: str,
         t0: float,
@@ -818,16 +1129,12 @@ class SlurmExecutor:
         timed_out: bool,
         spec: ExecSpec,
     ) -> ExecResult:
-        rc = _read_int(jobdir, "exit_code")
-        duration = _node_duration(jobdir) or time.monotonic() - t0
+        rc = _read_int(job, "exit_code")
+        duration = _node_duration(job) or time.monotonic() - t0
         env_view: dict[str, Any] = {}
         probed = self._cached_probe()
         if probed is None:
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                fresh = json.loads(_job_file(jobdir, "probe.json"))
-                if isinstance(fresh, dict):
-                    probed = fresh
-                    self._keep_probe(fresh)
+            probed = self._job_probe(job)
         if probed is not None:
             probed["packages_sha256"] = probes.packages_sha256(probed.get("packages") or [])
             for k in ("python_version", "packages", "packages_sha256", "os"):
@@ -875,28 +1182,22 @@ class SlurmExecutor:
         )
 
 
-def _job_file(jobdir: Path, name: str) -> str:
-    """A small file the job wrote into its folder, through the door (a regular file, no
-    link, at most ``LIMITS["spool file"]``); ``ValueError`` when it is not that."""
-    from replay_tui.door import Refused, read_under
+def _job_file(job: JobFolder, name: str) -> str:
+    """A small file the job wrote into its folder (see :meth:`JobFolder.read`)."""
+    return job.read(name).decode("utf-8", "replace")
 
+
+def _read_int(job: JobFolder, name: str) -> int | None:
     try:
-        return read_under(jobdir, name, "spool file").decode("utf-8", "replace")
-    except Refused as e:
-        raise ValueError(str(e)) from None
-
-
-def _read_int(jobdir: Path, name: str) -> int | None:
-    try:
-        return int(_job_file(jobdir, name).strip())
+        return int(_job_file(job, name).strip())
     except ValueError:
         return None
 
 
-def _node_duration(jobdir: Path) -> float | None:
+def _node_duration(job: JobFolder) -> float | None:
     try:
-        a = float(_job_file(jobdir, "start"))
-        b = float(_job_file(jobdir, "end"))
+        a = float(_job_file(job, "start"))
+        b = float(_job_file(job, "end"))
     except ValueError:
         return None
     return max(0.0, b - a)
@@ -917,8 +1218,8 @@ def _slurm_exit(code: str | None) -> int:
 class _Tail:
     """Follows a file the job appends to, copying it to ``dest`` line by line."""
 
-    def __init__(self, src: Path, dest: Path | None, on_line: OnLine) -> None:
-        self.src, self.on_line = src, on_line
+    def __init__(self, job: JobFolder, name: str, dest: Path | None, on_line: OnLine) -> None:
+        self.job, self.name, self.on_line = job, name, on_line
         self.pos = 0
         self.buf = b""
         self.out = dest.open("wb") if dest is not None else None
@@ -927,7 +1228,7 @@ class _Tail:
         from replay_tui.door import LIMITS, Refused, open_under
 
         try:
-            with open_under(self.src.parent, self.src.name, "job log") as f:
+            with open_under(self.job.path, self.name, "job log", root_fd=self.job.fd) as f:
                 os.lseek(f.fd, self.pos, os.SEEK_SET)
                 chunk = os.read(f.fd, max(0, min(1 << 24, LIMITS["job log"] - self.pos)))
         except (OSError, Refused):
