@@ -38,6 +38,7 @@ from migration ``m005_run_origin``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -163,6 +164,79 @@ def _intact(conn: sqlite3.Connection, event: Sequence[Any]) -> bool:
         "SELECT seq, prev_hash FROM events WHERE seq > ? ORDER BY seq LIMIT 1", (seq,)
     ).fetchone()
     return after is None or (after[0] == seq + 1 and after[1] == h)
+
+
+FACT_KINDS = {
+    "comparisons": ("comparison", "comparison"),
+    "replays": ("replay", "replay"),
+    "noise_floors": ("noise_floor", "noise floor"),
+    "drills": ("drill", "drill"),
+    "bundles": ("bundle", "bundle"),
+    "bisects": ("bisect", "bisect"),
+}
+"""Fact table -> (the kind of the ledger event that records a row, the row's name in words)."""
+
+
+def recorded(
+    conn: sqlite3.Connection, kinds: Iterable[str], run_id: str | None, subject: str
+) -> bool:
+    """Whether an intact ledger event of one of ``kinds`` (an ``ingest:`` kind matches by
+    its prefix) for ``run_id`` names ``subject``: the check a fact passes when it is read
+    to judge or to export, whatever the triggers say.  One indexed lookup and the
+    event's neighbours: no walk of the ledger."""
+    wanted = tuple(kinds)
+    for event in conn.execute(
+        "SELECT seq, ts, kind, run_id, subject_sha256, prev_hash, hash FROM events"
+        " WHERE subject_sha256 = ?",
+        (subject,),
+    ):
+        kind = str(event[2])
+        if event[3] != run_id:
+            continue
+        named = kind in wanted or (INGEST_PREFIX in wanted and kind.startswith(INGEST_PREFIX))
+        if named and _intact(conn, event):
+            return True
+    return False
+
+
+JUDGED_BY_A_RECORDED_FLOOR = (
+    "NOT EXISTS (SELECT 1 FROM comparisons c WHERE c.id = r.comparison_id"
+    " AND json_extract(c.body, '$.floor.fact_id') IS NOT NULL AND NOT EXISTS ("
+    "SELECT 1 FROM noise_floors nf JOIN events e ON e.subject_sha256 = nf.body_sha256"
+    " AND e.kind = 'noise_floor' WHERE nf.id = json_extract(c.body, '$.floor.fact_id')"
+    " AND nf.body_sha256 = coalesce(json_extract(c.body, '$.floor.body_sha256'),"
+    " nf.body_sha256)))"
+)
+"""SQL over a replay fact ``r``: its comparison, if a noise floor judged it, names a floor
+that a ``noise_floor`` event records with the body hash the comparison kept.  A replay
+judged by a floor widened and put back fails it and is not counted (the runs list,
+``stats``); :func:`judging_floor_problem` is the whole check, for ``verify-store``."""
+
+
+def judging_floor_problem(conn: sqlite3.Connection, body: Any) -> str | None:
+    """What is wrong with the noise floor a comparison body says judged it, or None (no
+    floor, or the floor it names is stored as the ledger recorded it, with the body hash
+    the comparison kept).  A comparison made from a floor that was widened and put back
+    names a hash no floor event records."""
+    ref = body.get("floor") if isinstance(body, dict) else None
+    if not isinstance(ref, dict) or "fact_id" not in ref:
+        return None
+    fid = ref.get("fact_id")
+    row = conn.execute(
+        "SELECT run_id, body, body_sha256 FROM noise_floors WHERE id = ?",
+        (fid if isinstance(fid, int) else -1,),
+    ).fetchone()
+    if row is None:
+        return f"noise floor #{fid}, which is not stored"
+    run_id, text, sha = row
+    kept = ref.get("body_sha256")
+    if kept is not None and kept != sha:
+        return f"noise floor #{fid} as it was then, which the ledger never recorded"
+    if hashlib.sha256(str(text).encode("utf-8")).hexdigest() != sha or not recorded(
+        conn, ("noise_floor",), run_id, sha
+    ):
+        return f"noise floor #{fid}, which was altered"
+    return None
 
 
 def run_origin(conn: sqlite3.Connection, run_id: str) -> str:
@@ -487,6 +561,16 @@ def _check_facts(conn: sqlite3.Connection, rows: dict[str, dict[str, Any]], add:
     for cid, (a, b, _) in comparisons.items():
         if a not in rows or b not in rows:
             add(f"comparisons #{cid}: it names a run that is not stored")
+    for cid, verdict, body in conn.execute(
+        "SELECT id, verdict, body FROM comparisons WHERE json_valid(body)"
+        " AND json_extract(body, '$.floor.fact_id') IS NOT NULL"
+    ):
+        why = judging_floor_problem(conn, json.loads(body))
+        if why is not None:
+            add(
+                f"comparisons #{cid}: its {verdict} was judged by {why}: it is not counted"
+                " (runs list, stats)"
+            )
 
 
 def ledger_head(conn: sqlite3.Connection) -> str | None:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage import integrity
 from storage.records import REPLAY_SELECT, RUN_SELECT, ReplayFact, RunRecord
 from storage.store import RunQuery, RunStore, SearchReach, StoreError, id_range
 from storage.vocabulary import sql_completed
@@ -21,7 +22,14 @@ from storage.vocabulary import sql_completed
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
 # (to measure its cost) is an experiment, never evidence; failed attempts have no replay
 # info at all and count (as aborted).
-COUNTED = "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+COUNTED = (
+    "coalesce(json_extract(r.body, '$.replay.determinism'), 'recorded') != 'off'"
+    f" AND {integrity.JUDGED_BY_A_RECORDED_FLOOR}"
+)
+"""A replay the SLIs count: not one of a run recorded with determinism off on purpose,
+and not one judged by a noise floor the ledger does not record as it was then (a floor
+widened and put back: ``storage.integrity.judging_floor_problem``, which verify-store
+reports)."""
 COMPLETED = sql_completed("r.status")
 """A replay that ran to its end (``replay_tui.verdicts``; older facts said succeeded or
 failed): only such a replay's outputs are evidence.  Cancelled, interrupted, timed-out

@@ -64,6 +64,14 @@ class ConflictError(StoreError):
     pass
 
 
+class StoreAltered(StoreError):
+    """A stored fact no longer matches the ledger event that recorded it: it was edited
+    behind the store's back (the triggers dropped and restored, say).  Whatever reads it
+    to judge or to export refuses (exit 1); ``verify-store`` says what changed."""
+
+    exit_code = 1
+
+
 @dataclass(frozen=True)
 class IngestResult:
     run_id: str
@@ -533,8 +541,18 @@ class RunStore:
         return sha
 
     def get_blob(self, sha: str) -> bytes | None:
+        """The bytes stored under ``sha``, or None; :class:`StoreAltered` when they no
+        longer hash to it (a diff or a log edited in place)."""
         row = self.conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha,)).fetchone()
-        return None if row is None else bytes(row[0])
+        if row is None:
+            return None
+        data = bytes(row[0])
+        if sha256_hex(data) != sha:
+            raise StoreAltered(
+                f"store altered: blob {sha[:12]} no longer hashes to its name"
+                " (verify-store says what changed)"
+            )
+        return data
 
     def set_gap_counts(self, run_id: str, gaps: GapCounts) -> None:
         with self._write() as conn:
@@ -669,13 +687,41 @@ class RunStore:
         """The noise-floor facts of ``run_id``, newest first (``id``, ``created_at``,
         ``times``, decoded ``body``)."""
         rows = self.conn.execute(
-            "SELECT id, created_at, times, body FROM noise_floors WHERE run_id = ?"
-            " ORDER BY id DESC",
+            "SELECT id, created_at, times, body, body_sha256, run_id FROM noise_floors"
+            " WHERE run_id = ? ORDER BY id DESC",
             (run_id,),
         ).fetchall()
+        for r in rows:
+            self.check_fact("noise_floors", r[0], r[5], r[3], r[4])
         return [
-            {"id": r[0], "created_at": r[1], "times": r[2], "body": json.loads(r[3])} for r in rows
+            {
+                "id": r[0],
+                "created_at": r[1],
+                "times": r[2],
+                "body": json.loads(r[3]),
+                "body_sha256": r[4],
+            }
+            for r in rows
         ]
+
+    def check_fact(
+        self, table: str, fid: int, run_id: str | None, body: str, sha: str | None
+    ) -> None:
+        """Raise :class:`StoreAltered` unless the fact ``table #fid`` is what the ledger
+        recorded: its body hashes to its ``body_sha256``, and an intact ledger event of
+        its kind, for ``run_id``, names that hash.  Every fact a judgement or a bundle
+        reads passes this when it is read, so an edit made with the triggers dropped
+        (and restored) is refused at use, not only by ``verify-store``."""
+        kind, label = integrity.FACT_KINDS[table]
+        if (
+            sha is None
+            or sha256_hex(body.encode("utf-8")) != sha
+            or not integrity.recorded(self.conn, (kind,), run_id, sha)
+        ):
+            raise StoreAltered(
+                f"store altered: {label} #{fid} does not match the ledger event that"
+                " recorded it (verify-store says what changed)"
+            )
 
     def add_drill(self, passed: bool, body: Mapping[str, Any]) -> int:
         with self._write() as conn:
@@ -726,14 +772,15 @@ class RunStore:
     def bisects_of(self, run_id: str) -> list[dict[str, Any]]:
         """Every bisect with ``run_id`` as GOOD or BAD, oldest first, bodies decoded."""
         rows = self.conn.execute(
-            "SELECT id, created_at, good_run, bad_run, outcome, causes, body FROM bisects"
-            " WHERE good_run = ? OR bad_run = ? ORDER BY id",
+            "SELECT id, created_at, good_run, bad_run, outcome, causes, body, body_sha256"
+            " FROM bisects WHERE good_run = ? OR bad_run = ? ORDER BY id",
             (run_id, run_id),
         ).fetchall()
         keys = ("id", "created_at", "good_run", "bad_run", "outcome", "causes", "body")
         out = []
         for r in rows:
-            d = dict(zip(keys, r, strict=True))
+            self.check_fact("bisects", r[0], r[3], r[6], r[7])
+            d = dict(zip(keys, r[:7], strict=True))
             d["body"] = json.loads(d["body"])
             out.append(d)
         return out
@@ -769,10 +816,32 @@ class RunStore:
         from storage.manifest import manifest_from_data
 
         rid = self.resolve(ref)
-        row = self.conn.execute("SELECT body FROM manifests WHERE run_id = ?", (rid,)).fetchone()
+        row = self.conn.execute(
+            "SELECT body, sha256 FROM manifests WHERE run_id = ?", (rid,)
+        ).fetchone()
         if row is None:
             raise RunNotFound(f"run {rid} has no stored manifest")
-        return manifest_from_data(orjson.loads(row[0]), source=f"store:{rid}")
+        data = orjson.loads(row[0])
+        self._check_manifest(rid, data, row[1])
+        return manifest_from_data(data, source=f"store:{rid}")
+
+    def _check_manifest(self, rid: str, data: Any, sha: str) -> None:
+        """Raise :class:`StoreAltered` unless the stored manifest of ``rid`` hashes to its
+        recorded hash and an intact ``ingest`` event of the run names that hash."""
+        body = (
+            {k: v for k, v in data.items() if k != "integrity"} if isinstance(data, dict) else None
+        )
+        if body is None or sha256_hex(canonical_json(body)) != sha:
+            raise StoreAltered(
+                f"store altered: the manifest of run {rid} no longer hashes to the hash it was"
+                " stored under (verify-store says what changed)"
+            )
+        if not integrity.recorded(self.conn, ("ingest", integrity.INGEST_PREFIX), rid, sha):
+            raise StoreAltered(
+                f"store altered: no intact ledger event records the manifest of run {rid}"
+                " (deleted or edited; a cut ledger tail shows only with"
+                " verify-store --anchor)"
+            )
 
     def search_reach(self, q: RunQuery) -> SearchReach:
         """What ``q``'s search filters (see :class:`SearchReach`): one count of its
@@ -899,11 +968,18 @@ class RunStore:
         return [Location(r[0], r[1], r[2]) for r in rows]
 
     def replays_of(self, run_id: str) -> list[ReplayFact]:
-        """The run's replay attempts, oldest first."""
+        """The run's replay attempts, oldest first, each checked against its ledger event
+        (what a bundle, a drill and a series read; listings use :meth:`replay_outcomes`)."""
+        for fid, body, sha in self.conn.execute(
+            "SELECT id, body, body_sha256 FROM replays WHERE original_run = ?", (run_id,)
+        ).fetchall():
+            self.check_fact("replays", fid, run_id, body, sha)
         return self.replay_outcomes([run_id]).get(run_id, [])
 
     def replay_outcomes(self, run_ids: Sequence[str]) -> dict[str, list[ReplayFact]]:
-        """Per original run, its replay facts oldest first (one query for a page of runs)."""
+        """Per original run, its replay facts oldest first (one query for a page of runs),
+        leaving out a replay judged by a noise floor the ledger does not record as it was
+        then (``integrity.JUDGED_BY_A_RECORDED_FLOOR``: verify-store names it)."""
         out: dict[str, list[ReplayFact]] = {}
         ids = list(dict.fromkeys(run_ids))
         for i in range(0, len(ids), 500):
@@ -911,7 +987,7 @@ class RunStore:
             rows = self.conn.execute(
                 f"SELECT {REPLAY_SELECT}, json_extract(r.body, '$.replay.determinism')"
                 f" FROM replays r WHERE r.original_run IN ({','.join('?' * len(chunk))})"
-                " ORDER BY r.id",
+                f" AND {integrity.JUDGED_BY_A_RECORDED_FLOOR} ORDER BY r.id",
                 chunk,
             ).fetchall()
             for row in rows:
@@ -920,18 +996,37 @@ class RunStore:
         return out
 
     def comparison(self, cid: int) -> dict[str, Any]:
-        row = self.conn.execute("SELECT body FROM comparisons WHERE id = ?", (cid,)).fetchone()
+        row = self.conn.execute(
+            "SELECT body, body_sha256, b_run, verdict FROM comparisons WHERE id = ?", (cid,)
+        ).fetchone()
         if row is None:
             raise StoreError(f"no comparison {cid}")
-        result: dict[str, Any] = json.loads(row[0])
+        return self._checked_comparison(cid, *row)
+
+    def _checked_comparison(
+        self, cid: int, body: str, sha: str | None, b_run: str, verdict: str
+    ) -> dict[str, Any]:
+        """A comparison's body, checked against its ledger event, and its verdict column
+        against the body's own verdict (the column is not under the hash)."""
+        self.check_fact("comparisons", cid, b_run, body, sha)
+        result: dict[str, Any] = json.loads(body)
+        if "verdict" in result and result["verdict"] != verdict:
+            raise StoreAltered(
+                f"store altered: comparison #{cid}'s verdict column says {verdict!r}, its"
+                f" recorded body {result['verdict']!r}"
+            )
+        why = integrity.judging_floor_problem(self.conn, result)
+        if why is not None:
+            raise StoreAltered(f"store altered: comparison #{cid} was judged by {why}")
         return result
 
     def latest_comparison(self, a_run: str, b_run: str) -> dict[str, Any] | None:
         row = self.conn.execute(
-            "SELECT body FROM comparisons WHERE a_run = ? AND b_run = ? ORDER BY id DESC LIMIT 1",
+            "SELECT id, body, body_sha256, b_run, verdict FROM comparisons"
+            " WHERE a_run = ? AND b_run = ? ORDER BY id DESC LIMIT 1",
             (a_run, b_run),
         ).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else self._checked_comparison(*row)
 
     def facts(self, table: str) -> list[dict[str, Any]]:
         """All rows of an append-only fact table, bodies decoded."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 import click
 
 from replay_tui.errors import BadInput, ReplayTuiError
+from replay_tui.safety import escape_control
 from replay_tui.storepath import default_store_path as default_store_path
 from replay_tui.storepath import may_be_missing, named_as
 
@@ -107,14 +108,22 @@ def _check_is_database(path: Path, named: str) -> None:
 
 
 def fail(message: str, code: int, hint: str | None = None, as_json: bool = False) -> NoReturn:
-    """Print MESSAGE (and HINT) as text or JSON and exit with CODE."""
+    """Print MESSAGE (and HINT) as text or JSON and exit with CODE: the one way a
+    command's error reaches the terminal.  Both may quote what came from outside (a
+    manifest's key, a run's output, an argument), so the text is escaped
+    (``escape_control``); JSON escapes every control character itself."""
     if as_json:
         click.echo(json.dumps({"error": message, "hint": hint, "exit_code": code}))
     else:
-        click.echo(f"error: {message}", err=True)
-        if hint:
-            click.echo(f"  hint: {hint}", err=True)
+        echo_error(message, hint)
     sys.exit(code)
+
+
+def echo_error(message: str, hint: str | None = None) -> None:
+    """``error: MESSAGE`` (and ``  hint: HINT``) on stderr, escaped for the terminal."""
+    click.echo(f"error: {escape_control(message)}", err=True)
+    if hint:
+        click.echo(f"  hint: {escape_control(hint)}", err=True)
 
 
 def handled(fn: F) -> F:
@@ -135,8 +144,8 @@ def handled(fn: F) -> F:
             click.echo("interrupted (Ctrl-C)", err=True)
             sys.exit(130)
         except Exception as e:
-            if _is_storage_error(e):
-                fail(str(e), 2, as_json=as_json)
+            if _is_storage_error(e):  # exit 2; an altered store (StoreAltered) says 1
+                fail(str(e), int(getattr(e, "exit_code", 2)), as_json=as_json)
             raise
 
     return wrapper  # type: ignore[return-value]
@@ -305,9 +314,7 @@ def print_event(ev: ReplayEvent, *, as_json: bool, logs: bool) -> None:
     """
     if as_json or (ev.state == "log" and not logs):
         return
-    from replay_tui.safety import escape_control  # the run's output and argv: untrusted
-
-    if ev.state == "log":
+    if ev.state == "log":  # the run's output and argv: untrusted, escaped
         click.echo(f"  | {escape_control(ev.message)}", err=True)
     else:
         click.echo(f"[{ev.stage:>8}] {ev.state:<6} {escape_control(ev.message)}".rstrip(), err=True)

@@ -294,6 +294,8 @@ class NoiseFloorFact:
     stored_body: Mapping[str, Any] | None = None
     """The body exactly as the store holds it (its ledger hash covers it): what an
     evidence bundle copies, so ``to_json`` of a fact read back is the stored fact."""
+    body_sha256: str | None = None
+    """The hash the ledger recorded for the body (checked when the store read it)."""
 
     def to_json(self) -> dict[str, Any]:
         """The fact as the store lists it (``id``, ``created_at``, ``times``, ``body``)."""
@@ -305,12 +307,10 @@ class NoiseFloorFact:
             body = self.determinism.fact_body()
         else:
             body = {}
-        return {
-            "id": self.fact_id,
-            "created_at": self.created_at,
-            "times": self.times,
-            "body": body,
-        }
+        out = {"id": self.fact_id, "created_at": self.created_at, "times": self.times, "body": body}
+        if self.body_sha256 is not None:
+            out["body_sha256"] = self.body_sha256
+        return out
 
     @classmethod
     def from_json(cls, run_id: str, fact: Mapping[str, Any]) -> NoiseFloorFact:
@@ -324,17 +324,21 @@ class NoiseFloorFact:
             int(fact.get("times") or 0),
         )
         stored = body if isinstance(body, Mapping) else None
+        raw_sha = fact.get("body_sha256")
+        sha = raw_sha if isinstance(raw_sha, str) else None
         try:
             if stored is not None and FLOOR_KEY in stored:
-                return cls(*head, "floor", record=FloorRecord.from_json(stored), stored_body=stored)
+                record = FloorRecord.from_json(stored)
+                return cls(*head, "floor", record=record, stored_body=stored, body_sha256=sha)
             if stored is not None and isinstance(stored.get(DETERMINISM_KEY), Mapping):
                 cost = DeterminismCost.from_json(stored[DETERMINISM_KEY])
-                return cls(*head, "determinism", determinism=cost, stored_body=stored)
+                return cls(
+                    *head, "determinism", determinism=cost, stored_body=stored, body_sha256=sha
+                )
         except ValueError as e:
-            return cls(*head, "other", problem=str(e), stored_body=stored)
-        return cls(
-            *head, "other", problem="neither a floor nor a determinism cost", stored_body=stored
-        )
+            return cls(*head, "other", problem=str(e), stored_body=stored, body_sha256=sha)
+        problem = "neither a floor nor a determinism cost"
+        return cls(*head, "other", problem=problem, stored_body=stored, body_sha256=sha)
 
 
 def noise_floor_facts(store: RunStore, run_id: str) -> list[NoiseFloorFact]:
@@ -359,9 +363,12 @@ class FloorRef:
     k: int
     candidate: Side
     in_sample: bool
+    body_sha256: str | None = None
+    """The floor fact's body hash as the ledger recorded it when it judged (None in
+    comparisons stored before it was kept): ``verify-store`` holds the comparison to it."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "fact_id": self.fact_id,
             "run_id": self.run_id,
             "created_at": self.created_at,
@@ -370,6 +377,9 @@ class FloorRef:
             "candidate": self.candidate,
             "in_sample": self.in_sample,
         }
+        if self.body_sha256 is not None:
+            out["body_sha256"] = self.body_sha256
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> FloorRef:
@@ -387,6 +397,7 @@ class FloorRef:
             _int(d.get("k"), "floor k"),
             "a" if candidate == "a" else "b",
             d.get("in_sample") is True,
+            sha if isinstance(sha := d.get("body_sha256"), str) else None,
         )
 
 
@@ -425,6 +436,8 @@ class StoredFloor:
     created_at: str
     floor: NoiseFloor
     self_check: SelfCheck | None
+    body_sha256: str | None = None
+    """The ledger's hash of the floor's body: a comparison judged by it names it."""
 
     @property
     def replicas(self) -> tuple[str, ...]:
@@ -455,6 +468,7 @@ class StoredFloor:
             self.floor.k,
             candidate,
             in_sample,
+            self.body_sha256,
         )
 
 
@@ -482,7 +496,9 @@ def stored_floor(store: RunStore, run_id: str) -> StoredFloor | None:
     if fact is None or fact.record is None:
         return None
     rec = fact.record
-    return StoredFloor(fact.fact_id, run_id, fact.created_at, rec.floor, rec.self_check)
+    return StoredFloor(
+        fact.fact_id, run_id, fact.created_at, rec.floor, rec.self_check, fact.body_sha256
+    )
 
 
 @dataclass(frozen=True)

@@ -140,9 +140,12 @@ def test_cutting_the_whole_ingest_and_editing_the_row_leaves_the_origin_unproven
         found = integrity.origin_of(s.conn, rid)
         assert found.origin == integrity.UNPROVEN and not found.local
         assert found.why and "no ledger event" in found.why
-    err = _refused(store, repo, rid, marker)
-    assert f"the origin of run {rid} could not be proven" in err
-    assert "verify-store --anchor" in err
+    # The manifest itself is refused when it is read: no intact event records it.
+    proc = replay_tui(store, "replay", rid, "--backend", "local", "--repo", str(repo))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and not marker.exists()
+    assert f"no intact ledger event records the manifest of run {rid}" in proc.stderr
+    assert "verify-store --anchor" in proc.stderr
     problems = _problems(store)
     assert any(f"run {rid}: no ledger event records its manifest" in p for p in problems)
     assert any(f"manifest of run {rid} has no ledger event" in p for p in problems)
