@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -42,9 +43,40 @@ def _report(tracker: str, source: str, outcomes: list[Any], as_json: bool) -> No
     click.echo(f"{imported} imported, {already} already in the store, {skipped} skipped")
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+BUDGET_HELP = (
+    "The most bytes this import may read or keep, all its files together (logs, metric"
+    " files, saved files, artifacts): a number of bytes or e.g. 512MiB, 16GiB."
+    " Default: REPLAY_TUI_IMPORT_MAX_BYTES, else 4 GiB."
+)
+POINTS_HELP = (
+    "The most metric points this import may hold, all its histories together."
+    " Default: REPLAY_TUI_IMPORT_MAX_POINTS, else 1000000.  One history holds at most"
+    " 200000 points, one run at most 1000 metrics."
+)
+
+
+def _budget_options(fn: F) -> F:
+    fn = click.option("--max-points", type=click.IntRange(min=1), help=POINTS_HELP)(fn)
+    fn = click.option("--max-bytes", "max_bytes", metavar="SIZE", help=BUDGET_HELP)(fn)
+    return fn
+
+
+def _budget(max_bytes: str | None, max_points: int | None) -> Any:
+    from replay_tui.importers import ImportBudget, parse_size
+
+    size = parse_size(max_bytes, "--max-bytes") if max_bytes is not None else None
+    return ImportBudget.from_env(size, max_points)
+
+
 @click.group("import")
 def import_group() -> None:
-    """Import runs from experiment trackers (MLflow, W&B) as manifests with their gaps."""
+    """Import runs from experiment trackers (MLflow, W&B) as manifests with their gaps.
+
+    An import is bounded in total (--max-bytes, --max-points) and follows links and
+    artifact locations only into the tracker's own artifact folder or a folder named
+    with --trust-root; past a bound nothing is stored (exit 2)."""
 
 
 @import_group.command("mlflow")
@@ -52,13 +84,16 @@ def import_group() -> None:
 @click.option("--experiment", "experiments", multiple=True, help="Experiment name (repeatable).")
 @click.option("--run-id", "run_ids", multiple=True, help="One MLflow run id (repeatable).")
 @click.option(
+    "--trust-root",
     "--artifact-root",
-    "artifact_roots",
+    "trust_roots",
     multiple=True,
     type=click.Path(file_okay=False),
-    help="A folder a run's local artifacts may lie in, besides the store's own artifact root"
-    " (repeatable).",
+    help="A folder a run's local artifacts may lie in, besides the store's own artifact"
+    " folders (an mlruns/ folder named and the mlruns/ and mlartifacts/ folders beside it"
+    " or beside a sqlite database; never the folder that holds the database) (repeatable).",
 )
+@_budget_options
 @json_option
 @click.pass_obj
 @handled
@@ -67,20 +102,24 @@ def import_mlflow(
     tracking_uri: str,
     experiments: tuple[str, ...],
     run_ids: tuple[str, ...],
-    artifact_roots: tuple[str, ...],
+    trust_roots: tuple[str, ...],
+    max_bytes: str | None,
+    max_points: int | None,
     as_json: bool,
 ) -> None:
     """Import MLflow runs from TRACKING_URI (sqlite:///mlflow.db, mlruns/, http://...)."""
     from replay_tui.importers import import_runs, load_importer
 
+    budget = _budget(max_bytes, max_points)
     importer = load_importer("mlflow")
     outcomes = import_runs(
         obj.store,
         importer,
         tracking_uri,
+        budget=budget,
         experiments=experiments,
         run_ids=run_ids,
-        artifact_roots=artifact_roots,
+        trust_roots=trust_roots,
     )
     _report("mlflow", tracking_uri, outcomes, as_json)
 
@@ -88,23 +127,39 @@ def import_mlflow(
 @import_group.command("wandb")
 @click.argument("run_dirs", nargs=-1, required=True)
 @click.option(
+    "--trust-root",
     "--files-root",
+    "trust_roots",
+    multiple=True,
     type=click.Path(file_okay=False),
-    help="Saved files may be links only to files under this folder (default: the project"
-    " folder that holds the wandb/ folder).",
+    help="A folder saved files' links may lead into, besides the run folder's own files/"
+    " (e.g. the project folder that holds the wandb/ folder; repeatable).  Without it a"
+    " saved file linked elsewhere is refused.",
 )
+@_budget_options
 @json_option
 @click.pass_obj
 @handled
 def import_wandb(
-    obj: Ctx, run_dirs: tuple[str, ...], files_root: str | None, as_json: bool
+    obj: Ctx,
+    run_dirs: tuple[str, ...],
+    trust_roots: tuple[str, ...],
+    max_bytes: str | None,
+    max_points: int | None,
+    as_json: bool,
 ) -> None:
     """Import W&B run folders (wandb/offline-run-*, wandb/run-*)."""
     from replay_tui.importers import import_runs, load_importer
 
+    budget = _budget(max_bytes, max_points)
     importer = load_importer("wandb")
     outcomes = import_runs(
-        obj.store, importer, run_dirs[0], folders=run_dirs[1:], files_root=files_root
+        obj.store,
+        importer,
+        run_dirs[0],
+        budget=budget,
+        folders=run_dirs[1:],
+        trust_roots=trust_roots,
     )
     _report("wandb", " ".join(run_dirs), outcomes, as_json)
 

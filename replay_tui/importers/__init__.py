@@ -11,6 +11,23 @@ came from (tracker, URI, the run's id there).
 so an unreadable run (a corrupt log, an unreachable server) leaves the store unchanged.
 Heavy tracker clients are imported inside the functions that use them; a missing one is
 a clear error naming the extra to install (exit 2).
+
+**Bounds.**  Besides each file's own limit (``replay_tui.door.LIMITS``), one import as a
+whole has a budget (:class:`ImportBudget`): the bytes of the files it reads or keeps (W&B
+logs, tracker files, MLflow metric files, saved files and artifacts) total at most
+``--max-bytes`` / ``REPLAY_TUI_IMPORT_MAX_BYTES`` (default 4 GiB), and its metric
+histories at most ``--max-points`` / ``REPLAY_TUI_IMPORT_MAX_POINTS`` points (default one
+million; one history holds at most ``storage.manifest.MAX_HISTORY_POINTS``, one run at
+most :data:`MAX_METRIC_FILES` metrics).  Histories are read as streams that stop at the
+limit, so what is held is bounded by the limits, not by the files.  A file that is
+sparse (far fewer bytes on disk than its length, :func:`check_dense`) is refused rather
+than copied densely.  Any of these stops the import before anything is stored (exit 2),
+naming the limit and how to raise it.
+
+**Trust roots.**  An import follows a link (W&B's saved files) or an artifact location
+(MLflow's ``artifact_uri``) only into the tracker's own artifact folder (the W&B run
+folder's own ``files/``; ``mlruns/`` or ``mlartifacts/``) or a folder the user named with
+``--trust-root``; never into the folder that merely holds the run or the database.
 """
 
 from __future__ import annotations
@@ -26,13 +43,27 @@ from typing import Any, Protocol
 
 from replay_tui.errors import BadInput
 from storage import readmodel
-from storage.manifest import ManifestError, RunManifest, manifest_from_data
+from storage.manifest import MAX_HISTORY_POINTS, ManifestError, RunManifest, manifest_from_data
 from storage.records import GapCounts
 from storage.store import Location, RunStore
 
 IMPORTER_MODULES = {"mlflow": "replay_tui.importers.mlflow", "wandb": "replay_tui.importers.wandb"}
 _RUN_ID_CHARS = re.compile(r"[^0-9A-Za-z_-]")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+DEFAULT_MAX_BYTES = 4 * GiB
+"""The bytes one import may read or keep, all its files together (``--max-bytes``)."""
+DEFAULT_MAX_POINTS = 1_000_000
+"""The metric points one import may hold, all its histories together (``--max-points``)."""
+MAX_METRIC_FILES = 1000
+"""The metrics one run may have (the manifest keeps at most this many histories)."""
+MAX_POINTS = MAX_HISTORY_POINTS
+"""The points one metric's history may have (the manifest's own limit)."""
+BYTES_ENV = "REPLAY_TUI_IMPORT_MAX_BYTES"
+POINTS_ENV = "REPLAY_TUI_IMPORT_MAX_POINTS"
+SPARSE_MIN = 1 * MiB  # a smaller file is never called sparse (block rounding, inline data)
+SPARSE_RATIO = 8  # sparse: fewer than 1/8 of its bytes are on disk
 
 
 @dataclass
@@ -55,7 +86,161 @@ class SourceRun:
     skip_reason: str | None = None  # set by discover: listed but not importable
     refused: list[str] = field(default_factory=list)
     """Files of the run not taken, and why (a link leading out, a special file, a file
-    over its limit): each is also listed without a hash in the manifest, a gap."""
+    over its limit, a sparse file): each is also listed without a hash in the manifest,
+    a gap."""
+    budget: ImportBudget | None = None  # the import's, shared by all its runs
+
+
+class OverBudget(BadInput):
+    """The import as a whole went past its budget: nothing of it is stored (exit 2)."""
+
+
+def _size_text(n: int) -> str:
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
+_SIZE = re.compile(r"\s*([0-9]+)\s*([KMGT]?)(i?B)?\s*", re.IGNORECASE)
+
+
+def parse_size(text: str, what: str) -> int:
+    """``4GiB``, ``512M``, ``1000000`` (bytes) as a byte count; BadInput naming ``what``."""
+    m = _SIZE.fullmatch(text)
+    if m is None:
+        raise BadInput(f"{what} {text!r}: not a size (bytes, or a number with K, M, G or T)")
+    n = int(m.group(1)) << (10 * " KMGT".index((m.group(2) or " ").upper()))
+    if n <= 0:
+        raise BadInput(f"{what} {text!r}: must be more than 0")
+    return n
+
+
+@dataclass
+class ImportBudget:
+    """What one import may read or keep in total (see the module's "Bounds").
+
+    ``take_bytes`` and ``take_points`` count what a reader is about to read or hold and
+    raise :class:`OverBudget` (exit 2, naming the limit and how to raise it) before the
+    limit is passed, so a refusal has read no more than the limit."""
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_points: int = DEFAULT_MAX_POINTS
+    used_bytes: int = 0
+    used_points: int = 0
+
+    @classmethod
+    def from_env(cls, max_bytes: int | None = None, max_points: int | None = None) -> ImportBudget:
+        """The flags' values, else ``REPLAY_TUI_IMPORT_MAX_BYTES`` / ``_POINTS``, else the
+        defaults."""
+        import os
+
+        if max_bytes is None:
+            env = os.environ.get(BYTES_ENV)
+            max_bytes = parse_size(env, BYTES_ENV) if env else DEFAULT_MAX_BYTES
+        if max_points is None:
+            env = os.environ.get(POINTS_ENV)
+            if env and not env.strip().isdigit():
+                raise BadInput(f"{POINTS_ENV} {env!r}: not a whole number of points")
+            max_points = int(env) if env else DEFAULT_MAX_POINTS
+        if max_bytes <= 0 or max_points <= 0:
+            raise BadInput("an import's budget must be more than 0 bytes and 0 points")
+        return cls(max_bytes, max_points)
+
+    def take_bytes(self, n: int, what: str) -> None:
+        if self.used_bytes + n > self.max_bytes:
+            raise OverBudget(
+                f"import budget: {what} ({_size_text(n)}) would bring this import's files to"
+                f" {_size_text(self.used_bytes + n)}; the limit is {_size_text(self.max_bytes)}"
+                " per import: nothing was stored",
+                f"raise it with --max-bytes SIZE or {BYTES_ENV}=SIZE (e.g. 16GiB)",
+            )
+        self.used_bytes += n
+
+    def take_points(self, n: int, what: str) -> None:
+        if self.used_points + n > self.max_points:
+            raise OverBudget(
+                f"import budget: {what} would bring this import's metric histories to more"
+                f" than {self.max_points} points; the limit is {self.max_points} points per"
+                " import: nothing was stored",
+                f"raise it with --max-points N or {POINTS_ENV}=N",
+            )
+        self.used_points += n
+
+
+def budget_of(run: SourceRun) -> ImportBudget:
+    if run.budget is None:
+        run.budget = ImportBudget.from_env()
+    return run.budget
+
+
+def check_dense(fd: int, shown: str, kind: str) -> int:
+    """The size of the open regular file ``fd``, refusing (``Refused``) a sparse one: at
+    least :data:`SPARSE_MIN` long with fewer than 1/:data:`SPARSE_RATIO` of its bytes on
+    disk (``st_blocks`` * 512).  Copied, such a file would take its whole length of disk
+    (zeros the writer never wrote), so it is not taken by surprise."""
+    import os
+
+    from replay_tui.door import Refused
+
+    st = os.fstat(fd)
+    on_disk = int(st.st_blocks) * 512
+    if st.st_size >= SPARSE_MIN and on_disk * SPARSE_RATIO < st.st_size:
+        raise Refused(
+            f"{kind} {shown} is sparse: {_size_text(int(st.st_size))} long but"
+            f" {_size_text(on_disk)} on disk; a copy would take its whole length: refused",
+            "if the file is really the run's, make it dense (cp --sparse=never) and import again",
+        )
+    return int(st.st_size)
+
+
+def take_file(run: SourceRun, root: Path, inner: str, path: str) -> dict[str, Any]:
+    """Hash the file ``root/inner`` (through the door: no link below ``root``, a regular
+    file within ``LIMITS["saved file"]``, not sparse, its size taken from the import's
+    budget) as the manifest's artifact ``path``, and note where to copy it from.
+
+    ``Refused`` for this file only (the caller lists it refused, a gap); ``OverBudget``
+    stops the import."""
+    from replay_tui.capture.outputs import CHECKPOINT_SUFFIXES, tensor_digest_or_none
+    from replay_tui.door import open_under
+
+    with open_under(root, inner, "saved file") as f:
+        size = check_dense(f.fd, f.shown, "saved file")
+        budget_of(run).take_bytes(size, f"saved file {f.shown}")
+        digest = hashlib.sha256()
+        for chunk in f.chunks():
+            digest.update(chunk)
+        shown = Path(f.shown)
+    sha = digest.hexdigest()
+    kind = "checkpoint" if shown.suffix in CHECKPOINT_SUFFIXES else "file"
+    entry: dict[str, Any] = {"path": path, "sha256": sha, "size_bytes": size, "kind": kind}
+    if kind == "checkpoint":
+        entry["tensor_sha256"] = tensor_digest_or_none(shown)
+    run.files[sha] = (root, inner)
+    return entry
+
+
+def trust_roots(named: Iterable[str | Path], own: Iterable[Path]) -> list[Path]:
+    """The folders an import may follow links and artifact locations into: the tracker's
+    own artifact folders ``own`` (taken only where each is a real folder, not a link: it
+    lies in a folder from elsewhere) and the folders the user named (``--trust-root``,
+    their own choice, links included; each must exist).  Resolved."""
+    import os
+    import stat
+
+    out: list[Path] = []
+    for p in own:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            out.append(Path(os.path.realpath(p)))
+    for n in named:
+        if not Path(n).is_dir():
+            raise BadInput(f"--trust-root {n}: no such folder")
+        out.append(Path(os.path.realpath(n)))
+    return out
 
 
 class Importer(Protocol):
@@ -156,19 +341,29 @@ def _has_run(store: RunStore, run_id: str) -> bool:
     return readmodel.has_manifest(store, run_id)
 
 
-def import_runs(store: RunStore, importer: Importer, source: str, **filters: Any) -> list[Outcome]:
+def import_runs(
+    store: RunStore,
+    importer: Importer,
+    source: str,
+    *,
+    budget: ImportBudget | None = None,
+    **filters: Any,
+) -> list[Outcome]:
     """Read every source run ``source`` and ``filters`` name, then store the new ones.
 
     Runs already in the store (same source identity) are reported as ``already`` and
-    left as they are.  Any error while reading leaves the store unchanged.
+    left as they are.  Any error while reading, the ``budget`` passed included, leaves
+    the store unchanged.
     """
     from replay_tui.compare.gaps import gap_counts
     from storage.objects import ObjectStore
 
+    budget = budget if budget is not None else ImportBudget.from_env()
     outcomes: list[Outcome] = []
     ready: list[tuple[RunManifest, SourceRun]] = []
     seen: set[str] = set()
-    for run in importer.discover(source, **filters):
+    for run in importer.discover(source, budget=budget, **filters):
+        run.budget = budget
         run_id = imported_run_id(run.tracker, importer.identity(run), run.run_id)
         if run_id in seen:
             continue
@@ -208,6 +403,7 @@ def import_runs(store: RunStore, importer: Importer, source: str, **filters: Any
             for sha, (root, rel) in run.files.items():
                 try:
                     with open_under(root, rel, "saved file") as f:
+                        check_dense(f.fd, f.shown, "saved file")
                         objects.put_fd(f.fd, sha, name=f.shown)
                 except (OSError, ValueError) as e:
                     raise BadInput(f"cannot keep artifact {rel} of {run.label}: {e}") from None

@@ -18,15 +18,27 @@ tree was dirty: those stay ``None`` and show as gaps.
 
 What the client reads on this machine is untrusted (``replay_tui.door``): an ``mlruns/``
 folder is scanned before the client opens it (no link anywhere, regular files only, each
-within its limit), and a run's artifacts are taken only from inside the tracking store's
-own artifact root (the ``mlruns/`` folder; for ``sqlite:///``, the folder that holds the
-database file), a folder named with ``--artifact-root``, or through the tracking server the
-user named (``mlflow-artifacts:``).  An artifact URI anywhere else is refused, with its
-path shown, before a byte of it is read.
+within its limit, and every metric file read as a stream that stops at
+``MAX_POINTS`` lines: MLflow's own reader holds a whole file in memory, so a file past the
+limit, a sparse one, or a run of more than ``MAX_METRIC_FILES`` metrics is refused before
+the client opens it).  Histories are read by this module (a folder store: the files,
+through the door; a database or a server: the client's pages), stopping at the limits,
+so what is held is bounded by the limits, not by the store.
+
+A run's artifacts are taken only from inside a trust root: the tracking store's own
+artifact folders (the ``mlruns/`` folder named, and an ``mlartifacts/`` beside it; for
+``sqlite:///``, the ``mlruns/`` and ``mlartifacts/`` folders beside the database file,
+never the folder that holds it: a database in a home folder would hand out ``~/.ssh``),
+a folder named with ``--trust-root`` (``--artifact-root``), or through the tracking
+server the user named (``mlflow-artifacts:``).  An artifact URI anywhere else is
+refused, with its path shown, before a byte of it is read.  Local artifacts are hashed
+where they lie (through the door, sparse files refused, each size taken from the
+import's byte budget) and copied from there into the object store.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -35,12 +47,19 @@ from typing import Any
 
 from replay_tui.errors import BadInput, InfraError
 from replay_tui.importers import (
+    MAX_METRIC_FILES,
+    MAX_POINTS,
+    ImportBudget,
     SourceRun,
+    budget_of,
     build_manifest,
+    check_dense,
     git_commit,
     label_ok,
     require,
+    take_file,
     timestamp_ms,
+    trust_roots,
     typed_params,
 )
 from storage.manifest import RunManifest
@@ -50,6 +69,9 @@ STATUS = {"FINISHED": "succeeded", "FAILED": "failed", "KILLED": "interrupted"}
 IMAGE_NAME_TAG = "mlflow.docker.image.name"
 IMAGE_ID_TAG = "mlflow.docker.image.id"
 MAX_TAGS = 200
+MAX_LINE = 4096  # one line of a metric file ("<ms> <value> <step>" is ~40 bytes)
+MAX_ARTIFACTS = 10_000
+PAGE = 10_000  # points asked of a database or a server at a time
 
 
 class MlflowImporter:
@@ -59,6 +81,7 @@ class MlflowImporter:
         self._tmp: list[tempfile.TemporaryDirectory[str]] = []
         self._roots: list[Path] = []  # where a run's local artifacts may lie
         self._server = False  # the user named a tracking server
+        self._folder: Path | None = None  # an mlruns/ folder store: histories read here
 
     # -- discovery -----------------------------------------------------------------
 
@@ -69,15 +92,20 @@ class MlflowImporter:
         experiments: Sequence[str] = (),
         run_ids: Sequence[str] = (),
         artifact_roots: Sequence[str] = (),
+        trust_roots: Sequence[str] = (),
+        budget: ImportBudget | None = None,
         **_: Any,
     ) -> Iterator[SourceRun]:
         uri = _check_uri(source)
-        self._roots = [*_store_roots(uri), *(Path(r).resolve() for r in artifact_roots)]
+        self._roots = _trusted([*trust_roots, *artifact_roots], _store_roots(uri))
         self._server = uri.startswith(("http://", "https://"))
+        self._folder = None
         if uri.startswith("file://"):  # the client reads these files itself: look first
             from replay_tui.door import scan_tree
 
-            scan_tree(Path(uri[len("file://") :]), _mlruns_kind, "MLflow store")
+            self._folder = Path(uri[len("file://") :])
+            scan_tree(self._folder, _mlruns_kind, "MLflow store")
+            _check_metric_files(self._folder)
         client = _client(uri)
         if run_ids:
             for rid in run_ids:
@@ -133,7 +161,11 @@ class MlflowImporter:
         tags: dict[str, str] = dict(data.tags or {})
         config, raw = typed_params(dict(data.params or {}))
         history, finals, times = _metrics(
-            client, run, dict(data.metrics or {}), getattr(info, "start_time", None)
+            client,
+            run,
+            dict(data.metrics or {}),
+            getattr(info, "start_time", None),
+            self._run_folder(info),
         )
         artifacts = self._artifacts(client, run)
         repo_url = tags.get("mlflow.source.git.repoURL") or tags.get("mlflow.gitRepoURL")
@@ -188,38 +220,45 @@ class MlflowImporter:
         }
         return build_manifest(data_out, run.label)
 
-    def _artifacts(self, client: Any, run: SourceRun) -> list[dict[str, Any]]:
-        from replay_tui.capture.launcher import artifact_entries
+    def _run_folder(self, info: Any) -> Path | None:
+        """The run's folder in an ``mlruns/`` folder store (``<experiment>/<run>/``)."""
+        if self._folder is None:
+            return None
+        exp, rid = str(info.experiment_id), str(info.run_id)
+        if not (_plain_name(exp) and _plain_name(rid)):
+            raise BadInput(f"{self._folder}: run {rid!r} of experiment {exp!r}: odd ids")
+        return self._folder / exp / rid
 
-        tmp = tempfile.TemporaryDirectory(prefix="replay-tui-mlflow-")
-        self._tmp.append(tmp)  # the files must outlive to_manifest: import_runs copies them
+    def _artifacts(self, client: Any, run: SourceRun) -> list[dict[str, Any]]:
         _, r, _ = run.handle
-        self._check_artifact_uri(str(getattr(r.info, "artifact_uri", "") or ""), run)
+        local = self._check_artifact_uri(str(getattr(r.info, "artifact_uri", "") or ""), run)
+        if local is not None:  # hashed where they lie, copied from there
+            return _local_artifacts(run, local)
         listed = _call(lambda: client.list_artifacts(run.run_id), run.uri, run.label)
         if not listed:
             return []
+        _budget_listed(client, run, listed)
+        tmp = tempfile.TemporaryDirectory(prefix="replay-tui-mlflow-")
+        self._tmp.append(tmp)  # the files must outlive to_manifest: import_runs copies them
         dst = Path(tmp.name)
         _call(
             lambda: client.download_artifacts(run.run_id, "", str(dst)),
             run.uri,
             f"the artifacts of {run.label}",
         )
-        entries = artifact_entries(dst, ["**/*"], [], run.refused)
-        for e in entries:
-            if e["sha256"] is not None:
-                run.files[e["sha256"]] = (dst, e["path"])
-        return entries
+        return _local_artifacts(run, dst)
 
-    def _check_artifact_uri(self, uri: str, run: SourceRun) -> None:
-        """Refuse (BadInput) artifacts that lie outside the store's own artifact root,
-        a folder named with ``--artifact-root``, or the tracking server named; scan a
-        local artifact folder like an ``mlruns/`` folder before the client copies it."""
+    def _check_artifact_uri(self, uri: str, run: SourceRun) -> Path | None:
+        """Refuse (BadInput) artifacts that lie outside a trust root (the store's own
+        artifact folders, a folder named with ``--trust-root``) or the tracking server
+        named; scan a local artifact folder like an ``mlruns/`` folder.  The local folder
+        (None: the server serves them, or there is none)."""
         from urllib.parse import unquote, urlparse
 
         from replay_tui.door import scan_tree, under_any
 
         if uri.startswith("mlflow-artifacts:") and self._server:
-            return  # served by the tracking server the user named
+            return None  # served by the tracking server the user named
         parsed = urlparse(uri)
         if parsed.scheme not in ("", "file"):
             raise BadInput(
@@ -233,23 +272,154 @@ class MlflowImporter:
             raise BadInput(
                 f"cannot import {run.label}: its artifact location {path} is outside the"
                 f" tracking store's artifact root ({roots}): refused",
-                "if those files are really the run's, name their folder with --artifact-root",
+                "if those files are really the run's, name their folder with --trust-root"
+                " (or --artifact-root)",
             )
-        if path.exists():
-            scan_tree(path, lambda _rel: "saved file", "MLflow artifacts")
+        if not os.path.lexists(path):
+            return None
+        scan_tree(path, lambda _rel: "saved file", "MLflow artifacts")
+        return Path(os.path.realpath(path))
 
 
 IMPORTER = MlflowImporter()
 
 
 def _store_roots(uri: str) -> list[Path]:
-    """The tracking store's own artifact root: the ``mlruns/`` folder, or the folder that
-    holds a ``sqlite:///`` database (MLflow's default ``./mlruns`` lies there)."""
+    """The tracking store's own artifact folders: the ``mlruns/`` folder named and an
+    ``mlartifacts/`` beside it; beside a ``sqlite:///`` database, its ``mlruns/`` and
+    ``mlartifacts/`` (MLflow's defaults), never the folder itself."""
     if uri.startswith("file://"):
-        return [Path(uri[len("file://") :])]
+        folder = Path(uri[len("file://") :])
+        return [folder, folder.parent / "mlartifacts"]
     if uri.startswith("sqlite:///"):
-        return [Path(uri[len("sqlite:///") :]).resolve().parent]
+        beside = Path(uri[len("sqlite:///") :]).resolve().parent
+        return [beside / "mlruns", beside / "mlartifacts"]
     return []
+
+
+def _trusted(named: Sequence[str], own: Sequence[Path]) -> list[Path]:
+    return trust_roots(named, own)
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
+
+
+def _metric_lines(f: Any, shown: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of an open metric file, as a stream: one chunk held at a
+    time; a line longer than :data:`MAX_LINE` is refused before more is read."""
+    from replay_tui.door import Refused
+
+    carry = b""
+    n = 0
+    for chunk in f.chunks(1 << 16):
+        data = carry + chunk if carry else chunk
+        lines = data.split(b"\n")
+        carry = lines.pop()
+        for line in lines:
+            n += 1
+            if len(line) > MAX_LINE:
+                raise Refused(f"tracker metric file {shown}: line {n} is over {MAX_LINE} bytes")
+            yield n, line
+        if len(carry) > MAX_LINE:
+            raise Refused(f"tracker metric file {shown}: line {n + 1} is over {MAX_LINE} bytes")
+    if carry:
+        yield n + 1, carry
+
+
+def _too_many_points(shown: str) -> BadInput:
+    from replay_tui.door import Refused
+
+    return Refused(
+        f"tracker metric file {shown} holds more than {MAX_POINTS} points; the limit for one"
+        f" metric's history is {MAX_POINTS}: nothing was stored",
+        "import the run without that metric (a copy of its mlruns/ folder without the file)",
+    )
+
+
+def _check_metric_files(folder: Path) -> None:
+    """Before the client opens an ``mlruns/`` folder (it reads each metric file whole to
+    find the latest value): every run's metric files are counted (at most
+    :data:`MAX_METRIC_FILES`) and read as streams that stop past :data:`MAX_POINTS`
+    lines, refusing (``Refused``) a longer one, a sparse one, or an over-long line."""
+    from replay_tui.door import Refused, open_under
+
+    for exp in sorted(os.scandir(folder), key=lambda e: e.name):
+        if not exp.is_dir(follow_symlinks=False):
+            continue
+        for run in sorted(os.scandir(exp.path), key=lambda e: e.name):
+            metrics = Path(run.path) / "metrics"
+            if not run.is_dir(follow_symlinks=False) or not metrics.is_dir():
+                continue
+            files = [
+                Path(top, name).relative_to(folder).as_posix()
+                for top, _dirs, names in os.walk(metrics)
+                for name in names
+            ]
+            if len(files) > MAX_METRIC_FILES:
+                raise Refused(
+                    f"MLflow run {metrics.parent} has {len(files)} metric files; the limit for"
+                    f" one run is {MAX_METRIC_FILES}: nothing was stored"
+                )
+            for rel in sorted(files):
+                with open_under(folder, rel, "tracker metric file") as f:
+                    check_dense(f.fd, f.shown, "tracker metric file")
+                    for n, _line in _metric_lines(f, f.shown):
+                        if n > MAX_POINTS:
+                            raise _too_many_points(f.shown)
+
+
+def _local_artifacts(run: SourceRun, folder: Path) -> list[dict[str, Any]]:
+    """Every file under the artifact folder ``folder`` (scanned: no link, regular files
+    only), hashed through the door; a sparse one or one over its limit is listed refused
+    (a gap); each size comes out of the import's budget."""
+    from replay_tui.capture.launcher import _rel_path_ok
+    from replay_tui.door import Refused
+
+    rels = sorted(
+        Path(top, name).relative_to(folder).as_posix()
+        for top, _dirs, names in os.walk(folder)
+        for name in names
+    )
+    if len(rels) > MAX_ARTIFACTS:
+        raise BadInput(
+            f"cannot import {run.label}: {len(rels)} artifacts; the limit is {MAX_ARTIFACTS}"
+        )
+    out: list[dict[str, Any]] = []
+    for rel in rels:
+        if not _rel_path_ok(rel):
+            run.refused.append(f"artifact {rel[:200]!r}: not a plain relative path")
+            continue
+        try:
+            out.append(take_file(run, folder, rel, rel))
+        except Refused as e:
+            run.refused.append(e.message if e.hint is None else f"{e.message} ({e.hint})")
+            out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
+        except OSError as e:
+            run.refused.append(f"artifact {folder / rel}: cannot read it ({e.strerror})")
+            out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
+    return out
+
+
+def _budget_listed(client: Any, run: SourceRun, listed: Any) -> None:
+    """The artifacts a server lists, their sizes taken from the budget before a byte is
+    downloaded (what is downloaded is then measured again as it is hashed)."""
+    budget = budget_of(run)
+    total, count = 0, 0
+    stack = list(listed)
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > MAX_ARTIFACTS:
+            raise BadInput(f"cannot import {run.label}: more than {MAX_ARTIFACTS} artifacts")
+        if item.is_dir:
+            stack.extend(
+                _call(lambda p=item.path: client.list_artifacts(run.run_id, p), run.uri, run.label)
+            )
+        else:
+            total += int(item.file_size or 0)
+    check = ImportBudget(budget.max_bytes, budget.max_points, budget.used_bytes)
+    check.take_bytes(total, f"the artifacts of {run.label} (as the server lists them)")
 
 
 def _mlruns_kind(rel: Any) -> str:
@@ -335,27 +505,36 @@ def _experiments(client: Any, uri: str, names: Sequence[str]) -> list[Any]:
 
 
 def _metrics(
-    client: Any, run: SourceRun, latest: dict[str, float], start_ms: int | None = None
+    client: Any,
+    run: SourceRun,
+    latest: dict[str, float],
+    start_ms: int | None = None,
+    folder: Path | None = None,
 ) -> tuple[dict[str, list[list[float]]], dict[str, float], dict[str, list[float]]]:
     """Histories, final values, and each point's wall time in seconds since the run
-    started (MLflow stamps every point; ``start_ms`` is the run's start)."""
-    import math
+    started (MLflow stamps every point; ``start_ms`` is the run's start).
 
+    Each history is read as a stream that stops past :data:`MAX_POINTS` points (from the
+    run's ``folder`` in an ``mlruns/`` store, else in pages from the client), and its
+    points come out of the import's point budget before they are held."""
+    from replay_tui.door import Refused
+
+    if len(latest) > MAX_METRIC_FILES:
+        raise Refused(
+            f"cannot import {run.label}: {len(latest)} metrics; the limit for one run is"
+            f" {MAX_METRIC_FILES}: nothing was stored"
+        )
     history: dict[str, list[list[float]]] = {}
     finals: dict[str, float] = {}
     times: dict[str, list[float]] = {}
     for key in sorted(latest):
         if not label_ok(key):
             continue
-        points = _call(
-            lambda key=key: client.get_metric_history(run.run_id, key),
-            run.uri,
-            f"metric {key!r} of {run.label}",
-        )
-        pts = sorted(
-            ((int(p.step), float(p.value), int(p.timestamp)) for p in points),
-            key=lambda t: (t[0], t[2]),
-        )
+        if folder is not None:
+            raw = _file_points(run, folder, key)
+        else:
+            raw = _paged_points(client, run, key)
+        pts = sorted(raw, key=lambda t: (t[0], t[2]))
         kept = [(s, v, t) for s, v, t in pts if math.isfinite(v)]
         if kept:
             history[key] = [[s, v] for s, v, _ in kept]
@@ -365,6 +544,69 @@ def _metrics(
         if isinstance(value, int | float) and math.isfinite(value):
             finals[key] = float(value)
     return history, finals, times
+
+
+def _file_points(run: SourceRun, folder: Path, key: str) -> list[tuple[int, float, int]]:
+    """(step, value, timestamp) of each line of the metric file ``folder/metrics/key``,
+    read through the door as a stream, parsed as MLflow's own file store parses it."""
+    from replay_tui.door import Refused, open_under, relative_parts
+
+    budget = budget_of(run)
+    parts = relative_parts(key, "metric", folder)
+    out: list[tuple[int, float, int]] = []
+    with open_under(folder, "/".join(("metrics", *parts)), "tracker metric file") as f:
+        size = check_dense(f.fd, f.shown, "tracker metric file")
+        budget.take_bytes(size, f"tracker metric file {f.shown}")
+        for n, line in _metric_lines(f, f.shown):
+            if n > MAX_POINTS:
+                raise _too_many_points(f.shown)
+            fields = line.strip().split(b" ")
+            try:
+                if len(fields) not in (2, 3, 5):
+                    raise ValueError(f"{len(fields)} fields, where 2, 3 or 5 were expected")
+                ts, value = int(fields[0]), float(fields[1])
+                step = int(fields[2]) if len(fields) == 3 else 0
+            except ValueError as e:
+                raise Refused(f"tracker metric file {f.shown}: line {n}: {e}") from None
+            out.append((step, value, ts))
+    budget.take_points(len(out), f"metric {key!r} of {run.label}")
+    return out
+
+
+def _paged_points(client: Any, run: SourceRun, key: str) -> list[tuple[int, float, int]]:
+    """(step, value, timestamp) of a metric's history from a database or a server, in
+    pages of :data:`PAGE` points, stopping past :data:`MAX_POINTS`."""
+    from replay_tui.door import Refused
+
+    budget = budget_of(run)
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    what = f"metric {key!r} of {run.label}"
+    out: list[tuple[int, float, int]] = []
+    if store is None or not hasattr(store, "get_metric_history"):  # no pages: whole
+        points = _call(lambda: client.get_metric_history(run.run_id, key), run.uri, what)
+        if len(points) > MAX_POINTS:
+            raise Refused(f"{what}: more than {MAX_POINTS} points; the limit is {MAX_POINTS}")
+        budget.take_points(len(points), what)
+        return [(int(p.step), float(p.value), int(p.timestamp)) for p in points]
+    token = None
+    while True:
+        page = _call(
+            lambda token=token: store.get_metric_history(
+                run_id=run.run_id, metric_key=key, max_results=PAGE, page_token=token
+            ),
+            run.uri,
+            what,
+        )
+        if len(out) + len(page) > MAX_POINTS:
+            raise Refused(
+                f"{what}: more than {MAX_POINTS} points; the limit for one metric's history"
+                f" is {MAX_POINTS}: nothing was stored"
+            )
+        budget.take_points(len(page), what)
+        out.extend((int(p.step), float(p.value), int(p.timestamp)) for p in page)
+        token = getattr(page, "token", None)
+        if not token:
+            return out
 
 
 def _image(tags: dict[str, str]) -> dict[str, Any] | None:

@@ -16,31 +16,45 @@ docker image; ``files/diff.patch`` when present -> the stored diff;
 Everything in the run folder is untrusted and read through ``replay_tui.door``: no link
 below the run folder is followed (``files/`` itself included), except a saved file's link
 in ``files/``, which ``wandb.save`` leaves pointing at the program's own file: it is
-followed only to a regular file under ``--files-root`` (by default the project folder
-that holds the ``wandb/`` folder).  A saved file anywhere else is listed as refused,
-without a hash (a gap), as ``record`` lists a link in its outputs.
+followed only to a regular file under a trust root: the run folder's own ``files/``, or
+a folder the user named with ``--trust-root`` (``--files-root``), such as the project
+folder that holds the ``wandb/`` folder.  The folder that merely holds the run is never
+trusted by default (a ``wandb/`` folder in a home folder would hand out ``~/.ssh``).  A
+saved file anywhere else is listed as refused, without a hash (a gap), as ``record``
+lists a link in its outputs.
+
+Bounds (``replay_tui.importers``, "Bounds"): the log is read as a stream of records and
+refused when sparse; the histories stop the import at ``MAX_POINTS`` points for one
+metric, ``MAX_METRIC_FILES`` metrics, or the import's point budget; the log's, the
+tracker files' and the saved files' bytes come out of the import's byte budget.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from replay_tui.door import LIMITS, Refused, open_under, read_under, resolve_link_under
+from replay_tui.door import LIMITS, Refused, open_under, resolve_link_under
 from replay_tui.errors import BadInput
 from replay_tui.importers import (
+    MAX_METRIC_FILES,
+    MAX_POINTS,
+    ImportBudget,
     SourceRun,
+    budget_of,
     build_manifest,
+    check_dense,
     git_commit,
     imported_run_id,
     label_ok,
     require,
+    take_file,
+    trust_roots,
 )
 from storage.manifest import RunManifest, sha256_hex
 
@@ -50,8 +64,10 @@ CHUNK = struct.Struct("<IHB")
 BLOCK = 32768
 IDENT, MAGIC, VERSION = b":W&B", 0xBEE1, 0
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
-MAX_RECORD = 256 * 1024 * 1024
+MAX_RECORD = 64 * 1024 * 1024
 MAX_FILE_BYTES = LIMITS["tracker file"]  # diff, requirements, log read into the store
+MAX_KEYS = 10_000  # config and summary keys, saved files named by the log
+MAX_ENVIRONMENTS = 64
 USER_FILE_SKIP = {
     "wandb-metadata.json",
     "wandb-summary.json",
@@ -66,72 +82,100 @@ class WandbLogError(ValueError):
     """The ``.wandb`` file is not a complete, intact W&B log."""
 
 
-def read_records(path: Path) -> Iterator[Any]:
+def read_records(path: Path, budget: ImportBudget | None = None) -> Iterator[Any]:
     """Every record of the ``.wandb`` log ``path``, decoded by the wandb package's protobuf
-    classes (read through the door: a regular file, no link, at most ``LIMITS["W&B
-    log"]``)."""
+    classes, as a stream: read through the door (a regular file, no link, at most
+    ``LIMITS["W&B log"]``), refused when sparse (:func:`check_dense`), its size taken
+    from the import's ``budget``, one 32 KiB block at a time, so what is held is one
+    record (at most :data:`MAX_RECORD` bytes), never the file."""
     pb = require("wandb.proto.wandb_internal_pb2", "wandb")
-    data = read_under(path.parent, path.name, "W&B log")
-    for offset, raw in _chunks(path, data):
-        rec = pb.Record()
-        try:
-            rec.ParseFromString(raw)
-        except Exception as e:  # protobuf's DecodeError
-            raise WandbLogError(f"{path}: record at byte {offset} does not decode ({e})") from None
-        yield rec
+    with open_under(path.parent, path.name, "W&B log") as f:
+        size = check_dense(f.fd, f.shown, "W&B log")
+        if budget is not None:
+            budget.take_bytes(size, f"W&B log {f.shown}")
+        for offset, raw in _chunks(path, _blocks(f.chunks(BLOCK * 32))):
+            rec = pb.Record()
+            try:
+                rec.ParseFromString(raw)
+            except Exception as e:  # protobuf's DecodeError
+                raise WandbLogError(
+                    f"{path}: record at byte {offset} does not decode ({e})"
+                ) from None
+            yield rec
 
 
-def _chunks(path: Path, data: bytes) -> Iterator[tuple[int, bytes]]:
-    if len(data) < HEADER.size:
-        raise WandbLogError(f"{path}: {len(data)} bytes, shorter than the W&B log header")
-    ident, magic, version = HEADER.unpack_from(data, 0)
+def _blocks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The log's bytes as whole 32 KiB blocks (the last one may be shorter)."""
+    carry = b""
+    for chunk in chunks:
+        data = carry + chunk if carry else chunk
+        whole = len(data) - len(data) % BLOCK
+        for i in range(0, whole, BLOCK):
+            yield data[i : i + BLOCK]
+        carry = data[whole:]
+    if carry:
+        yield carry
+
+
+def _chunks(path: Path, blocks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, record bytes) of each record framed in ``blocks``, strictly."""
+    it = iter(blocks)
+    blk = next(it, b"")
+    if len(blk) < HEADER.size:
+        raise WandbLogError(f"{path}: {len(blk)} bytes, shorter than the W&B log header")
+    ident, magic, version = HEADER.unpack_from(blk, 0)
     if ident != IDENT or magic != MAGIC:
-        raise WandbLogError(f"{path}: not a W&B log (header {data[:7]!r})")
+        raise WandbLogError(f"{path}: not a W&B log (header {blk[:7]!r})")
     if version != VERSION:
         raise WandbLogError(f"{path}: W&B log version {version}; this reader knows {VERSION}")
     crc_seed = {t: zlib.crc32(bytes([t])) for t in (FULL, FIRST, MIDDLE, LAST)}
-    pos = HEADER.size
+    base, pos = 0, HEADER.size  # the block's offset in the file; the place in the block
     pending: bytearray | None = None
     start = pos
-    while pos < len(data):
-        left = BLOCK - pos % BLOCK
-        if left < CHUNK.size:  # block trailer: zero padding
-            if data[pos : pos + left].strip(b"\0"):
-                raise WandbLogError(f"{path}: byte {pos}: block padding is not zeros")
-            pos += left
-            continue
-        if pos + CHUNK.size > len(data):
-            raise WandbLogError(f"{path}: truncated at byte {pos} (a chunk header is cut off)")
-        crc, length, kind = CHUNK.unpack_from(data, pos)
-        if kind == 0 and not data[pos : pos + left].strip(b"\0"):
-            pos += left  # the zero-filled rest of a block: nothing was written there
-            continue
-        if kind not in crc_seed:
-            raise WandbLogError(f"{path}: byte {pos}: unknown chunk type {kind}")
-        body_at = pos + CHUNK.size
-        if length > left - CHUNK.size or body_at + length > len(data):
-            raise WandbLogError(f"{path}: truncated at byte {pos} (a record is cut off)")
-        body = data[body_at : body_at + length]
-        if zlib.crc32(body, crc_seed[kind]) & 0xFFFFFFFF != crc:
-            raise WandbLogError(f"{path}: byte {pos}: checksum mismatch (the file is corrupt)")
-        if kind == FULL:
-            if pending is not None:
-                raise WandbLogError(f"{path}: byte {pos}: a split record was never finished")
-            yield pos, body
-        elif kind == FIRST:
-            if pending is not None:
-                raise WandbLogError(f"{path}: byte {pos}: a split record was never finished")
-            pending, start = bytearray(body), pos
-        else:
-            if pending is None:
-                raise WandbLogError(f"{path}: byte {pos}: continuation without a first chunk")
-            pending += body
-            if len(pending) > MAX_RECORD:
-                raise WandbLogError(f"{path}: byte {start}: a record over {MAX_RECORD} bytes")
-            if kind == LAST:
-                yield start, bytes(pending)
-                pending = None
-        pos = body_at + length
+    while blk:
+        n = len(blk)
+        while pos < n:
+            at = base + pos
+            left = BLOCK - pos
+            if left < CHUNK.size:  # block trailer: zero padding
+                if blk[pos : pos + left].strip(b"\0"):
+                    raise WandbLogError(f"{path}: byte {at}: block padding is not zeros")
+                pos += left
+                continue
+            if pos + CHUNK.size > n:
+                raise WandbLogError(f"{path}: truncated at byte {at} (a chunk header is cut off)")
+            crc, length, kind = CHUNK.unpack_from(blk, pos)
+            if kind == 0 and not blk[pos : pos + left].strip(b"\0"):
+                pos += left  # the zero-filled rest of a block: nothing was written there
+                continue
+            if kind not in crc_seed:
+                raise WandbLogError(f"{path}: byte {at}: unknown chunk type {kind}")
+            body_at = pos + CHUNK.size
+            if length > left - CHUNK.size or body_at + length > n:
+                raise WandbLogError(f"{path}: truncated at byte {at} (a record is cut off)")
+            body = blk[body_at : body_at + length]
+            if zlib.crc32(body, crc_seed[kind]) & 0xFFFFFFFF != crc:
+                raise WandbLogError(f"{path}: byte {at}: checksum mismatch (the file is corrupt)")
+            if kind == FULL:
+                if pending is not None:
+                    raise WandbLogError(f"{path}: byte {at}: a split record was never finished")
+                yield at, body
+            elif kind == FIRST:
+                if pending is not None:
+                    raise WandbLogError(f"{path}: byte {at}: a split record was never finished")
+                pending, start = bytearray(body), at
+            else:
+                if pending is None:
+                    raise WandbLogError(f"{path}: byte {at}: continuation without a first chunk")
+                pending += body
+                if len(pending) > MAX_RECORD:
+                    raise WandbLogError(f"{path}: byte {start}: a record over {MAX_RECORD} bytes")
+                if kind == LAST:
+                    yield start, bytes(pending)
+                    pending = None
+            pos = body_at + length
+        base += n
+        blk, pos = next(it, b""), 0
     if pending is not None:
         raise WandbLogError(f"{path}: truncated (the last record is cut off)")
 
@@ -142,9 +186,20 @@ def _chunks(path: Path, data: bytes) -> Iterator[tuple[int, bytes]]:
 class RunFolder:
     """What a run folder's log and files say, gathered record by record."""
 
-    def __init__(self, folder: Path, log: Path, files_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        log: Path,
+        files_root: Path | Sequence[Path] | None = None,
+        budget: ImportBudget | None = None,
+    ) -> None:
         self.folder, self.log = folder, log
-        self.files_root = files_root if files_root is not None else default_files_root(folder)
+        named = [files_root] if isinstance(files_root, Path) else list(files_root or ())
+        self.roots = trust_roots(named, [folder / "files"])
+        """Where a saved file's link may lead: the folders named, then ``files/``."""
+        self.budget = budget if budget is not None else ImportBudget.from_env()
+        self.points: dict[str, int] = {}
+        self.output_bytes = 0
         self.run: Any = None
         self.envs: list[Any] = []
         self.config: dict[str, Any] = {}
@@ -157,7 +212,7 @@ class RunFolder:
         self.read()
 
     def read(self) -> None:
-        for rec in read_records(self.log):
+        for rec in read_records(self.log, self.budget):
             kind = rec.WhichOneof("record_type")
             if kind == "run":
                 self.run = rec.run
@@ -165,6 +220,8 @@ class RunFolder:
             elif kind == "config":
                 self._config(rec.config.update)
             elif kind == "environment":
+                if len(self.envs) >= MAX_ENVIRONMENTS:
+                    self._over(f"more than {MAX_ENVIRONMENTS} environment records")
                 self.envs.append(rec.environment)
             elif kind == "history":
                 self._history(rec.history)
@@ -175,21 +232,33 @@ class RunFolder:
                 for item in rec.summary.remove:
                     key = ".".join(item.nested_key) if item.nested_key else item.key
                     self.summary.pop(key, None)
+                if len(self.summary) > MAX_KEYS:
+                    self._over(f"a summary of more than {MAX_KEYS} keys")
             elif kind == "exit":
                 self.exit = rec.exit
             elif kind == "output_raw":
+                self.output_bytes += len(rec.output_raw.line)
+                if self.output_bytes > MAX_FILE_BYTES:
+                    self._over(f"more than {MAX_FILE_BYTES // (1 << 20)} MiB of output lines")
                 self.output.append(rec.output_raw.line)
             elif kind == "files":
                 for f in rec.files.files:
                     self.user_files.append(f.path)
+                if len(self.user_files) > MAX_KEYS:
+                    self._over(f"more than {MAX_KEYS} saved files")
         if self.run is None:
             raise WandbLogError(f"{self.log}: no run record: not a W&B run log")
+
+    def _over(self, what: str) -> None:
+        raise WandbLogError(f"{self.log}: {what}; refused (the limit is in the importer)")
 
     def _config(self, updates: Any) -> None:
         for item in updates:
             key = ".".join(item.nested_key) if item.nested_key else item.key
             if key != "_wandb":
                 self.config[key] = _json(item.value_json)
+        if len(self.config) > MAX_KEYS:
+            self._over(f"a config of more than {MAX_KEYS} keys")
 
     def _history(self, h: Any) -> None:
         row: dict[str, Any] = {}
@@ -215,8 +284,26 @@ class RunFolder:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             if math.isfinite(value):
+                self._count(key)
                 self.history.setdefault(key, []).append([step, float(value)])
                 self.times.setdefault(key, []).append(t)
+
+    def _count(self, key: str) -> None:
+        """One more point of ``key``: refused past one history's limit, the number of
+        metrics a run may have, or the import's point budget (before it is held)."""
+        n = self.points.get(key, 0) + 1
+        if n == 1 and len(self.points) >= MAX_METRIC_FILES:
+            raise WandbLogError(
+                f"{self.log}: more than {MAX_METRIC_FILES} metrics; the limit for one run is"
+                f" {MAX_METRIC_FILES}"
+            )
+        if n > MAX_POINTS:
+            raise WandbLogError(
+                f"{self.log}: metric {key!r} has more than {MAX_POINTS} points; the limit for"
+                f" one metric's history is {MAX_POINTS}"
+            )
+        self.budget.take_points(1, f"metric {key!r} of {self.log}")
+        self.points[key] = n
 
     def metric_times(self) -> dict[str, list[float]]:
         """The wall times of the histories whose every row had a ``_runtime``."""
@@ -252,13 +339,6 @@ def _json(text: str) -> Any:
         return text
 
 
-def default_files_root(folder: Path) -> Path:
-    """Where saved files' links may lead by default: the project folder holding the
-    ``wandb/`` folder that holds the run folder (the program's own working folder)."""
-    parent = folder.parent
-    return parent.parent if parent.name == "wandb" else parent
-
-
 def find_log(folder: Path) -> Path:
     if not folder.is_dir():
         raise BadInput(f"{folder}: no such run folder")
@@ -282,22 +362,27 @@ class WandbImporter:
         *,
         folders: Sequence[str] = (),
         files_root: str | None = None,
+        trust_roots: Sequence[str] = (),
+        budget: ImportBudget | None = None,
         **_: Any,
     ) -> Iterator[SourceRun]:
+        named = [*trust_roots, *([files_root] if files_root else [])]
+        for n in named:
+            if not Path(n).is_dir():
+                raise BadInput(f"--trust-root {n}: no such folder")
+        budget = budget if budget is not None else ImportBudget.from_env()
         for f in [source, *folders]:
             folder = Path(f).resolve()
             log = find_log(folder)
-            root = Path(files_root).resolve() if files_root else None
-            if root is not None and not root.is_dir():
-                raise BadInput(f"--files-root {files_root}: no such folder")
             try:
-                rf = RunFolder(folder, log, root)
+                rf = RunFolder(folder, log, [Path(n) for n in named], budget)
             except WandbLogError as e:
                 raise BadInput(f"cannot import {folder}: {e}") from None
             except OSError as e:
                 raise BadInput(f"cannot read {log}: {e.strerror}") from None
             rid = str(rf.run.run_id) or folder.name
             sr = SourceRun(TRACKER, str(folder), rid, handle=rf, label=f"W&B run {rid} ({folder})")
+            sr.budget = budget
             if rf.exit is None:
                 sr.skip_reason = "no exit record: the run is still running or never finished"
             yield sr
@@ -326,19 +411,19 @@ class WandbImporter:
             source["source"] = "tracker"
         elif source is None and config:
             source = {"source": "tracker"}
-        diff = _read(rf.folder, "files/diff.patch")
+        diff = _read(run, rf.folder, "files/diff.patch")
         diff_sha = None
         if diff:
             diff_sha = sha256_hex(diff)
             run.blobs[diff_sha] = ("diff", diff)
-        log = _read(rf.folder, "files/output.log")
+        log = _read(run, rf.folder, "files/output.log")
         if log is None and rf.output:
             log = "".join(rf.output).encode("utf-8", "replace")
         log_sha = None
         if log is not None:
             log_sha = sha256_hex(log)
             run.blobs[log_sha] = ("log", log)
-        packages = _requirements(rf.folder, "files/requirements.txt")
+        packages = _requirements(run, rf.folder, "files/requirements.txt")
         artifacts = _saved_files(run, rf, rf.user_files)
         gpus = [
             {
@@ -430,14 +515,15 @@ def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[di
 
     W&B keeps a saved file as a link from ``files/`` to where the program wrote it and
     uploads what the link names, so such a link is followed, but only to a regular file
-    under ``rf.files_root``; a file W&B copied into ``files/`` is read where it lies.
-    Either way no other link is followed and the size is bounded (``LIMITS["saved
-    file"]``).  A file refused is listed without a hash (an ARTIFACT_NO_HASH gap) and why
-    goes to ``run.refused``.  The code snapshot (``code/``) and W&B's own files are not
-    outputs.
+    under one of ``rf.roots`` (the run's own ``files/``, a folder named with
+    ``--trust-root``); a file W&B copied into ``files/`` is read where it lies.  Either
+    way no other link is followed, the size is bounded (``LIMITS["saved file"]``), a
+    sparse file is refused, and the size comes out of the import's byte budget (past it
+    the import stops).  A file refused is listed without a hash (an ARTIFACT_NO_HASH gap)
+    and why goes to ``run.refused``.  The code snapshot (``code/``) and W&B's own files
+    are not outputs.
     """
     from replay_tui.capture.launcher import _rel_path_ok
-    from replay_tui.capture.outputs import CHECKPOINT_SUFFIXES, tensor_digest_or_none
 
     out: list[dict[str, Any]] = []
     for rel in sorted(set(saved)):
@@ -446,32 +532,18 @@ def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[di
         member = f"files/{rel}"
         try:
             root, inner = _saved_file_place(rf, member)
-            with open_under(root, inner, "saved file") as f:
-                digest = hashlib.sha256()
-                for chunk in f.chunks():
-                    digest.update(chunk)
-                size = f.size
-                shown = Path(f.shown)
+            out.append(take_file(run, root, inner, rel))
         except Refused as e:
-            run.refused.append(str(e))
+            run.refused.append(e.message if e.hint is None else f"{e.message} ({e.hint})")
             out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
-            continue
         except OSError as e:
             run.refused.append(f"saved file {rf.folder / member}: cannot read it ({e.strerror})")
             out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
-            continue
-        sha = digest.hexdigest()
-        kind = "checkpoint" if shown.suffix in CHECKPOINT_SUFFIXES else "file"
-        entry: dict[str, Any] = {"path": rel, "sha256": sha, "size_bytes": size, "kind": kind}
-        if kind == "checkpoint":
-            entry["tensor_sha256"] = tensor_digest_or_none(shown)
-        out.append(entry)
-        run.files[sha] = (root, inner)
     return out
 
 
 def _saved_file_place(rf: RunFolder, member: str) -> tuple[Path, str]:
-    """(root, path under it) to open a saved file by: the link's target under the files
+    """(root, path under it) to open a saved file by: the link's target under a trust
     root when ``member`` is a link, else ``member`` in the run folder."""
     import os
     import stat
@@ -482,9 +554,18 @@ def _saved_file_place(rf: RunFolder, member: str) -> tuple[Path, str]:
         return rf.folder, member  # open_under says what is missing, and where
     if not stat.S_ISLNK(st.st_mode):
         return rf.folder, member
-    target = resolve_link_under(rf.folder, member, rf.files_root, "saved file")
-    top = Path(os.path.realpath(rf.files_root))
-    return top, target.relative_to(top).as_posix()
+    # the walk to the link refuses any link on the way (files/ itself); where it leads
+    # is then checked against the trust roots
+    target = resolve_link_under(rf.folder, member, Path("/"), "saved file")
+    for top in rf.roots:
+        if target.is_relative_to(top):
+            return top, target.relative_to(top).as_posix()
+    roots = ", ".join(str(r) for r in rf.roots)
+    raise Refused(
+        f"saved file {rf.folder / member} is a link to {target}, outside {roots}: refused"
+        " (links are followed only into the run's own files/ folder or a folder named with"
+        " --trust-root or --files-root)"
+    )
 
 
 def _runtime(rf: RunFolder) -> float | None:
@@ -505,18 +586,22 @@ def _utc(seconds: float) -> str:
     return out
 
 
-def _read(folder: Path, member: str) -> bytes | None:
-    """A W&B file of the run folder, None when it is not there; a link, a special file or
-    a file over ``LIMITS["tracker file"]`` is refused (the import stops, naming it)."""
+def _read(run: SourceRun, folder: Path, member: str) -> bytes | None:
+    """A W&B file of the run folder, None when it is not there; a link, a special file, a
+    sparse file or a file over ``LIMITS["tracker file"]`` is refused (the import stops,
+    naming it); its bytes come out of the import's budget."""
     from replay_tui.door import exists_under
 
     if not exists_under(folder, member):
         return None
-    return read_under(folder, member, "tracker file")
+    with open_under(folder, member, "tracker file") as f:
+        size = check_dense(f.fd, f.shown, "tracker file")
+        budget_of(run).take_bytes(size, f"tracker file {f.shown}")
+        return f.read()
 
 
-def _requirements(folder: Path, member: str) -> list[str] | None:
-    raw = _read(folder, member)
+def _requirements(run: SourceRun, folder: Path, member: str) -> list[str] | None:
+    raw = _read(run, folder, member)
     if raw is None:
         return None
     lines = raw.decode("utf-8", "replace").splitlines()

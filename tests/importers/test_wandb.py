@@ -99,7 +99,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_import_offline_runs_field_by_field(runs: dict[str, Any], tmp_path: Path) -> None:
     store = tmp_path / "store" / "runs.db"
     ok_dir: Path = runs["ok"]
-    proc = _cli(store, "import", "wandb", str(ok_dir), str(runs["crashed"]), "--json")
+    # the saved checkpoint is a link into the project folder: trusted only when named
+    repo = str(runs["repo"])
+    proc = _cli(
+        store, "import", "wandb", str(ok_dir), str(runs["crashed"]), "--trust-root", repo, "--json"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["imported"] == 2, out
@@ -176,7 +180,7 @@ def test_import_offline_runs_field_by_field(runs: dict[str, Any], tmp_path: Path
     head = _ledger_head(store)
     copy = tmp_path / "copied" / ok_dir.name
     shutil.copytree(ok_dir, copy, symlinks=True)
-    again = _cli(store, "import", "wandb", str(copy), str(ok_dir), "--json")
+    again = _cli(store, "import", "wandb", str(copy), str(ok_dir), "--trust-root", repo, "--json")
     assert again.returncode == 0, again.stderr[-2000:]
     out2 = json.loads(again.stdout)
     assert out2["imported"] == 0 and out2["already"] == 1

@@ -137,7 +137,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.evidence.keys", "_write_new"): (
         "creates a new key file: O_CREAT | O_EXCL, mode 0600 from the first byte"
     ),
-    ("replay_tui.importers.mlflow", "MlflowImporter.discover"): "the --artifact-root folders",
     ("replay_tui.importers.mlflow", "_store_roots"): "the sqlite:/// file the user named",
     ("replay_tui.importers.mlflow", "_check_uri"): "the tracking folder the user named",
     ("replay_tui.importers.wandb", "WandbImporter.discover"): (

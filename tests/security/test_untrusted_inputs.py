@@ -145,9 +145,9 @@ def wandb_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _wandb_case(tmp_path: Path, run: Path) -> tuple[Path, Path]:
-    """A copy of the run under ``tmp_path/proj/wandb/`` (so ``proj`` is the default files
-    root), its checkpoint copied to ``proj/model.pt`` and the saved file's link pointed
-    there; (proj, run folder)."""
+    """A copy of the run under ``tmp_path/proj/wandb/`` (``proj`` is trusted only when
+    named: ``--files-root proj``), its checkpoint copied to ``proj/model.pt`` and the saved
+    file's link pointed there; (proj, run folder)."""
     proj = tmp_path / "proj"
     folder = proj / "wandb" / run.name
     shutil.copytree(run, folder, symlinks=True)
@@ -178,7 +178,7 @@ def test_w1_a_saved_file_linked_outside_the_files_root_is_refused(
     link.unlink()
     link.symlink_to(shadow)
     store = tmp_path / "store" / "runs.db"
-    proc = _cli(store, "import", "wandb", folder)
+    proc = _cli(store, "import", "wandb", folder, "--files-root", proj)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"refused: saved file {link} is a link to {shadow}, outside {proj}" in proc.stdout
     assert "--files-root" in proc.stdout
@@ -235,7 +235,7 @@ def test_w3_a_saved_file_linked_inside_the_files_root_imports_with_its_hash(
     is followed: the checkpoint is hashed and kept, and nothing is refused."""
     proj, folder = _wandb_case(tmp_path, wandb_run)
     store = tmp_path / "store" / "runs.db"
-    proc = _cli(store, "import", "wandb", folder, "--json")
+    proc = _cli(store, "import", "wandb", folder, "--files-root", proj, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["runs"][0]["refused"] == []
@@ -302,7 +302,7 @@ def test_w8_a_saved_file_over_its_limit_is_refused_unread(wandb_run: Path, tmp_p
     assert LIMITS["saved file"] < 3 * GiB
     store = tmp_path / "store" / "runs.db"
     t0 = time.monotonic()
-    proc = _cli(store, "import", "wandb", folder, timeout=300)
+    proc = _cli(store, "import", "wandb", folder, "--files-root", proj, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (
         f"refused: saved file {big} is 3 GiB; the limit for a saved file is 2 GiB" in proc.stdout
