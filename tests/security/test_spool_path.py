@@ -384,9 +384,7 @@ def test_a_spool_whose_path_others_control_is_refused_before_anything_is_made(
 @pytest.mark.slurm
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_probe_json_the_job_did_not_write_is_never_cached(
-    cluster: str, tmp_path: Path
-) -> None:
+def test_a_probe_json_the_job_did_not_write_is_never_cached(cluster: str, tmp_path: Path) -> None:
     """A ``probe.json`` (with a ``probe.mac``) put in a queued job's folder by anyone
     but the job itself, even by this user, is not taken: the job skips its own probe
     (its program exits 200), and neither the replay's manifest nor the image-probe
