@@ -19,7 +19,10 @@ Every open here:
 - is **bounded**: each kind of file has a documented limit (:data:`LIMITS`); a file
   over it is refused with a message that names the kind, the path and the limit, and a
   read never takes more than the limit plus one byte, so a file that grows while read is
-  caught too.
+  caught too;
+- refuses a **sparse** file (:func:`sparse_measure`): one whose length is mostly holes
+  (``st_blocks * 512`` under half its size, confirmed with ``SEEK_DATA``/``SEEK_HOLE``),
+  since reading or copying it costs its whole length, not what its writer paid for.
 
 Refusals are :class:`Refused` (a ``BadInput``: exit 2), whose message says what was
 wrong and where.  A reader that must go on without the file (an output that is listed
@@ -30,17 +33,23 @@ be a link): :func:`read_named` follows it but still takes a regular file only, b
 Links *inside* a folder from elsewhere are never followed, except by
 :func:`resolve_link_under`, which follows one link only to a regular file under a root
 the user named (W&B's ``files/`` links to the files ``wandb.save`` kept).
+
+Globs over a folder from elsewhere (a run's ``--artifact`` patterns) are matched by one
+matcher, :func:`glob_match` (``**``: any number of folders, and as the last part every
+file at every depth below), and walked by :func:`glob_under`, which never follows a link.
 """
 
 from __future__ import annotations
 
+import errno
+import fnmatch
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Final, Literal
 
 from replay_tui.errors import BadInput
 
@@ -218,7 +227,82 @@ def _over(kind: str, shown: str, limit: int, *, more: bool = False, size: int = 
     return f"{kind} {shown} is {has}; the limit for a {kind} is {_size(limit)}"
 
 
-def _check_regular(fd: int, shown: str, kind: str, limit: int) -> int:
+SPARSE_MIN: Final = 1 * MiB
+"""A file shorter than this is never called sparse (a small file may be kept inline, with
+no blocks of its own)."""
+SPARSE_EXTENTS: Final = 4096
+"""Data extents counted with ``SEEK_DATA``/``SEEK_HOLE`` at most; a file cut in more pieces
+is judged by its blocks alone."""
+
+
+def amount(n: int) -> str:
+    """A byte count for people: ``8 GiB``, ``1.5 MiB``, ``700 bytes``."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            text = f"{n / size:.1f}".removesuffix(".0")
+            return f"{text} {unit}"
+    return f"{n} bytes"
+
+
+def _data_bytes(fd: int, size: int) -> int | None:
+    """How many of the file's ``size`` bytes lie in data extents, walked with
+    ``SEEK_DATA``/``SEEK_HOLE``; None where the system cannot say or the file has more
+    than :data:`SPARSE_EXTENTS` extents.  The descriptor's offset is back at 0 after."""
+    seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        return None
+    pos = data = 0
+    try:
+        for _ in range(SPARSE_EXTENTS):
+            if pos >= size:
+                return data
+            try:
+                start = os.lseek(fd, pos, seek_data)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # no data past pos: holes to the end
+                    return data
+                return None
+            end = min(os.lseek(fd, start, seek_hole), size)
+            data += max(0, end - start)
+            pos = max(end, start + 1)
+        return data if pos >= size else None
+    except OSError:
+        return None
+    finally:
+        with suppress(OSError):
+            os.lseek(fd, 0, os.SEEK_SET)
+
+
+def sparse_measure(fd: int, st: os.stat_result | None = None) -> int | None:
+    """The bytes really written of the regular file open as ``fd`` where it is *sparse*
+    (mostly holes: under half its length on disk), else None.
+
+    The blocks the file holds (``st_blocks * 512``) say it first; holes found with
+    ``SEEK_DATA``/``SEEK_HOLE`` confirm it, so a file a filesystem merely compresses is
+    not taken for sparse (its data has no holes).  Files under :data:`SPARSE_MIN` are
+    never sparse."""
+    st = os.fstat(fd) if st is None else st
+    size = int(st.st_size)
+    if size < SPARSE_MIN or not stat.S_ISREG(st.st_mode):
+        return None
+    on_disk = int(getattr(st, "st_blocks", size // 512 + 1)) * 512
+    if on_disk >= size // 2:
+        return None
+    data = _data_bytes(fd, size)
+    if data is None:
+        return on_disk
+    return data if data < size // 2 else None
+
+
+def _sparse(kind: str, shown: str, size: int, written: int) -> str:
+    return (
+        f"{kind} {shown} is sparse: {amount(size)} long with only {amount(written)} written"
+        " (the rest are holes); a sparse file is refused, since reading or copying it would"
+        f" take all {amount(size)}"
+    )
+
+
+def _check_regular(fd: int, shown: str, kind: str, limit: int, *, sparse_ok: bool = False) -> int:
     st = os.fstat(fd)
     if stat.S_ISDIR(st.st_mode):
         raise Refused(f"{kind} {shown} is a folder, not a file")
@@ -226,6 +310,8 @@ def _check_regular(fd: int, shown: str, kind: str, limit: int) -> int:
         raise Refused(f"{kind} {shown} is not a regular file (a device, FIFO or socket): refused")
     if st.st_size > limit:
         raise Refused(_over(kind, shown, limit, size=st.st_size))
+    if not sparse_ok and (written := sparse_measure(fd, st)) is not None:
+        raise Refused(_sparse(kind, shown, int(st.st_size), written))
     return int(st.st_size)
 
 
@@ -345,7 +431,7 @@ def head_named(path: Path, kind: str, size: int) -> bytes:
     in the path are followed, only a regular file is read, and a FIFO never blocks."""
     fd = _open_named(path, kind)
     try:
-        _check_regular(fd, str(path), kind, 1 << 62)
+        _check_regular(fd, str(path), kind, 1 << 62, sparse_ok=True)  # a header only
         os.set_blocking(fd, True)
         return os.read(fd, size)
     finally:
@@ -488,11 +574,214 @@ def scan_tree(root: Path, kind_of: Callable[[PurePosixPath], str], what: str) ->
                 raise Refused(f"{kind} {shown} is not a regular file (a device, FIFO or socket)")
             if st.st_size > LIMITS[kind]:
                 raise Refused(_over(kind, str(shown), LIMITS[kind], size=st.st_size))
+            if st.st_size >= SPARSE_MIN and st.st_blocks * 512 < st.st_size // 2:
+                _refuse_sparse_at(Path(entry.path), kind, str(shown))
             count += 1
     return count
+
+
+def _refuse_sparse_at(path: Path, kind: str, shown: str) -> None:
+    """Refuse the file at ``path`` (a regular file, by ``lstat``) if it is sparse."""
+    try:
+        fd = os.open(path, _FILE_FLAGS)
+    except OSError:
+        return  # gone or swapped since: the reader's own open says what it finds
+    try:
+        st = os.fstat(fd)
+        if (written := sparse_measure(fd, st)) is not None:
+            raise Refused(_sparse(kind, shown, int(st.st_size), written))
+    finally:
+        os.close(fd)
 
 
 def under_any(path: Path, roots: Iterable[Path]) -> bool:
     """Whether ``path`` (resolved) lies under one of ``roots`` (resolved)."""
     real = Path(os.path.realpath(path))
     return any(real.is_relative_to(Path(os.path.realpath(r))) for r in roots)
+
+
+# -- globs over a folder from elsewhere ------------------------------------------------
+
+
+def glob_parts(pattern: str) -> tuple[str, ...] | None:
+    """A glob's parts (``.`` and empty parts dropped), or None where it could name
+    something outside the folder it is matched in: an absolute path, ``..``, NUL, or
+    nothing at all."""
+    if not pattern or "\x00" in pattern:
+        return None
+    p = PurePosixPath(pattern)
+    if p.is_absolute():
+        return None
+    parts = tuple(x for x in p.parts if x not in ("", "."))
+    if not parts or ".." in parts:
+        return None
+    return parts
+
+
+def _has_magic(part: str) -> bool:
+    return any(c in part for c in "*?[")
+
+
+def _glob_row(parts: Sequence[str], pats: Sequence[str]) -> list[bool]:
+    """``row[j]``: ``parts`` are matched by the first ``j`` parts of the glob; in time
+    proportional to ``len(parts) * len(pats)`` whatever the glob (a replayed manifest's
+    globs are untrusted)."""
+    row = [True] + [False] * len(pats)
+    for j, p in enumerate(pats, 1):
+        row[j] = row[j - 1] and p == "**"
+    for part in parts:
+        nxt = [False] * (len(pats) + 1)
+        for j, p in enumerate(pats, 1):
+            if p == "**":
+                nxt[j] = nxt[j - 1] or row[j]
+            else:
+                nxt[j] = row[j - 1] and fnmatch.fnmatchcase(part, p)
+        row = nxt
+    return row
+
+
+def glob_match(parts: Sequence[str], pats: Sequence[str]) -> bool:
+    """Whether a path (its ``parts``) is matched by the glob (its parts, from
+    :func:`glob_parts`): each part by :func:`fnmatch.fnmatchcase` (``*`` within one name,
+    a leading dot included), and ``**`` alone as a part by any number of names, none
+    included, so ``out/**`` matches every file at every depth below ``out``.  The one
+    matcher of ``--artifact`` globs: the collection after the run, the early reader, the
+    stale snapshot and the gap that names a glob that matched nothing all use it."""
+    return bool(pats) and _glob_row(parts, pats)[-1]
+
+
+def glob_reaches(parts: Sequence[str], pats: Sequence[str]) -> bool:
+    """Whether a file the glob matches can lie in the folder ``parts`` or below it."""
+    if not pats:
+        return False
+    row = _glob_row(parts, pats)
+    return any(row[:-1]) or (pats[-1] == "**" and row[-1])
+
+
+Entry = Literal["folder", "file", "link", "special"]
+
+
+@dataclass(frozen=True)
+class Matched:
+    """What a glob matched under a root: a regular file, or a link or special file (not
+    followed, not read), by its path under the root."""
+
+    rel: str
+    what: Entry  # "file", "link" or "special" (a folder is never listed)
+    target: str | None = None  # a link's, as readlink says it
+
+
+def _open_folder_at(root_fd: int, parts: Sequence[str]) -> int | None:
+    fd = os.dup(root_fd)
+    for name in parts:
+        try:
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _kind_of(mode: int) -> Entry:
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "file" if stat.S_ISREG(mode) else "special"
+
+
+def _entries(fd: int) -> list[tuple[str, Entry]]:
+    """The names in the folder open as ``fd``, each with what it is (no link followed)."""
+    out: list[tuple[str, Entry]] = []
+    try:
+        with os.scandir(fd) as it:
+            for entry in it:
+                try:
+                    if entry.is_symlink():
+                        out.append((entry.name, "link"))
+                    elif entry.is_dir(follow_symlinks=False):
+                        out.append((entry.name, "folder"))
+                    elif entry.is_file(follow_symlinks=False):
+                        out.append((entry.name, "file"))
+                    else:
+                        out.append((entry.name, "special"))
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    return out
+
+
+def glob_under(root: Path, pats: Sequence[str], *, folders_max: int = 100_000) -> list[Matched]:
+    """Every entry under ``root`` that the glob (its parts, :func:`glob_parts`) matches as
+    a file, sorted by path: regular files, and links and special files to refuse.  Walked
+    one folder at a time from ``root`` with ``O_NOFOLLOW``: a link is never followed,
+    whether the glob would match it as a file or as a folder on the way (a link where a
+    folder of the glob stands is listed, as a link).  Folders the glob matches are not
+    listed, nor is anything below a link.  At most ``folders_max`` folders are walked."""
+    if not pats:
+        return []
+    try:
+        root_fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    except OSError:
+        return []
+    found: dict[str, Matched] = {}
+    seen: set[tuple[tuple[str, ...], int]] = set()
+    todo: list[tuple[tuple[str, ...], int]] = [((), 0)]
+    opened = 0
+
+    def keep(here: tuple[str, ...], name: str, what: Entry, fd: int) -> None:
+        rel = "/".join((*here, name))
+        if what == "folder":
+            return
+        target = None
+        if what == "link":
+            try:
+                target = os.readlink(name, dir_fd=fd)
+            except OSError:
+                target = "?"
+        found[rel] = Matched(rel, what, target)
+
+    try:
+        while todo and opened < folders_max:
+            here, i = todo.pop()
+            if (here, i) in seen:
+                continue
+            seen.add((here, i))
+            fd = _open_folder_at(root_fd, here)
+            if fd is None:
+                continue
+            opened += 1
+            try:
+                part, last = pats[i], i == len(pats) - 1
+                if part == "**" and not last:
+                    todo.append((here, i + 1))  # ``**`` as no folder at all
+                if _has_magic(part):
+                    entries = _entries(fd)
+                else:
+                    try:
+                        mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+                        entries = [(part, _kind_of(mode))]
+                    except OSError:
+                        entries = []
+                for name, what in entries:
+                    if part == "**":
+                        if what == "folder":
+                            todo.append(((*here, name), i))  # one folder more
+                        elif last:
+                            keep(here, name, what, fd)
+                    elif not fnmatch.fnmatchcase(name, part):
+                        continue
+                    elif last:
+                        keep(here, name, what, fd)
+                    elif what == "folder":
+                        todo.append(((*here, name), i + 1))
+                    elif what == "link":
+                        keep(here, name, what, fd)  # where a folder should be: said, not followed
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+    return [found[k] for k in sorted(found)]

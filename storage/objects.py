@@ -47,12 +47,16 @@ class ObjectStore:
         p = self.path_for(sha256)
         return p if p.is_file() else None
 
-    def put(self, src: str | os.PathLike[str], sha256: str) -> Path:
+    def put(
+        self, src: str | os.PathLike[str], sha256: str, *, max_bytes: int | None = None
+    ) -> Path:
         """Keep a copy of ``src`` (whose sha256 the caller computed) and return its path.
 
         ``src`` is opened without following a symlink and must be a regular file; its
         bytes are hashed while copied and the copy is refused (``ValueError``) unless they
-        hash to ``sha256``.  Objects are owner-only: files 0400, folders 0700.
+        hash to ``sha256``.  ``max_bytes``: the size the caller measured (and budgeted):
+        a file longer than that, or growing past it while copied, is refused before more
+        is written (:meth:`stage_fd`).  Objects are owner-only: files 0400, folders 0700.
         """
         dst = self.path_for(sha256)
         if dst.is_file():
@@ -60,11 +64,13 @@ class ObjectStore:
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         fd = os.open(src, flags)
         try:
-            return self.put_fd(fd, sha256, name=os.fspath(src))
+            return self.put_fd(fd, sha256, name=os.fspath(src), max_bytes=max_bytes)
         finally:
             os.close(fd)
 
-    def put_fd(self, fd: int, sha256: str | None, *, name: str) -> Path:
+    def put_fd(
+        self, fd: int, sha256: str | None, *, name: str, max_bytes: int | None = None
+    ) -> Path:
         """Keep a copy of what the open descriptor ``fd`` reads (a regular file, checked
         here; the caller keeps and closes it), as :meth:`put` does; ``name`` is how
         messages name it.
@@ -79,26 +85,33 @@ class ObjectStore:
             dst = self.path_for(sha256)
             if dst.is_file():
                 return dst
-        staged = self.stage_fd(fd, name=name)
+        staged = self.stage_fd(fd, name=name, max_bytes=max_bytes)
         if sha256 is not None and staged.sha256 != sha256:
             self.discard(staged)
             raise ValueError(f"{name!r} no longer hashes to {sha256[:12]}: not kept")
         return self.commit(staged)
 
-    def stage_fd(self, fd: int, *, name: str) -> Staged:
+    def stage_fd(self, fd: int, *, name: str, max_bytes: int | None = None) -> Staged:
         """Copy what ``fd`` reads (a regular file) to a temporary name of its own beside
         the objects, hashing each block as it is written: not an object yet.
         :meth:`commit` makes it one (named by that hash), :meth:`discard` drops it.
         ``record`` stages an output as soon as the run closes it and commits it only if
-        the file is still the same once the run has ended."""
+        the file is still the same once the run has ended.
+
+        ``max_bytes``: no more than that is ever written; a file longer than it (or one
+        that grows past it while copied) is refused (``ValueError``), its partial copy
+        removed."""
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{name!r} is not a regular file")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise ValueError(f"{name!r} is {st.st_size} bytes, more than the {max_bytes} measured")
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = self.root / f".put.{os.getpid()}.{threading.get_ident()}.{next(_staged_ids)}.tmp"
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ValueError(f"{name!r} is not a regular file")
             out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
-                got = _copy_hashing(fd, out)
+                got = _copy_hashing(fd, out, max_bytes, name)
                 size = os.fstat(out).st_size
             finally:
                 os.close(out)
@@ -172,8 +185,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _copy_hashing(src: int, dst: int) -> str:
+def _copy_hashing(src: int, dst: int, max_bytes: int | None = None, name: str = "") -> str:
     """Copy what ``src`` reads from offset 0 to ``dst``; the sha256 of the bytes written.
+    ``max_bytes``: a source that holds more is refused (``ValueError``) before any byte
+    past it is written.
 
     This thread reads and hashes each block (``hashlib`` lets go of the GIL); a writer
     thread writes the same block object, so what is hashed is what is written, and the
@@ -199,6 +214,8 @@ def _copy_hashing(src: int, dst: int) -> str:
     offset = 0
     try:
         while not failed and (block := os.pread(src, _BLOCK, offset)):
+            if max_bytes is not None and offset + len(block) > max_bytes:
+                raise ValueError(f"{name!r} grew past the {max_bytes} bytes measured while copied")
             h.update(block)
             blocks.put(block)
             offset += len(block)

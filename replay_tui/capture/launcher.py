@@ -37,8 +37,10 @@ from replay_tui.capture.hashing import (
 )
 from replay_tui.capture.metrics import MetricRegex, MetricSeries, read_metrics_file
 from replay_tui.capture.outputs import (
+    BUDGET_REFUSALS_SAID,
     CHECKPOINT_SUFFIXES,
     EarlyOutputs,
+    OutputBudget,
     lower_priority,
     read_once,
     tensor_digest_or_none,
@@ -227,6 +229,7 @@ class RecordOptions:
     env_names: list[str] = field(default_factory=list)
     timeout_s: float | None = None
     image: str | None = None
+    output_budget: int | None = None  # bytes; None: REPLAY_TUI_OUTPUT_BUDGET or the default
 
 
 @dataclass
@@ -236,7 +239,10 @@ class RecordResult:
     log_path: Path
     refused: tuple[str, ...] = ()
     """Outputs (and handoff parts) not taken, and why: links, stale files, files outside
-    the output folder.  Each is also a gap of the manifest; the caller says them."""
+    the output folder, sparse files, files past the output budget.  Each is also a gap
+    of the manifest; the caller says them."""
+    unmatched: tuple[str, ...] = ()
+    """Artifact globs that matched no file (gap ``ARTIFACT_GLOB_EMPTY``)."""
 
 
 def parse_data_arg(arg: str, cwd: Path) -> tuple[str, Path]:
@@ -306,15 +312,26 @@ def artifact_entries(
     one_pass: bool = False,
     objects: ObjectStore | None = None,
     early: EarlyOutputs | None = None,
+    budget: OutputBudget | None = None,
+    before: stale.Before | None = None,
+    unmatched: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Hash every file matching ``patterns`` (relative to ``base``) and SDK-logged paths.
 
     The output folder was written by the run (in a replay: by code from a manifest), so
-    nothing in it is followed out of it: every path is walked with ``lstat`` from
-    ``base`` down, a symbolic link or a special file (device, FIFO, socket) anywhere on the
-    way is refused, and the file is opened with ``O_NOFOLLOW``.  A refused match is listed
-    without a hash (so it shows as a gap and never compares equal) and its reason goes
-    to ``refused``.
+    nothing in it is followed out of it: the globs are matched by the one matcher and
+    walk (``door.glob_match``, ``door.glob_under``: ``**`` any number of folders, every
+    file at every depth as the last part) from ``base`` down with no link followed; a
+    symbolic link or a special file (device, FIFO, socket) anywhere on the way is
+    refused, and each file is opened through the door, which refuses a sparse one.  A
+    refused match is listed without a hash (so it shows as a gap and never compares
+    equal) and its reason goes to ``refused``.  ``unmatched``: each glob that matched
+    nothing goes there (the manifest's ``ARTIFACT_GLOB_EMPTY`` gap names it too).
+
+    ``budget``: what the outputs may take in all (:class:`OutputBudget`, from the
+    environment or the default where None): files are charged by size in path order,
+    and one that does not fit is refused unread.  ``before`` (``stale.snapshot``): a
+    file left there before the run is listed stale without being read or charged.
 
     ``one_pass``: a checkpoint's sha256 and tensor digest come from one memory map of
     one descriptor opened through the door (:func:`_checkpoint_pass`), torch-free where
@@ -328,20 +345,31 @@ def artifact_entries(
     ``early`` (with ``one_pass``): what was read of each output as soon as the run closed
     it (:class:`outputs.EarlyOutputs`), taken where the file is still that very file.
     """
+    from replay_tui.door import Refused, glob_parts, glob_under, open_under
+
     found: dict[str, Path] = {}
     problems: dict[str, str] = {}
     base = base.resolve()
+    budget = OutputBudget.resolve() if budget is None else budget
     for pat in patterns:
-        if Path(pat).is_absolute() or ".." in Path(pat).parts:
+        parts = glob_parts(pat)
+        if parts is None:
             raise BadInput(f"--artifact {pat!r} must be a relative glob inside the workdir")
-        for p in sorted(base.glob(pat)):
-            rel = p.relative_to(base).as_posix()
-            why = _unsafe_member(base, rel)
-            if why is None:
-                if p.is_file():
-                    found[rel] = p
-            elif not why.endswith(_IS_FOLDER):
-                problems[rel] = why
+        hits = glob_under(base, parts)
+        if not hits and unmatched is not None and pat not in unmatched:
+            unmatched.append(pat)
+        for hit in hits:
+            if hit.what == "file":
+                found[hit.rel] = base / hit.rel
+            elif hit.what == "link":
+                problems[hit.rel] = (
+                    f"{hit.rel}: {hit.rel} is a symbolic link (-> {(hit.target or '?')[:200]});"
+                    " links in a run's output are never followed"
+                )
+            else:
+                problems[hit.rel] = (
+                    f"{hit.rel}: not a regular file (a device, FIFO or socket): refused"
+                )
     for e in extra:
         if not isinstance(e, str) or not e or "\x00" in e:
             continue
@@ -355,19 +383,52 @@ def artifact_entries(
             found[rel] = p
         elif not why.endswith(_IS_FOLDER):
             problems[rel] = why
-    out = []
+    out: list[dict[str, Any]] = []
+    stale_said: list[str] = []
+    over_budget: set[str] = set()
     for rel, p in sorted(found.items()):
+        why_stale = stale.stale_reason(base, rel, before) if before is not None else None
+        if why_stale is not None:  # not the run's: never read, never charged
+            stale_said.append(f"{rel}: stale: {why_stale}, not written by the run")
+            out.append(
+                {
+                    "path": rel,
+                    "sha256": None,
+                    "size_bytes": None,
+                    "kind": "file",
+                    "stale": why_stale,
+                }
+            )
+            continue
+        try:  # through the door: a sparse file (or one swapped for a link) is refused
+            with open_under(base, rel, "run output") as opened:
+                measured = opened.size
+        except Refused as exc:
+            problems[rel] = f"{rel}: {exc}"
+            continue
+        if (why := budget.charge(rel, measured)) is not None:
+            problems[rel] = why
+            over_budget.add(rel)
+            continue
         kind = "checkpoint" if p.suffix in CHECKPOINT_SUFFIXES else "file"
         both = None
         try:
             if one_pass and (kind == "checkpoint" or objects is not None):
                 both = _checkpoint_pass(
-                    base, rel, p, objects, tensor=kind == "checkpoint", early=early
+                    base,
+                    rel,
+                    p,
+                    objects,
+                    tensor=kind == "checkpoint",
+                    early=early,
+                    max_bytes=measured,
                 )
             if both is None:
                 digest, size = sha256_regular_file(p)
             else:
                 digest, size = both[0], both[1]
+            if size > measured:
+                raise ValueError(f"it grew from {measured} bytes while it was collected")
         except (OSError, ValueError, RuntimeError) as exc:
             problems[rel] = f"{rel}: not hashed ({exc})"
             continue
@@ -375,13 +436,18 @@ def artifact_entries(
         if kind == "checkpoint":
             entry["tensor_sha256"] = tensor_digest_or_none(p) if both is None else both[2]
         out.append(entry)
-    listed = 0
+    listed = said = 0
     for rel, why in sorted(problems.items()):
-        if refused is not None:
+        if refused is not None and (rel not in over_budget or said < BUDGET_REFUSALS_SAID):
+            said += rel in over_budget
             refused.append(why)
         if _rel_path_ok(rel) and listed < MAX_REFUSED_LISTED:
             listed += 1  # in the manifest without a hash: an ARTIFACT_NO_HASH gap
             out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
+    if refused is not None:
+        if (more := budget.summary(said)) is not None:
+            refused.append(more)
+        refused.extend(stale_said)
     out.sort(key=lambda a: a["path"])
     return out
 
@@ -445,6 +511,7 @@ def _checkpoint_pass(
     *,
     tensor: bool = True,
     early: EarlyOutputs | None = None,
+    max_bytes: int | None = None,
 ) -> tuple[str, int, str | None] | None:
     """A file's sha256, size and (``tensor``) tensor digest from one read of one
     descriptor opened through the door (``O_NOFOLLOW`` at every step from ``base``,
@@ -455,28 +522,35 @@ def _checkpoint_pass(
 
     ``objects``: the sha256 comes from the copy into that object store, made in the same
     read (:meth:`ObjectStore.put_fd`); ``tensor`` False (a file that is no checkpoint):
-    that copy alone, no map, and no tensor digest (None).
+    that copy alone, no map, and no tensor digest (None).  ``max_bytes``: the size the
+    budget was charged; a file grown past it since is not copied.
     """
     from replay_tui.door import Refused, open_under
 
     try:
         with open_under(base, rel, "run output") as f:
+            if max_bytes is not None and f.size > max_bytes:
+                raise ValueError(f"{rel} grew from {max_bytes} bytes while it was collected")
             if early is not None and (got := early.take(rel, f.fd)) is not None:
                 return got
-            return read_once(f.fd, shown, lambda fd: _keep(objects, fd, shown), tensor=tensor)
+            cap = f.size if max_bytes is None else max_bytes
+            return read_once(f.fd, shown, lambda fd: _keep(objects, fd, shown, cap), tensor=tensor)
     except Refused:
         return None
 
 
-def _keep(objects: ObjectStore | None, fd: int, shown: Path) -> tuple[str, int] | None:
+def _keep(
+    objects: ObjectStore | None, fd: int, shown: Path, max_bytes: int | None = None
+) -> tuple[str, int] | None:
     """``fd``'s bytes kept in ``objects``, hashed as they are copied: their sha256 and
-    size.  None where there is no object store, or the copy failed (a full disk...): the
-    file is then hashed alone, and keeping it after the manifest is built tries again
-    and says why it fails."""
+    size (no more than ``max_bytes`` copied).  None where there is no object store, or
+    the copy failed (a full disk, a file grown since it was measured...): the file is
+    then hashed alone, and keeping it after the manifest is built tries again and says
+    why it fails."""
     if objects is None:
         return None
     try:
-        kept = objects.put_fd(fd, None, name=str(shown))
+        kept = objects.put_fd(fd, None, name=str(shown), max_bytes=max_bytes)
         return objects.sha256_of(kept), kept.stat().st_size
     except (OSError, ValueError):
         return None
@@ -519,8 +593,8 @@ def keep_artifacts(store: RunStore, base: Path, manifest: RunManifest) -> list[s
         if why is not None:
             skipped.append(why)
             continue
-        try:
-            objects.put(base / a.path, a.sha256)
+        try:  # no more than the size recorded (and budgeted) is ever copied
+            objects.put(base / a.path, a.sha256, max_bytes=a.size_bytes)
         except (OSError, ValueError) as e:
             skipped.append(f"{a.path}: not kept ({e})")
     return skipped
@@ -683,6 +757,7 @@ class Collected:
     log_bytes: bytes
     log_sha256: str
     log_tail: str  # the end of the log, kept for a run that did not succeed
+    unmatched: list[str] = field(default_factory=list)  # artifact globs that matched nothing
 
 
 def collect_outputs(
@@ -698,13 +773,16 @@ def collect_outputs(
     one_pass: bool = False,
     objects: ObjectStore | None = None,
     early: EarlyOutputs | None = None,
+    budget: OutputBudget | None = None,
 ) -> Collected:
     """Read the handoff, hash the outputs (never following a link, never claiming a file
-    the run did not write: ``before`` is ``stale.snapshot`` taken just before the run),
-    merge the metrics file into ``series``, and read the log.  ``one_pass``, ``objects``
-    and ``early``: see :func:`artifact_entries`."""
+    the run did not write: ``before`` is ``stale.snapshot`` taken just before the run;
+    within the run's output budget: ``budget``, else ``REPLAY_TUI_OUTPUT_BUDGET`` or the
+    default), merge the metrics file into ``series``, and read the log.  ``one_pass``,
+    ``objects`` and ``early``: see :func:`artifact_entries`."""
     inside = read_inside(handoff)
     refused: list[str] = list(inside.get("problems") or [])
+    unmatched: list[str] = []
     artifacts = artifact_entries(
         cwd,
         patterns,
@@ -713,6 +791,9 @@ def collect_outputs(
         one_pass=one_pass,
         objects=objects,
         early=early,
+        budget=budget,
+        before=before,
+        unmatched=unmatched,
     )
     if before is not None:
         stale.mark_stale(cwd, artifacts, refused, before)
@@ -733,6 +814,7 @@ def collect_outputs(
         log_bytes,
         sha256_hex(log_bytes),
         "" if succeeded else _log_tail(log_path),
+        unmatched,
     )
 
 
@@ -1130,6 +1212,8 @@ def record(
         raise BadInput("nothing to record: give the command after --")
     for pat in opts.metric_regex:
         MetricRegex(pat, opts.metric_name)  # validate before running anything
+    _check_globs(opts.artifacts)
+    budget = OutputBudget.resolve(opts.output_budget, flag="--output-budget")
     regexes = [MetricRegex(p, opts.metric_name) for p in opts.metric_regex]
     cache = StatCache(store_path.parent / "hashcache.db") if store_path.name else None
     # the run's Python: argv[0] when it is a python, else the interpreter a launcher
@@ -1166,7 +1250,9 @@ def record(
             from storage.objects import ObjectStore
 
             objects = ObjectStore.beside(store_path)
-            early = EarlyOutputs.start(opts.cwd, opts.artifacts, objects, before.files)
+            early = EarlyOutputs.start(
+                opts.cwd, opts.artifacts, objects, before.files, budget.limit
+            )
         marks.mark("launch")
         try:
             if side is not None:
@@ -1189,6 +1275,7 @@ def record(
                 one_pass=not sequential,
                 objects=objects,
                 early=early,
+                budget=budget,
             )
         finally:
             if early is not None:
@@ -1233,4 +1320,14 @@ def record(
         marks.mark("kept")
     marks.mark("done")
     marks.write(side, result, early)
-    return RecordResult(manifest, result, kept_log, tuple(out.refused))
+    return RecordResult(manifest, result, kept_log, tuple(out.refused), tuple(out.unmatched))
+
+
+def _check_globs(patterns: Sequence[str]) -> None:
+    """Refuse, before anything runs, an artifact glob that could name something outside
+    the working folder."""
+    from replay_tui.door import glob_parts
+
+    for pat in patterns:
+        if glob_parts(pat) is None:
+            raise BadInput(f"--artifact {pat!r} must be a relative glob inside the workdir")

@@ -18,7 +18,6 @@ only the time after the end changes.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import os
 import select
@@ -148,66 +147,180 @@ def read_once(
     return digest, before.st_size, digest_t
 
 
+# -- the budget of one run's outputs ---------------------------------------------------
+
+OUTPUT_BUDGET_ENV = "REPLAY_TUI_OUTPUT_BUDGET"
+DEFAULT_OUTPUT_BUDGET = 64 << 30
+"""The most bytes of one run's outputs (record's artifacts, a replay's output folder)
+hashed and kept in ``objects/``, all its files together; ``--output-budget`` (record) or
+``REPLAY_TUI_OUTPUT_BUDGET`` sets another."""
+MAX_OUTPUT_FILES = 9000
+"""The most output files one run has hashed and kept: a manifest lists 10,000 artifacts
+at most, the refused ones included."""
+BUDGET_REFUSALS_SAID = 10
+"""Outputs past the budget said one by one; the rest in one line."""
+BUDGET_HELP = (
+    "The most bytes of this run's outputs hashed and kept in objects/, all its files"
+    " together (default 64 GiB, or REPLAY_TUI_OUTPUT_BUDGET). Files past it are listed"
+    " unhashed, a gap, and never copied. SIZE: bytes, or with a unit: 500MiB, 8GiB, 1TiB."
+)
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
+
+
+def parse_size(text: str, where: str) -> int:
+    """A size as people write it (``8GiB``, ``500M``, ``1.5 GiB``, ``4096``; units are
+    binary: K = 1024) in bytes; :class:`BadInput` naming ``where`` when it is none or
+    not positive."""
+    import re
+
+    from replay_tui.errors import BadInput
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text or "")
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        raise BadInput(
+            f"{where} {text[:40]!r} is not a size: give bytes, or a number with a unit"
+            " (KiB, MiB, GiB, TiB), e.g. 8GiB"
+        )
+    n = (
+        int(float(m.group(1)) * _UNITS[unit])
+        if "." in m.group(1)
+        else int(m.group(1)) * _UNITS[unit]
+    )
+    if n <= 0 or n > 1 << 60:
+        raise BadInput(f"{where} {text[:40]!r}: give a size from 1 byte to 1 EiB")
+    return n
+
+
+@dataclass
+class OutputBudget:
+    """What one run's outputs may take in all: bytes (:data:`DEFAULT_OUTPUT_BUDGET`, or
+    the flag's or the variable's) and files (:data:`MAX_OUTPUT_FILES`).  Files are charged
+    in the order they are read (by path); a file that does not fit is refused, listed
+    without a hash, and never copied; smaller ones after it may still fit."""
+
+    limit: int = DEFAULT_OUTPUT_BUDGET
+    set_by: str = "the default"
+    raise_with: str = f"{OUTPUT_BUDGET_ENV}=SIZE"
+    max_files: int = MAX_OUTPUT_FILES
+    used: int = 0
+    files: int = 0
+    refused: int = 0
+    refused_bytes: int = 0
+
+    @classmethod
+    def resolve(cls, value: int | None = None, *, flag: str | None = None) -> OutputBudget:
+        """``value`` (a flag's, already parsed) where given, else the environment's
+        ``REPLAY_TUI_OUTPUT_BUDGET``, else the default.  ``flag``: the command's own flag,
+        named in the message that says how to raise the budget."""
+        how = f"{flag} SIZE or {OUTPUT_BUDGET_ENV}=SIZE" if flag else f"{OUTPUT_BUDGET_ENV}=SIZE"
+        if value is not None:
+            return cls(value, f"set by {flag or 'the caller'}", how)
+        env = os.environ.get(OUTPUT_BUDGET_ENV, "").strip()
+        if env:
+            return cls(parse_size(env, OUTPUT_BUDGET_ENV), f"set by {OUTPUT_BUDGET_ENV}", how)
+        return cls(DEFAULT_OUTPUT_BUDGET, "the default", how)
+
+    def fits(self, size: int) -> bool:
+        return self.files < self.max_files and self.used + size <= self.limit
+
+    def charge(self, rel: str, size: int) -> str | None:
+        """Take ``size`` bytes of the file ``rel`` from the budget; None where they fit,
+        else why it is refused (and nothing is taken)."""
+        from replay_tui.door import amount
+
+        if self.files >= self.max_files:
+            why = (
+                f"{rel}: not hashed or kept: this run already has {self.max_files} outputs"
+                f" hashed, the most one run may have"
+            )
+        elif self.used + size > self.limit:
+            why = (
+                f"{rel}: not hashed or kept: its {amount(size)} would bring this run's outputs"
+                f" to {amount(self.used + size)}, past the output budget of"
+                f" {amount(self.limit)} ({self.set_by}); raise it with {self.raise_with}"
+            )
+        else:
+            self.used += size
+            self.files += 1
+            return None
+        self.refused += 1
+        self.refused_bytes += size
+        return why
+
+    def summary(self, said: int) -> str | None:
+        """One line for the refusals past the first ``said``, or None."""
+        from replay_tui.door import amount
+
+        more = self.refused - said
+        if more <= 0:
+            return None
+        return (
+            f"and {more} more output(s) past the output budget of {amount(self.limit)}"
+            f" ({amount(self.refused_bytes)} refused in all): listed unhashed, never copied;"
+            f" raise it with {self.raise_with}"
+        )
+
+
+def _budget_or_default() -> int:
+    """The output budget's bytes from the environment, else the default (a bad value is
+    said by the collection after the run, which reads it too)."""
+    from replay_tui.errors import BadInput
+
+    try:
+        return OutputBudget.resolve().limit
+    except BadInput:
+        return DEFAULT_OUTPUT_BUDGET
+
+
 # -- which folders and files the patterns can reach -----------------------------------
-
-
-def _has_magic(part: str) -> bool:
-    return any(c in part for c in "*?[")
-
-
-def _matches(parts: Sequence[str], pats: Sequence[str]) -> bool:
-    """Whether a path's ``parts`` match the glob's (``**``: any number of folders), in
-    time proportional to ``len(parts) * len(pats)`` whatever the globs (a replayed
-    manifest's globs are untrusted)."""
-    # row[j]: the parts so far are matched by the first j pattern parts
-    row = [True] + [False] * len(pats)
-    for j, p in enumerate(pats, 1):
-        row[j] = row[j - 1] and p == "**"
-    for part in parts:
-        nxt = [False] * (len(pats) + 1)
-        for j, p in enumerate(pats, 1):
-            if p == "**":
-                nxt[j] = nxt[j - 1] or row[j]
-            else:
-                nxt[j] = row[j - 1] and fnmatch.fnmatchcase(part, p)
-        row = nxt
-    return row[-1]
 
 
 @dataclass(frozen=True)
 class _Reach:
-    """Which folders and files a set of artifact globs can reach."""
+    """Which folders and files a set of artifact globs can reach, by the one matcher
+    (``door.glob_match``) the collection after the run uses too."""
 
     patterns: tuple[tuple[str, ...], ...]
 
     @classmethod
     def of(cls, globs: Sequence[str]) -> _Reach:
+        from replay_tui.door import glob_parts
+
         pats = []
         for g in globs:
-            parts = PurePosixPath(g).parts
-            if not parts or parts[0] == "/" or ".." in parts:
+            parts = glob_parts(g)
+            if parts is None:
                 continue  # refused, with its message, by the collection after the run
-            pats.append(tuple(parts))
+            pats.append(parts)
         return cls(tuple(pats))
 
     def file(self, parts: Sequence[str]) -> bool:
-        return any(_matches(parts, p) for p in self.patterns)
+        from replay_tui.door import glob_match
+
+        return any(glob_match(parts, p) for p in self.patterns)
 
     def folder(self, parts: Sequence[str]) -> bool:
         """Whether files the globs match can lie in this folder or below it."""
-        for pats in self.patterns:
-            folders = pats[:-1]  # the last part names the files
-            if "**" in folders:
-                k = folders.index("**")
-                if all(
-                    fnmatch.fnmatchcase(a, b) for a, b in zip(parts[:k], folders[:k], strict=False)
-                ):
-                    return True
-            elif len(parts) <= len(folders) and all(
-                fnmatch.fnmatchcase(a, b) for a, b in zip(parts, folders, strict=False)
-            ):
-                return True
-        return False
+        from replay_tui.door import glob_reaches
+
+        return any(glob_reaches(parts, p) for p in self.patterns)
 
 
 # -- inotify, through the C library ---------------------------------------------------
@@ -310,8 +423,10 @@ class EarlyOutputs:
     object store with ``pread`` and hashed as they are written, and a checkpoint's
     tensor digest is worked out over that private copy, torch-free; a checkpoint the
     torch-free readers decline is left to the read after the end.  A copy is staged
-    only while the object store's disk keeps twice its size free, and dropped as soon
-    as the run deletes or renames the file away."""
+    only while the object store's disk keeps twice its size free and the copies staged
+    stay within the run's output budget (``budget``, bytes: :class:`OutputBudget`), and
+    dropped as soon as the run deletes or renames the file away.  A sparse file is
+    refused by the door, never staged."""
 
     def __init__(
         self,
@@ -319,6 +434,7 @@ class EarlyOutputs:
         globs: Sequence[str],
         objects: ObjectStore,
         left_before: Mapping[str, tuple[int, int, int, int]],
+        budget: int | None = None,
     ) -> None:
         self.base = base.resolve()
         # the object store's own folder is never watched, even where it lies under the
@@ -327,6 +443,8 @@ class EarlyOutputs:
         self.reach = _Reach.of(globs)
         self.objects = objects
         self.left_before = left_before
+        self.budget = budget if budget is not None else _budget_or_default()
+        self._staged_bytes = 0  # staged by this reader and not dropped since
         self.stats = EarlyStats()
         self._wake_r, self._wake_w = os.pipe()
         self._folders: dict[int, tuple[str, ...]] = {}
@@ -348,6 +466,7 @@ class EarlyOutputs:
         globs: Sequence[str],
         objects: ObjectStore | None,
         left_before: Mapping[str, tuple[int, int, int, int]],
+        budget: int | None = None,
     ) -> EarlyOutputs | None:
         """Watch ``base`` for the outputs ``globs`` can match (in a thread of its own,
         which sets the watches up while the command starts); None where there is nothing
@@ -356,7 +475,7 @@ class EarlyOutputs:
             return None
         if not _Reach.of(globs).patterns:
             return None
-        early = cls(base, globs, objects, left_before)
+        early = cls(base, globs, objects, left_before, budget)
         early._thread.start()
         return early
 
@@ -521,9 +640,16 @@ class EarlyOutputs:
                     st.st_mtime_ns,
                     st.st_ctime_ns,
                 )
-                # a file the run wrote, linked once, with room for its copy
-                if st.st_nlink == 1 and not left and st.st_size and self._room_for(st.st_size):
-                    staged = self.objects.stage_fd(f.fd, name=str(shown))
+                # a file the run wrote, linked once, with room for its copy on the disk
+                # and in the run's output budget
+                if (
+                    st.st_nlink == 1
+                    and not left
+                    and st.st_size
+                    and self._staged_bytes + st.st_size <= self.budget
+                    and self._room_for(st.st_size)
+                ):
+                    staged = self.objects.stage_fd(f.fd, name=str(shown), max_bytes=st.st_size)
                     after = os.fstat(f.fd)
             changed = staged is not None and identity(after) != identity(st)
             if changed or (staged is not None and staged.size != st.st_size):
@@ -542,6 +668,7 @@ class EarlyOutputs:
             return
         with self._lock:
             self._results[rel] = _Read(identity(st), (staged.sha256, staged.size, tensor), staged)
+            self._staged_bytes += staged.size
         self.stats.read += 1
 
     @staticmethod
@@ -571,12 +698,15 @@ class EarlyOutputs:
     def _drop(self, rel: str) -> None:
         with self._lock:
             old = self._results.pop(rel, None)
+            if old is not None:
+                self._staged_bytes -= old.staged.size
         if old is not None:
             self.objects.discard(old.staged)
 
     def _drop_all(self) -> None:
         with self._lock:
             old, self._results = list(self._results.values()), {}
+            self._staged_bytes -= sum(r.staged.size for r in old)
         for r in old:
             self.objects.discard(r.staged)
 
@@ -607,6 +737,8 @@ class EarlyOutputs:
             return None
         st = os.fstat(fd)
         if identity(st) != got.identity or st.st_nlink != 1:
+            with self._lock:
+                self._staged_bytes -= got.staged.size
             self.objects.discard(got.staged)
             return None
         try:

@@ -41,18 +41,23 @@ def _key(st: os.stat_result) -> tuple[int, int, int, int]:
 def snapshot(base: Path, patterns: Sequence[str]) -> Before:
     """Note the regular files ``patterns`` match under ``base`` (call it just before the
     command starts)."""
+    from replay_tui.door import glob_parts, glob_under
+
     files: dict[str, tuple[int, int, int, int]] = {}
     base = base.resolve()
     for pat in patterns:
-        if Path(pat).is_absolute() or ".." in Path(pat).parts:
+        parts = glob_parts(pat)
+        if parts is None:
             continue  # refused later, with its message, by the artifact collection
-        for p in base.glob(pat):
+        for found in glob_under(base, parts):  # the collection's own matcher and walk
+            if found.what != "file" or found.rel in files:
+                continue
             try:
-                st = p.lstat()
+                st = (base / found.rel).lstat()
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                files[p.relative_to(base).as_posix()] = _key(st)
+                files[found.rel] = _key(st)
     return Before(files, time.time_ns())
 
 

@@ -68,8 +68,12 @@ def test_symlinks_in_the_output_are_not_followed_hashed_or_kept(tmp_path: Path) 
     arts = {a.path: a for a in m.outputs.artifacts}
     # the real file is hashed; every link and the FIFO are listed without a hash
     assert arts["out/real.txt"].sha256 is not None
-    for bad in ("out/model.pt", "out/alias.pt", "out/pipe", "out/keys/id_ed25519"):
+    for bad in ("out/model.pt", "out/alias.pt", "out/pipe", "out/keys"):
         assert bad in arts and arts[bad].sha256 is None, bad
+    # the linked folder is never listed through the link: not even the names in it (a
+    # host folder's file names) reach the manifest
+    assert not [p for p in arts if p.startswith("out/keys/")]
+    assert "out/keys: out/keys is a symbolic link" in str(res["_stderr"])
     # the host secret's bytes are nowhere in the object store
     objects = ObjectStore.beside(store)
     import hashlib
