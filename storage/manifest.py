@@ -376,6 +376,19 @@ class SchedulerJob(_Model):
     reason: LongStr | None = None
 
 
+class SandboxInfo(_Model):
+    """The walls a replay's container ran within (the docker backend)."""
+
+    memory_limit: Label | None = None
+    """The memory limit as the engine took it (``512m``), swap included."""
+    cpus: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    user: Label | None = None
+    """``UID:GID`` the container ran as (``--user``)."""
+    pids_limit: Count | None = None
+    output_bytes: Count | None = None
+    """Each writable folder's size bound (None: not bounded)."""
+
+
 class ReplayInfo(_Model):
     """How a replay ran (only on ``kind="replay"`` manifests)."""
 
@@ -390,6 +403,8 @@ class ReplayInfo(_Model):
     reason: LongStr | None = None
     # added later: left out of the JSON when unset, so older replays keep their hash
     job: SchedulerJob | None = Field(default=None, exclude_if=lambda v: v is None)
+    # added later: the container's limits; left out of the JSON when unset
+    sandbox: SandboxInfo | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class CaptureInfo(_Model):

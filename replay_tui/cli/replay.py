@@ -23,6 +23,43 @@ if TYPE_CHECKING:
     from replay_tui.replay.plan import ReplayOptions
 
 
+def _size_arg(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from replay_tui.replay.backends.docker.walls import size_bytes
+
+    try:
+        n = size_bytes(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{escape_control(value)!r} is not a size: a whole number with b, k, m or g"
+        ) from None
+    if n < 1 << 20:
+        raise click.BadParameter(f"{value} is below 1m")
+    return value.strip().lower()
+
+
+def _user_arg(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from replay_tui.replay.backends.docker.walls import parse_user
+
+    if parse_user(value) is None:
+        raise click.BadParameter(f"{escape_control(value)!r} is not UID, UID:GID or root")
+    return value.strip()
+
+
+def _allow_env_arg(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Each ``--allow-env`` name checked at once: a loader variable is exit 2 here."""
+    from replay_tui.errors import BadInput
+    from replay_tui.replay.envpolicy import check_extra
+
+    try:
+        return tuple(check_extra(values))
+    except BadInput as e:
+        raise click.BadParameter(e.message + (f" ({e.hint})" if e.hint else "")) from None
+
+
 @click.command()
 @click.argument("run")
 @replay_options(
@@ -35,6 +72,9 @@ if TYPE_CHECKING:
         "keep_workdir",
         "force_data",
         "memory_limit",
+        "cpus",
+        "output_size",
+        "container_user",
         "allow_env",
         "fetch_repo",
         "allow_foreign_on_host",
@@ -51,13 +91,37 @@ if TYPE_CHECKING:
     "memory_limit",
     default=None,
     callback=lambda _c, _p, v: memory_limit_arg(v),
-    help="Container memory limit: a number with b, k, m or g, e.g. 2g.",
+    help="Container memory limit: a number with b, k, m or g, e.g. 2g (default: half of"
+    " this host's memory).",
+)
+@click.option(
+    "--cpus",
+    type=click.FloatRange(min=0.01, max=4096),
+    default=None,
+    help="CPUs the container may use, e.g. 1.5 (default: the recorded count, at most this host's).",
+)
+@click.option(
+    "--output-size",
+    "output_size",
+    default=None,
+    callback=lambda _c, _p, v: _size_arg(v),
+    help="Size of each folder the container may write, e.g. 4g (default: twice what the"
+    " original run wrote, at least 1g).",
+)
+@click.option(
+    "--container-user",
+    "container_user",
+    default=None,
+    callback=lambda _c, _p, v: _user_arg(v),
+    help="UID:GID (or root) the container runs as (default: never root when it can be avoided).",
 )
 @click.option(
     "--allow-env",
     "allow_env",
     multiple=True,
-    help="Pass this manifest variable on too (the default is an allow-list).",
+    callback=lambda _c, _p, v: _allow_env_arg(v),
+    help="Pass this manifest variable on too (the default is an allow-list; never one"
+    " that makes a runtime load code).",
 )
 @click.option(
     "--fetch-repo",

@@ -34,6 +34,9 @@ class ReplayOptions:
     determinism: Literal["recorded", "off"] = "recorded"
     memory_limit: str | None = None
     pids_limit: int = 512
+    cpus: float | None = None  # --cpus (None: the recorded count, capped at the host's)
+    output_size: str | None = None  # --output-size: each writable folder's bound
+    container_user: str | None = None  # --container-user (None: never root if avoidable)
     backend_options: tuple[tuple[str, str], ...] = ()  # (name, value) for the backend
     allow_env: tuple[str, ...] = ()  # --allow-env: more manifest variables to pass on
     fetch_repo: bool = False  # --fetch-repo: clone/fetch the manifest's repo_url

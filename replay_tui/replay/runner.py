@@ -266,6 +266,9 @@ def replay_manifest(
         for c in holder:
             if c.early is not None:
                 c.early.close()  # staged copies not taken are dropped
+            walls = getattr(c.prepared.executor, "close", None) if c.prepared else None
+            if walls is not None:  # the sandbox's bounded folders, before the checkout goes
+                walls(keep=options.keep_workdir)
             if c.worktree is None:
                 continue
             if options.keep_workdir:
@@ -582,6 +585,9 @@ def stage_hash(ctx: ReplayContext) -> None:
     job = getattr(ctx.prepared.executor, "job_info", None)  # where a scheduler ran it
     if job:
         ctx.replay_info["job"] = dict(job)
+    walls = getattr(ctx.prepared.executor, "sandbox_info", None)  # its limits, as run
+    if walls:
+        ctx.replay_info["sandbox"] = dict(walls)
     image = ctx.prepared.image
     if image is None and m.image and ctx.backend.pins_environment:
         image = m.image.model_dump()

@@ -3,7 +3,9 @@
 Sandbox: no network, code and data read-only, only the planned output folders
 writable, all capabilities dropped, no-new-privileges, a pids limit, a read-only root
 filesystem with a private /tmp, never privileged, never the Docker socket or any host
-path outside the plan.
+path outside the plan.  A replay's container also has walls
+(:mod:`replay_tui.replay.backends.docker.walls`): a memory and a CPU limit, a non-root
+user, and size-bounded folders for what it writes.
 """
 
 from __future__ import annotations
@@ -138,6 +140,10 @@ class Sandbox:
     pids_limit: int = 512
     memory_limit: str | None = None
     read_only_rootfs: bool = True
+    cpus: float | None = None
+    """CPUs the container may use (``--cpus``; None: no limit)."""
+    user: str | None = None
+    """``UID:GID`` the container runs as (None: the invoking user's)."""
 
 
 def ensure_image(c: Any, ref: str, *, pull: bool = True) -> Any:
@@ -250,6 +256,30 @@ class DockerExecutor:
     docker_client: Any = None
     probe_cache: Path | None = None
     container_id: str | None = None
+    walls: Any = None
+    """The size-bounded folders of this replay (``walls.BoundedFolders``), or None; the
+    handoff folder is bounded too when the run starts, all unmounted by :meth:`close`."""
+    output_bytes: int | None = None
+    """Each bounded output folder's size in bytes (None: not bounded)."""
+    infra_fault: str | None = None
+    """Why the machine, not the run, ended it (killed at the memory limit)."""
+
+    @property
+    def sandbox_info(self) -> dict[str, Any]:
+        """The walls as the replay manifest records them (``ReplayInfo.sandbox``)."""
+        sb = self.sandbox
+        return {
+            "memory_limit": sb.memory_limit,
+            "cpus": sb.cpus,
+            "user": sb.user or f"{os.getuid()}:{os.getgid()}",
+            "pids_limit": sb.pids_limit,
+            "output_bytes": self.output_bytes,
+        }
+
+    def close(self, *, keep: bool = False) -> None:
+        """Unmount the bounded folders (``keep``: their content stays in the folders)."""
+        if self.walls is not None:
+            self.walls.close(keep=keep)
 
     def create_kwargs(self, spec: ExecSpec) -> dict[str, Any]:
         """The Docker SDK's ``containers.create`` arguments for ``spec``: the one definition
@@ -283,13 +313,15 @@ class DockerExecutor:
             "tmpfs": {"/tmp": "rw,nosuid,nodev,size=1g"},
             "shm_size": "256m",
             "privileged": False,
-            "user": f"{os.getuid()}:{os.getgid()}",
+            "user": sb.user or f"{os.getuid()}:{os.getgid()}",
             "labels": owner_labels(),
             "detach": True,
         }
         if sb.memory_limit:
             kwargs["mem_limit"] = sb.memory_limit
             kwargs["memswap_limit"] = sb.memory_limit
+        if sb.cpus:
+            kwargs["nano_cpus"] = round(sb.cpus * 1e9)
         if sb.gpus:
             # The recorded number of GPUs, never every GPU of the host (count=-1): a
             # replay of a 1-GPU run on a shared 8-GPU node takes one, as the slurm
@@ -304,6 +336,10 @@ class DockerExecutor:
 
         c = self.docker_client or client()
         img = ensure_image(c, self.image)
+        if self.walls is not None:
+            from replay_tui.replay.backends.docker.walls import HANDOFF_BYTES
+
+            self.walls.bound(spec.handoff_dir, HANDOFF_BYTES)
         kwargs = self.create_kwargs(spec)
         sb = self.sandbox
         started, t0 = utc_now(), time.monotonic()
@@ -380,7 +416,12 @@ class DockerExecutor:
             elif interrupted:
                 status, reason = "interrupted", "cancelled: the container was killed (SIGKILL)"
             elif state.get("OOMKilled"):
-                status, reason = "failed", f"out of memory (limit {sb.memory_limit}): OOM-killed"
+                # the machine's wall ended it, not the program: no verdict on reproduction
+                status = "failed"
+                reason = self.infra_fault = (
+                    f"out of memory: the container was killed at its memory limit of"
+                    f" {sb.memory_limit} (OOMKilled; pass a larger --memory)"
+                )
             elif code == 0:
                 status = "succeeded"
             elif code == 137:

@@ -1,0 +1,257 @@
+"""Item 6 of the third trust round (attack D1): a docker replay runs within walls.
+
+On the real engine with the real training image: the replay's container, inspected
+while it runs, has a memory limit, a CPU limit and a non-root user; a program that
+writes past its output folder's bound gets ENOSPC inside the container and the host's
+disk never holds what it wrote; a program that allocates past the memory limit is an
+infrastructure result naming the limit, not a failed reproduction; a tmpfs a killed
+replay left mounted is unmounted by the next one.  Without an engine these tests fail,
+never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay_tui.replay.backends.docker.walls import MOUNT_SOURCE, our_mounts
+from replay_tui.sdk import _uuid7
+from storage.store import RunStore
+from tests.support.training import git, make_repo, replay_tui
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+MiB = 1 << 20
+
+WAIT_FOR_GO = """\
+import json, os, time
+os.makedirs('out', exist_ok=True)
+st = os.statvfs('out')
+print('FACTS ' + json.dumps({'uid': os.getuid(), 'gid': os.getgid(),
+      'out_bytes': st.f_blocks * st.f_frsize}), flush=True)
+deadline = time.monotonic() + 120  # the test inspects the container, then says go
+while not os.path.exists('/tmp/go') and time.monotonic() < deadline:
+    time.sleep(0.05)
+open('out/result.txt', 'w').write('ok')
+"""
+
+FILL_OUT = """\
+import errno, json, os
+os.makedirs('out', exist_ok=True)
+written, err = 0, None
+try:
+    with open('out/big.bin', 'wb') as f:
+        while written < 64 * 1024 * 1024:  # never more than 64 MiB, walls or not
+            f.write(b'x' * (1024 * 1024)); f.flush(); os.fsync(f.fileno())
+            written += 1024 * 1024
+except OSError as e:
+    err = errno.errorcode.get(e.errno, str(e.errno))
+print('FILL ' + json.dumps({'written': written, 'error': err}), flush=True)
+"""
+
+ALLOCATE = """\
+b = bytearray(400 * 1024 * 1024)
+b[::4096] = b'x' * len(b[::4096])
+print('allocated', flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[str]:
+    ref = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
+    try:
+        import docker
+
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as e:  # an environment problem: a failure, never a skip
+        pytest.fail(f"no Docker engine: {e} (run scripts/docker-env.sh)")
+    if not ref:
+        pytest.fail("REPLAY_TUI_TRAIN_IMAGE unset (source /var/lib/replay-tui-env/train-image.env)")
+    yield ref
+    client.close()
+
+
+@pytest.fixture
+def engine(image: str) -> Iterator[Any]:
+    import docker
+
+    client = docker.from_env(timeout=120)
+    yield client
+    client.close()
+
+
+def _repo(tmp_path: Path, program: str) -> Path:
+    r = make_repo(tmp_path / "repo")
+    (r / "probe.py").write_text(program)
+    git(r, "add", "probe.py")
+    git(r, "commit", "-q", "-m", "probe")
+    return r
+
+
+def _ingest(store: Path, repo: Path, image: str, **extra: Any) -> str:
+    """A run as someone else sent it: the probe in the pinned image, writing out/."""
+    data: dict[str, Any] = {
+        "schema_version": 1,
+        "run_id": _uuid7(),
+        "status": "succeeded",
+        "exit_code": 0,
+        "started_at": "2026-11-20T10:00:00.000Z",
+        "argv": ["python3", "probe.py"],
+        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
+        "image": {
+            "reference": image,
+            "digest": os.environ["REPLAY_TUI_TRAIN_DIGEST"].split("@", 1)[1],
+        },
+        "hardware": {"cpu_count": 1},
+        "outputs": {"artifacts": [{"path": "out/result.txt", "sha256": "0" * 64}]},
+        "capture": {"artifact_globs": ["out/*"]},
+        **extra,
+    }
+    f = repo.parent / f"{data['run_id']}.json"
+    f.write_text(json.dumps(data))
+    proc = replay_tui(store, "ingest", str(f))
+    assert proc.returncode == 0, proc.stderr
+    return str(data["run_id"])
+
+
+def _replay(store: Path, rid: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    repo = store.parent.parent / "repo"
+    proc = replay_tui(store, "replay", rid, "--json", "--repo", str(repo), *args)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        data = {}
+    return proc.returncode, data, proc.stderr + proc.stdout
+
+
+def _log(store: Path, run_id: str) -> str:
+    return (store.parent / "logs" / f"{run_id}.log").read_text()
+
+
+def test_the_replay_container_has_a_memory_and_cpu_limit_and_no_root(
+    image: str, engine: Any, tmp_path: Path
+) -> None:
+    repo = _repo(tmp_path, WAIT_FOR_GO)
+    store = tmp_path / "store" / "runs.db"
+    rid = _ingest(store, repo, image)
+    seen: dict[str, Any] = {}
+
+    def inspect_then_go() -> None:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # polled, with a deadline
+            for c in engine.containers.list(filters={"label": "io.replay-tui.run"}):
+                if c.status == "running" and b"FACTS" in c.logs(stdout=True, stderr=False):
+                    seen.update(c.attrs)
+                    c.exec_run(["touch", "/tmp/go"])
+                    return
+            time.sleep(0.1)
+
+    t = threading.Thread(target=inspect_then_go, daemon=True)
+    t.start()
+    code, rep, out = _replay(store, rid, "--keep-workdir")
+    t.join(timeout=5)
+    assert seen, f"the test never saw the replay container running: {out[-2000:]}"
+    host = seen["HostConfig"]
+    assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]  # no swap beyond it
+    assert host["NanoCpus"] == 1_000_000_000  # the recorded cpu_count, 1
+    assert seen["Config"]["User"] == "65534:65534"  # root on the host, nobody inside
+    r = rep["replays"][0]
+    assert code in (0, 1) and r["replay_status"] == "completed", out[-3000:]  # judged
+    facts = json.loads(_log(store, r["replay_run"]).split("FACTS ", 1)[1].splitlines()[0])
+    assert (facts["uid"], facts["gid"]) == (65534, 65534)
+    assert facts["out_bytes"] == 1 << 30  # the default bound: at least 1 GiB
+    with RunStore(store) as s:
+        m = s.manifest(r["replay_run"])
+        assert s.verify().ok
+        (where,) = [loc for loc in s.locations(r["replay_run"]) if loc.role == "workdir"]
+    assert m.replay is not None and m.replay.sandbox is not None
+    sb = m.replay.sandbox
+    assert sb.user == "65534:65534" and sb.cpus == 1.0 and sb.output_bytes == 1 << 30
+    assert sb.memory_limit and sb.memory_limit.endswith("m")
+    assert int(sb.memory_limit[:-1]) * MiB == host["Memory"]
+    # the kept checkout holds the outputs once the bounded folder is unmounted
+    wt = Path(where.host_path)
+    assert (wt / "out" / "result.txt").read_text() == "ok"
+    assert not [p for p, _ in our_mounts() if p.startswith(str(wt))]
+    shutil.rmtree(wt.parent, ignore_errors=True)
+
+
+def test_a_write_past_the_output_bound_fails_inside_with_enospc(image: str, tmp_path: Path) -> None:
+    repo = _repo(tmp_path, FILL_OUT)
+    store = tmp_path / "store" / "runs.db"
+    rid = _ingest(store, repo, image)
+    before = shutil.disk_usage(tmp_path).used
+    code, rep, out = _replay(store, rid, "--output-size", "8m")
+    r = rep["replays"][0]
+    assert r["replay_status"] == "completed", out[-3000:]
+    fill = json.loads(_log(store, r["replay_run"]).split("FILL ", 1)[1].splitlines()[0])
+    assert fill["error"] == "ENOSPC", fill  # the wall, inside the container
+    assert fill["written"] <= 8 * MiB
+    with RunStore(store) as s:
+        m = s.manifest(r["replay_run"])
+    assert m.replay is not None and m.replay.sandbox is not None
+    assert m.replay.sandbox.output_bytes == 8 * MiB
+    # what it wrote lived in the bounded folder, never on this host's disk, and is gone
+    assert not [p for p, _ in our_mounts() if "replay-tui-replay-" in p]
+    leftovers = [p for p in Path(tempfile_dir()).glob("replay-tui-replay-*") if p.is_dir()]
+    assert not any((p / "out" / "big.bin").exists() for p in leftovers)
+    assert shutil.disk_usage(tmp_path).used - before < 64 * MiB
+    assert code in (0, 1)  # judged: a completed replay, not an infrastructure failure
+
+
+def tempfile_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def test_a_replay_killed_for_memory_is_an_infrastructure_result_naming_the_limit(
+    image: str, tmp_path: Path
+) -> None:
+    repo = _repo(tmp_path, ALLOCATE)
+    store = tmp_path / "store" / "runs.db"
+    rid = _ingest(store, repo, image)
+    code, rep, out = _replay(store, rid, "--memory", "96m")
+    assert code == 3, out[-3000:]  # the machine's wall ended it: not "not reproduced"
+    r = rep["replays"][0]
+    assert r["replay_status"] == "infra-error"
+    assert "memory limit of 96m" in r["reason"] and "OOMKilled" in r["reason"]
+    assert r["verdict"] == "INCOMPLETE"
+    with RunStore(store) as s:
+        assert s.get_run(rid).last_verdict is None  # never judged
+        m = s.manifest(r["replay_run"])
+    assert m.replay is not None and m.replay.sandbox is not None
+    assert m.replay.sandbox.memory_limit == "96m"
+
+
+def test_a_bounded_folder_a_killed_replay_left_is_unmounted_by_the_next(
+    image: str, tmp_path: Path
+) -> None:
+    import tempfile
+
+    left = Path(tempfile.mkdtemp(prefix="replay-tui-replay-")) / "wt" / "out"
+    left.mkdir(parents=True)
+    dead = f"{MOUNT_SOURCE}.999999999.0"  # no such process
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", dead, str(left)], check=True)
+    try:
+        repo = _repo(tmp_path, FILL_OUT)
+        store = tmp_path / "store" / "runs.db"
+        rid = _ingest(store, repo, image)
+        proc = replay_tui(store, "replay", rid, "--repo", str(repo), "--output-size", "4m")
+        out = proc.stdout + proc.stderr
+        assert f"unmounted {left}, left by a replay that was killed" in out, out[-3000:]
+        assert str(left) not in [p for p, _ in our_mounts()]
+        assert not left.parent.parent.exists()  # its unclaimed scratch folder is gone
+    finally:
+        subprocess.run(["umount", str(left)], capture_output=True)
+        shutil.rmtree(left.parent.parent, ignore_errors=True)
