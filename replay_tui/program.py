@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import NoReturn
 
 
@@ -78,10 +78,24 @@ def main() -> None:
     finally:
         gc.enable()
     set_tui_opener(_open_tui)
+    sys.excepthook = print_escaped_traceback  # a crash may quote what came from outside
     try:
         cli_main()
     except Finished as done:
         end_now(done.code)
+
+
+def print_escaped_traceback(
+    kind: type[BaseException], error: BaseException, tb: TracebackType | None
+) -> None:
+    """What Python prints for an error nothing handled, escaped for the terminal
+    (``escape_control``): its message may quote a manifest's value or a run's output."""
+    import traceback
+
+    from replay_tui.safety import escape_control
+
+    text = "".join(traceback.format_exception(kind, error, tb))
+    sys.stderr.write(escape_control(text, keep_newlines=True))
 
 
 def end_now(code: object) -> NoReturn:
@@ -90,7 +104,9 @@ def end_now(code: object) -> NoReturn:
     finished all its work (``cli.root.Finished``)."""
     status = code if isinstance(code, int) else 0 if code is None else 1
     if not isinstance(code, int | None):
-        print(code, file=sys.stderr)
+        from replay_tui.safety import escape_control
+
+        print(escape_control(str(code)), file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to say there
             stream.flush()

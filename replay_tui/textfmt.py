@@ -22,7 +22,10 @@ from replay_tui.safety import escape_control
 
 def cut(value: str, n: int | None) -> str:
     """``value`` in at most ``n`` terminal cells; a cut value ends in an ellipsis, never
-    cut silently (None: whole).  Every face cuts with this (or ``fit`` on a Rich Text)."""
+    cut silently (None: whole).  Every face cuts with this (or ``fit`` on a Rich Text).
+    The value is escaped for the terminal first (``escape_control``): what is cut is
+    what is shown."""
+    value = escape_control(value)
     if n is None or cell_len(value) <= n:
         return value
     if n <= 0:
@@ -31,10 +34,11 @@ def cut(value: str, n: int | None) -> str:
 
 
 def short(value: str | None, n: int = 12) -> str:
-    """The first ``n`` characters of an id, commit or digest (``sha256:`` dropped)."""
+    """The first ``n`` characters of an id, commit or digest (``sha256:`` dropped),
+    escaped for the terminal (an imported run's digest is any string)."""
     if not value:
         return "-"
-    return value.removeprefix("sha256:")[:n]
+    return escape_control(value.removeprefix("sha256:")[:n])
 
 
 def duration(seconds: float | None) -> str:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from replay_tui.cli.common import Ctx, default_store_path, fail, open_tui
+from replay_tui.safety import escape_control
 from replay_tui.storepath import tui_store_problem
 
 
@@ -48,6 +50,27 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and module is not None:
             importlib.import_module(module).register(self)
         return self.commands.get(cmd_name)
+
+    # click's own errors (a bad value, an unknown option or command) quote the argument
+    # as given; click prints them, so they are escaped on their way out of the group.
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with escaped_click_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with escaped_click_errors():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def escaped_click_errors() -> Iterator[None]:
+    """A ``click.ClickException`` raised inside, its message escaped for the terminal
+    (``escape_control``): click prints it raw, and it may quote an argument."""
+    try:
+        yield
+    except click.ClickException as e:
+        vars(e)["message"] = escape_control(e.message)  # click types it Final: set once
+        raise
 
 
 @click.group(

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from replay_tui.cli.common import Ctx, echo_json, fail, handled, json_option
+from replay_tui.cli.common import Ctx, echo_error, echo_json, fail, handled, json_option
 from replay_tui.door import Refused, read_named
 from replay_tui.errors import BadInput
 from replay_tui.textfmt import fit_text, output_width
@@ -99,8 +99,8 @@ def ingest(obj: Ctx, files: tuple[Path, ...], as_json: bool) -> None:
         if as_json:
             echo_json({"ingested": [], "errors": errors})
         else:
-            for problem in errors:
-                click.echo(f"error: {problem}", err=True)
+            for problem in errors:  # a problem quotes the file's keys and values: escaped
+                echo_error(problem)
             click.echo("nothing was stored", err=True)
         sys.exit(2)
     if as_json:
@@ -194,9 +194,13 @@ def runs(
     elif as_csv:
         import csv
 
+        from replay_tui.safety import escape_control
+
+        # CSV quotes, it does not escape: a name's ESC or U+202E would reach the terminal
         out = csv.writer(sys.stdout, lineterminator="\n")
         out.writerow(render.RUN_COLUMNS_ALL)
-        out.writerows(render.run_rows(records, reproduction, wide=True, aborted=aborted))
+        rows = render.run_rows(records, reproduction, wide=True, aborted=aborted)
+        out.writerows([escape_control(cell) for cell in row] for row in rows)
     else:
         filtered = bool(search or kind or verdict)
         click.echo(

@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker
 
+from replay_tui.safety import escape_control
 from replay_tui.tui import collector
 from replay_tui.tui.messages import (
     OpenBisect,
@@ -78,7 +79,7 @@ class ReplayApp(App[None]):
         self.store_path = Path(store_path)
         self.replay_options_factory = replay_options_factory or _default_replay_options
         self.notice = notice
-        self.sub_title = str(self.store_path)
+        self.sub_title = escape_control(str(self.store_path))  # a path given: escaped
         self._held_comparison: OpenComparison | None = None
         """A comparison a replay opened while the quit question was up (shown on "no")."""
         # the runs browser's first page is read while the app builds its first screen (a
@@ -253,7 +254,11 @@ class ReplayApp(App[None]):
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as e:
-                self.notify(f"cannot save a screenshot in {folder}: {e.strerror}", severity="error")
+                self.notify(
+                    escape_control(f"cannot save a screenshot in {folder}: {e.strerror}"),
+                    severity="error",
+                    markup=False,
+                )
                 return None
             path = str(folder)
         return super().deliver_screenshot(filename, path, time_format)
@@ -263,7 +268,9 @@ class ReplayApp(App[None]):
         when $REPLAY_TUI_SIGNING_KEY names a key), in a worker; a notification says what
         ``replay-tui export`` says.  The palette's command asks first
         (:meth:`action_export`)."""
-        self.notify(f"exporting the evidence bundle of {run_id[:13]}…")
+        self.notify(
+            f"exporting the evidence bundle of {escape_control(run_id[:13])}…", markup=False
+        )
         self.run_worker(
             lambda: self._export(run_id), thread=True, group="export", exit_on_error=False
         )
@@ -299,7 +306,7 @@ class ReplayApp(App[None]):
             self.notify("no run selected", severity="warning")
             return
         self.copy_to_clipboard(run)
-        self.notify(f"copied run id {run}")
+        self.notify(f"copied run id {escape_control(run)}", markup=False)
 
     def action_dashboard(self) -> None:
         from replay_tui.tui.screens.dashboard import DashboardScreen

@@ -21,7 +21,7 @@ from textual.worker import Worker, WorkerCancelled, WorkerState
 from textual.worker import WorkerFailed as WorkerRaised
 
 from replay_tui.tui.messages import WorkerFailed
-from replay_tui.tui.widgets.style import Palette
+from replay_tui.tui.widgets.style import Palette, safe
 
 ResultT = TypeVar("ResultT")
 
@@ -181,7 +181,7 @@ class WorkScreen(AppScreen[None]):
         self._set_phase("running")
         self.query_one("#form").display = False
         self.query_one("#progress").display = True
-        self.query_one("#title", Static).update(Text(title))
+        self.query_one("#title", Static).update(safe(title))
         self._outcome(Text("running… x or escape cancels"))
 
     def _outcome(self, text: Text) -> None:
@@ -198,7 +198,8 @@ class WorkScreen(AppScreen[None]):
         self._set_phase("failed")
         reason = failure_reason(event.worker.error)
         self.show_failure(reason)
-        self._outcome(Text(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
+        # a failure's words may quote the run's argv or output: escaped
+        self._outcome(safe(f"failed: {reason}", style=Palette.of(self.app).fg("error")))
 
     def action_cancel(self) -> None:
         if self.phase == "running":

@@ -48,7 +48,7 @@ from replay_tui.safety import escape_control
 from replay_tui.tui.queries import open_store
 from replay_tui.tui.screens.base import AppScreen
 from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
-from replay_tui.tui.widgets.style import short, when
+from replay_tui.tui.widgets.style import safe, short, when
 
 if TYPE_CHECKING:
     from replay_tui.bisect.factors import FactorReport
@@ -93,7 +93,7 @@ class FactorsRead(Message):
 def factor_prompt(name: str, detail: list[str]) -> Text:
     """A factor as the form offers it: its name, then the first thing that differs (from
     the manifests: untrusted text, control characters shown), cut to one line."""
-    text = Text(f"{name:<12}", style="bold", no_wrap=True, overflow="ellipsis", end="")
+    text = safe(f"{name:<12}", style="bold", no_wrap=True, overflow="ellipsis", end="")
     if detail:
         text.append(escape_control(detail[0]), style="dim")
     return text
@@ -230,7 +230,7 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
         note = self.query_one("#factors-note", Static)
         report = message.report
         if report is None:  # every factor stays offered: the bisect says what differs
-            note.update(Text(f"could not read which factors differ: {message.error}"))
+            note.update(safe(f"could not read which factors differ: {message.error}"))
             return
         self.report = report
         differing = [d for d in report.differing if d.name in FACTORS]
@@ -292,7 +292,7 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
         options = self.chosen()
         problem = self.problem(options)
         if problem is not None:
-            self.notify(problem, title="Bisect options", severity="error")
+            self.notify(problem, title="Bisect options", severity="error", markup=False)
             return
         self.dismiss(options)
 
@@ -353,7 +353,7 @@ class BisectScreen(AppScreen[None]):
             title += f"  vs  BAD {short(self.bad, 13)} · {when(self.stored.created_at)}"
         elif self.options is not None:
             title += f" · {self.options.replay.backend} backend"
-        yield Static(Text(title), id="bisect-title")
+        yield Static(safe(title), id="bisect-title")
         yield Static("starting…" if self.stored is None else "", id="bisect-status")
         yield Static("", id="bisect-answer")
         yield DataTable(id="bisect-probes", cursor_type="row", zebra_stripes=True)
@@ -401,23 +401,24 @@ class BisectScreen(AppScreen[None]):
         message.stop()
         ev = message.event
         log = self.query_one("#bisect-log", Log)
+        said = escape_control(ev.message)  # a probe's output and argv: untrusted
         if ev.stage == "bisect":
-            log.write_line(f"== {ev.message}")
+            log.write_line(f"== {said}")
             if ev.state in ("start", "note"):
-                self.query_one("#bisect-status", Static).update(Text(ev.message))
+                self.query_one("#bisect-status", Static).update(Text(said))
             if ev.state == "done" and ev.message.startswith("probe "):
-                self.query_one("#bisect-status", Static).update(Text(ev.message))
+                self.query_one("#bisect-status", Static).update(Text(said))
         elif ev.state == "log":
-            log.write_line(f"  | {ev.message}")
+            log.write_line(f"  | {said}")
         else:
-            log.write_line(f"[{ev.stage:>8}] {ev.state:<6} {ev.message}".rstrip())
+            log.write_line(escape_control(f"[{ev.stage:>8}] {ev.state:<6} {said}".rstrip()))
 
     def on_bisect_done(self, message: BisectDone) -> None:
         message.stop()
         status = self.query_one("#bisect-status", Static)
         if message.result is None:
             self.phase = "cancelled" if message.exit_code == 130 else "failed"
-            status.update(Text(f"bisect {self.phase}: {message.error}", style="bold red"))
+            status.update(safe(f"bisect {self.phase}: {message.error}", style="bold red"))
             self.refresh_bindings()
             return
         self.phase = "done"
@@ -428,7 +429,7 @@ class BisectScreen(AppScreen[None]):
         self.result = result
         line, cause = headline(result)
         self.query_one("#bisect-status", Static).update(
-            Text(line, style="bold green" if cause else "bold yellow")
+            safe(line, style="bold green" if cause else "bold yellow")
         )
         answer = self.query_one("#bisect-answer", Static)
         # what differs comes from the manifests: untrusted text, control characters shown
@@ -450,14 +451,14 @@ class BisectScreen(AppScreen[None]):
         table.clear()
         for p in result.probes:
             step = p.first_divergent_step
-            table.add_row(
-                str(p.index),
-                "GOOD" if p.base == "good" else "BAD",
-                "+".join(p.swapped) or "-",
-                p.behaves or "-",
-                p.vs_good or "-",
-                p.vs_bad or "-",
-                "-" if step is None else str(step),
+            table.add_row(  # a stored bisect's body: Text (no markup), escaped
+                safe(p.index),
+                Text("GOOD" if p.base == "good" else "BAD"),
+                safe("+".join(p.swapped) or "-"),
+                safe(p.behaves or "-"),
+                safe(p.vs_good or "-"),
+                safe(p.vs_bad or "-"),
+                safe("-" if step is None else step),
             )
         self.refresh_bindings()
 

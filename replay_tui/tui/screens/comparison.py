@@ -26,7 +26,7 @@ from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen
 from replay_tui.tui.screens.keys import TOP_BOTTOM, TabKeys
 from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.plot import LinePlot, Series
-from replay_tui.tui.widgets.style import Palette, fit, number, plain, short
+from replay_tui.tui.widgets.style import Palette, fit, number, plain, safe, short
 from replay_tui.tui.widgets.verdict_banner import VerdictBanner
 from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
 
@@ -80,7 +80,7 @@ def _sha_cell(
     """One side's sha256, or "stale" for a file that side did not write."""
     if stale:
         return Text("stale", style=palette.fg("warning"))
-    return Text(sha if wide and sha else short(sha, width), style=style)
+    return safe(sha if wide and sha else short(sha, width), style=style)
 
 
 class ComparisonScreen(TabKeys, AppScreen[None]):
@@ -193,14 +193,14 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 meaning = DIVERGED_NO_FLOOR
             sub = f"{meaning}\n{sub}"
         compact = self.app.size.height < 30
-        self.query_one(VerdictBanner).show(c.verdict, sub, compact=compact)
+        self.query_one(VerdictBanner).show(c.verdict, sub, compact=compact)  # escapes
         # What the manifests already explain a divergence by leads (no seed recorded...).
         reasons = [f"probable cause: {x}" for x in c.probable_causes] + list(c.reasons)
         shown = reasons[:2] if compact else reasons[:4]
         text = Text(no_wrap=True, overflow="ellipsis")
-        for r in shown:
+        for r in shown:  # a reason quotes the manifests' values: escaped
             text.append("• ", style=palette.muted)
-            text.append(r + "\n")
+            text.append(escape_control(r) + "\n")
         if len(reasons) > len(shown):
             text.append(f"… {len(reasons) - len(shown)} more (Reasons tab)", style=palette.muted)
         text.rstrip()
@@ -251,11 +251,11 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 path == f or path.startswith(f + ".") or f.startswith(path) for f in gap_fields if f
             )
             mark = Text(CLASS_MARK.get(cls, " "), style=style)
-            field = fit(Text(("● " if gap else "") + path, style=style), field_width)
+            field = fit(safe(("● " if gap else "") + path, style=style), field_width)
             a = "missing" if not row.present_a else plain(row.a, 200)
             b = "missing" if not row.present_b else plain(row.b, 200)
-            cell_a = fit(Text(a, style=style), value_width)
-            cell_b = fit(Text(b, style=style), value_width)
+            cell_a = fit(safe(a, style=style), value_width)
+            cell_b = fit(safe(b, style=style), value_width)
             if path in self._full_values:  # a path listed twice: its first row shows whole
                 table.add_row(mark, field, cell_a, cell_b)
                 shown += 1
@@ -283,7 +283,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 Text("≠", style=style),
                 fit(Text(PACKAGES_ROW, style=style), field_width),
                 fit(Text(a_text, style=style), value_width),
-                fit(Text(b_text + "; " + "; ".join(detail), style=style), value_width),
+                fit(safe(b_text + "; " + "; ".join(detail), style=style), value_width),
                 key=PACKAGES_ROW,
             )
             every = [f"changed: {n} {va}→{vb}" for n, va, vb in packages.changed]
@@ -374,7 +374,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             diff = x.tensors
             if diff is None or diff.same_tensors:
                 continue
-            head = Text(f"tensors of {x.path}: ", style="bold")
+            head = safe(f"tensors of {x.path}: ", style="bold")
             head.append(
                 f"{diff.n_differ} differ, {diff.n_close} close,"
                 f" {diff.n_mismatch} shape/dtype mismatch,"
@@ -404,12 +404,12 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 if d.shape_b != d.shape_a:
                     shape += f" → {plain(None if d.shape_b is None else list(d.shape_b))}"
                 unequal = d.n_unequal
-                t.add_row(
+                t.add_row(  # a tensor's name, dtype and status are the checkpoint's
                     palette.mark(ok2),
-                    Text(d.name),
-                    Text(d.status, style="" if ok2 else palette.fg("error")),
-                    Text(dtype),
-                    Text(shape),
+                    safe(d.name),
+                    safe(d.status, style="" if ok2 else palette.fg("error")),
+                    safe(dtype),
+                    safe(shape),
                     Text(number(d.max_abs_diff)),
                     Text(number(d.rel_l2)),
                     Text("-" if unequal is None else f"{unequal}/{plain(d.numel)}"),
@@ -450,9 +450,9 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             diff_style = "" if status == "match" else palette.fg("error")
             cells = [
                 palette.mark(ok, yes="✓", no="✗"),
-                Text(x.path),
-                Text(x.kind_a or x.kind_b or "-", style=palette.muted),
-                Text(artifact_result(x), style=palette.muted if ok else ""),
+                safe(x.path),
+                safe(x.kind_a or x.kind_b or "-", style=palette.muted),
+                safe(artifact_result(x), style=palette.muted if ok else ""),
             ]
             if hashes:
                 cells.append(_sha_cell(x.sha256_a, x.stale_a, wide, sha_a, diff_style, palette))
@@ -492,7 +492,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             style = "" if ok or timing else palette.fg("error")
             table.add_row(
                 mark,
-                Text(m.name, style=style),
+                safe(m.name, style=style),
                 Text(number(m.a)),
                 Text(number(m.b)),
                 Text(number(m.abs_diff), style=style),
@@ -563,7 +563,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         )
         palette = Palette.of(self.app)
         t = Text()
-        t.append(f"{name}: ", style="bold")
+        t.append(f"{escape_control(name)}: ", style="bold")
         t.append_text(plot.legend())  # B dashed, A solid: told apart without colour
         if band is not None and leaves is None:
             t.append("  inside the replicas' noise band throughout", style=palette.muted)
@@ -600,13 +600,13 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         palette = Palette.of(self.app)
         t = Text()
         t.append(escape_control(x.path), style="bold")
-        t.append(f"  {artifact_result(x)}", style=palette.muted)
+        t.append(f"  {escape_control(artifact_result(x))}", style=palette.muted)
         for label, sha, stale in (
             (self.labels[0], x.sha256_a, x.stale_a),
             (self.labels[1], x.sha256_b, x.stale_b),
         ):
             t.append(f"\n{label}: ", style=palette.muted)
-            t.append(f"stale ({escape_control(stale)})" if stale else (sha or "-"))
+            t.append(f"stale ({escape_control(stale)})" if stale else escape_control(sha or "-"))
         full.update(t)
 
     @on(DataTable.RowHighlighted, "#metrics")
@@ -674,8 +674,8 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         for g in gaps:
             colour = {"critical": "error", "warning": "warning"}.get(g.severity, "primary")
             t.append(f" {g.severity.upper():<8} ", style=palette.badge(colour))
-            t.append(f" {g.code}", style="bold")
-            t.append(f"  {g.field}\n", style=palette.muted)
+            t.append(f" {escape_control(g.code)}", style="bold")
+            t.append(f"  {escape_control(g.field)}\n", style=palette.muted)
             t.append(f"{escape_control(g.message)}\n")
             t.append("fix: ", style=palette.fg("success", bold=True))
             t.append(f"{escape_control(g.remediation)}\n\n")
@@ -700,7 +700,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             t.append(f"\n\n{title}\n", style="bold")
             for r in items:
                 t.append("• ", style=palette.muted)
-                t.append(r + "\n")
+                t.append(escape_control(r) + "\n")
         t.rstrip()
         self.query_one("#all-reasons", Static).update(t)
 

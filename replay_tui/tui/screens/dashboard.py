@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Digits, Footer, Header, Static
 from replay_tui.tui.messages import DashboardLoaded, OpenComparison, OpenRun
 from replay_tui.tui.queries import DashboardStats, load_dashboard, open_store
 from replay_tui.tui.screens.base import AppScreen
-from replay_tui.tui.widgets.style import Palette, short, when
+from replay_tui.tui.widgets.style import Palette, safe, short, when
 from replay_tui.verdicts import outcome_word
 
 
@@ -163,7 +163,7 @@ class DashboardScreen(AppScreen[None]):
             table.add_row(
                 Text(when(d.created_at)),
                 palette.mark(None if d.cancelled else d.passed, unknown="·"),
-                Text(f"cancelled · {line}" if d.cancelled else line),
+                safe(f"cancelled · {line}" if d.cancelled else line),
                 badges,
             )
         if not s.recent_drills:
@@ -179,9 +179,9 @@ class DashboardScreen(AppScreen[None]):
             table.add_row(
                 Text(when(r.created_at)),
                 Text(short(r.original_run, 13)),
-                Text(r.backend or "-"),
+                safe(r.backend or "-"),
                 palette.verdict(outcome_word(r.status, r.verdict)),
-                Text(r.reason or "", style=palette.muted),
+                safe(r.reason or "", style=palette.muted),
                 key=f"replay-{r.id}",
             )
         if not s.recent_replays:
@@ -198,7 +198,7 @@ class DashboardScreen(AppScreen[None]):
             g = r.gaps
             table.add_row(
                 Text(short(r.id, 13)),
-                Text(r.name or "-", no_wrap=True, overflow="ellipsis"),
+                safe(r.name or "-", no_wrap=True, overflow="ellipsis"),
                 palette.gap_counts(
                     g.critical if g else None, g.warning if g else None, g.info if g else None
                 ),

@@ -45,7 +45,7 @@ from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
 from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
-from replay_tui.tui.widgets.style import Palette, duration, short
+from replay_tui.tui.widgets.style import Palette, duration, safe, short
 
 if TYPE_CHECKING:
     from replay_tui.replay.drill import DrillReport
@@ -85,7 +85,10 @@ class FoldingLog(Log):
         return self.content_size.width - self.styles.scrollbar_size_vertical
 
     def add(self, line: str, *, indent: str = "") -> None:
-        """Write ``line``, folded to the width (its continuations start ``indent``...)."""
+        """Write ``line``, folded to the width (its continuations start ``indent``...).
+        A line is a run's or a container's output: it is escaped here, for every caller
+        (Textual's ``Log`` passes ESC and the C1 range to the terminal as they are)."""
+        line = escape_control(line)
         self._raw.append((line, indent))
         if self._folded_at > 0:  # laid out: else the first resize writes it
             self.write_lines(fold(line, self._folded_at, indent + "  "), scroll_end=self.following)
@@ -236,7 +239,7 @@ class DrillScreen(ScrollKeys, WorkScreen):
         count, pick, seed, options = self.chosen()
         problem = self.query_one(ReplayOptionsForm).problem(options)
         if problem is not None:  # a backend option the backend refuses: say so, stay
-            self.notify(problem, title="Drill options", severity="error")
+            self.notify(problem, title="Drill options", severity="error", markup=False)
             return
         self.show_progress(count, options)
         self._run(count, pick, seed, options)
@@ -288,7 +291,7 @@ class DrillScreen(ScrollKeys, WorkScreen):
         if started:  # "run 2 of 3: RUN_ID": the one before it is done
             self.started_runs = int(started[1])
             self.count = int(started[2])  # fewer candidates than asked: fewer runs
-            self.query_one("#now", Static).update(Text(text))
+            self.query_one("#now", Static).update(Text(text))  # escaped above
             bar = self.query_one("#bar", ProgressBar)
             bar.update(total=self.count, progress=self.started_runs - 1)
         log.add(f"[{ev.stage}] {ev.state} {text}".rstrip())
@@ -311,8 +314,8 @@ class DrillScreen(ScrollKeys, WorkScreen):
                 Text(RESULT[i.status], style=palette.fg(RESULT_COLOUR[i.status])),
                 _item_cell(palette, i.word),
                 Text(duration(i.duration_s)),
-                Text(i.name or "-"),
-                Text(i.reason or "", style=palette.muted),
+                safe(i.name or "-"),
+                safe(i.reason or "", style=palette.muted),
                 Text(short(i.replay_run, 13)),
                 key=i.run_id,
             )
@@ -329,7 +332,7 @@ class DrillScreen(ScrollKeys, WorkScreen):
             f" {rep.exit_code})"
         )
         if rep.ledger_head:
-            t.append(f"\nledger head {rep.ledger_head}", style=palette.muted)
+            t.append(f"\nledger head {escape_control(rep.ledger_head)}", style=palette.muted)
         compared = any(i.replay_run for i in rep.items)
         t.append(
             "\nenter: open the run's comparison · escape: back" if compared else "\nescape: back",
@@ -351,7 +354,11 @@ class DrillScreen(ScrollKeys, WorkScreen):
             self._open_comparison(item.run_id, item.replay_run, item.replay_fact_id)
         else:
             why = item.reason or "its replay did not run"
-            self.notify(f"{short(item.run_id, 13)} was not compared: {why}", severity="warning")
+            self.notify(
+                f"{short(item.run_id, 13)} was not compared: {escape_control(why)}",
+                severity="warning",
+                markup=False,
+            )
 
     @work(thread=True, exit_on_error=False, group="drill-comparison")
     def _open_comparison(self, run_id: str, replay_run: str, fact_id: int | None) -> None:

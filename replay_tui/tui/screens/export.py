@@ -28,7 +28,7 @@ from textual.widgets import Button, Input, Label, Static
 from replay_tui.tui.queries import open_store
 from replay_tui.tui.screens.keys import VIM_BINDINGS
 from replay_tui.tui.screens.result_modal import ResultModal
-from replay_tui.tui.widgets.style import Palette, short
+from replay_tui.tui.widgets.style import Palette, safe, short
 
 if TYPE_CHECKING:
     from replay_tui.evidence.export import ExportResult
@@ -167,7 +167,7 @@ class ExportBundleScreen(ResultModal):
         if out.value == self._default_out:  # not edited: the original's name
             self._default_out = out.value = str(default_folder(self.store_path, message.run_id))
         self.query_one("#target", Static).update(
-            Text(
+            safe(
                 f"{short(message.replay, 13)} is a replay: the bundle is its original's,"
                 f" {message.run_id}",
                 style=Palette.of(self.app).muted,
@@ -195,7 +195,7 @@ class ExportBundleScreen(ResultModal):
             return
         self.phase = "running"
         self.query_one("#start", Button).disabled = True
-        self._result(Text(f"exporting the evidence bundle to {out_text}…"))
+        self._result(safe(f"exporting the evidence bundle to {out_text}…"))
         self._export(Path(out_text).expanduser(), self.path_field("#key"))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")

@@ -15,7 +15,9 @@ from textual.widget import Widget
 from textual.widgets import Button, Collapsible, Static
 
 from replay_tui.errors import ReplayTuiError
+from replay_tui.safety import escape_control
 from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
+from replay_tui.tui.widgets.style import safe
 from storage.manifest import ManifestError
 from storage.store import StoreError
 
@@ -205,12 +207,14 @@ class ErrorModal(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         message, hint = describe(self.error)
         with Vertical(id="dialog"):
-            yield Static(Text(self.context or "Something failed"), id="title")
-            yield Static(Text(message), id="message")
+            # an error's words may quote a manifest's value or a run's output: escaped
+            yield Static(safe(self.context or "Something failed"), id="title")
+            yield Static(safe(message), id="message")
             if hint:
-                yield Static(Text(f"hint: {hint}"), id="hint")
+                yield Static(safe(f"hint: {hint}"), id="hint")
             with Collapsible(title="details", collapsed=True), VerticalScroll(id="trace"):
-                yield Static(Text("".join(traceback.format_exception(self.error)).rstrip()))
+                trace = "".join(traceback.format_exception(self.error)).rstrip()
+                yield Static(Text(escape_control(trace, keep_newlines=True)))
             yield Button("Close", id="close", variant="error")
 
     def on_mount(self) -> None:
@@ -276,7 +280,7 @@ class ConfirmModal(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(Text(self.question), id="question")
+            yield Static(safe(self.question), id="question")
             with Horizontal(id="buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="warning")
                 yield Button(f"{self.no} (n)", id="no", variant="primary")

@@ -18,7 +18,7 @@ from replay_tui.tui.queries import find_runs, open_store
 from replay_tui.tui.screens.base import AppModal
 from replay_tui.tui.widgets.fullrow import FullRow
 from replay_tui.tui.widgets.runs_table import RunsTable
-from replay_tui.tui.widgets.style import short
+from replay_tui.tui.widgets.style import safe, short
 
 PICKER_ROWS = 200
 DIALOG_MIN = 80
@@ -83,7 +83,7 @@ class PickRunScreen(AppModal[str | None]):
             title = "Compare with which run?"
             if self.exclude:
                 title += f"  (A: {short(self.exclude, 13)})"
-            yield Static(title, id="title")
+            yield Static(safe(title), id="title")
             yield Input(
                 placeholder="run id prefix, or search name, command, commit, image, tags",
                 id="pick-search",

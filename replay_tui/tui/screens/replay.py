@@ -31,7 +31,7 @@ from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
 from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
 from replay_tui.tui.widgets.stages import StageBoard
-from replay_tui.tui.widgets.style import Palette, short
+from replay_tui.tui.widgets.style import Palette, safe, short
 from replay_tui.verdicts import VERDICTS
 
 GPU_MODES = [("auto (as recorded)", "auto"), ("all", "all"), ("none", "none")]
@@ -80,7 +80,7 @@ class ReplayScreen(ScrollKeys, WorkScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(Text(f"Replay of run {self.run_id}"), id="title")
+        yield Static(safe(f"Replay of run {self.run_id}"), id="title")
         with Vertical(id="form"):
             yield ReplayOptionsForm(
                 self.options,
@@ -153,7 +153,7 @@ class ReplayScreen(ScrollKeys, WorkScreen):
         options, times = self.chosen_options()
         problem = self.query_one(ReplayOptionsForm).problem(options)
         if problem is not None:  # a backend option the backend refuses: say so, stay
-            self.notify(problem, title="Replay options", severity="error")
+            self.notify(problem, title="Replay options", severity="error", markup=False)
             return
         self.show_progress(options)
         self._run(options, times)
@@ -193,7 +193,7 @@ class ReplayScreen(ScrollKeys, WorkScreen):
         if ev.stage == "replica":  # a new replica begins: the board starts over
             self.board.reset()
             self._replica = ev.message
-            self.query_one("#replica", Static).update(ev.message)
+            self.query_one("#replica", Static).update(safe(ev.message))
             log.add(f"── {ev.message}")
         elif ev.stage == "replay" and ev.state == "failed":
             self.board.fail(ev.message)

@@ -22,9 +22,10 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState
 
+from replay_tui.safety import escape_control
 from replay_tui.tui.screens.base import AppModal, failure_reason
 from replay_tui.tui.screens.keys import ScrollKeys
-from replay_tui.tui.widgets.style import Palette
+from replay_tui.tui.widgets.style import Palette, safe
 
 
 class ResultModal(ScrollKeys, AppModal[None]):
@@ -53,8 +54,8 @@ class ResultModal(ScrollKeys, AppModal[None]):
     def show_lines(self, lines: Iterable[tuple[str, Style | str]]) -> None:
         """The result: each line in its style."""
         t = Text()
-        for line, style in lines:
-            t.append(line + "\n", style=style)
+        for line, style in lines:  # a line may quote a bundle's or the store's words
+            t.append(escape_control(line) + "\n", style=style)
         t.rstrip()
         self._result(t)
 
@@ -83,7 +84,7 @@ class ResultModal(ScrollKeys, AppModal[None]):
             return
         self.work_failed()
         reason = failure_reason(event.worker.error)
-        self._result(Text(f"{self.FAILED}: {reason}", style=Palette.of(self.app).fg("error")))
+        self._result(safe(f"{self.FAILED}: {reason}", style=Palette.of(self.app).fg("error")))
 
     @on(Button.Pressed, "#close")
     def _close_pressed(self, event: Button.Pressed) -> None:

@@ -42,7 +42,7 @@ from replay_tui.tui.widgets.sections import (
     section_rows,
     section_table,
 )
-from replay_tui.tui.widgets.style import Palette, duration, number, short, when
+from replay_tui.tui.widgets.style import Palette, duration, number, safe, short, when
 from storage.records import ReplayFact
 
 WIDE = 120
@@ -75,7 +75,7 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"loading run {self.run_id}…", id="summary")
+        yield Static(safe(f"loading run {self.run_id}…"), id="summary")
         with TabbedContent(id="tabs"):
             with TabPane("Manifest", id="tab-manifest"):
                 yield VerticalScroll(id="sections")
@@ -189,18 +189,18 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
 
     def _summary(self, d: RunDetail, palette: Palette) -> Text:
         r, m = d.record, d.manifest
-        t = Text()
-        t.append(r.id, style="bold")
+        t = Text()  # every string here is the manifest's or the store's: escaped
+        t.append(escape_control(r.id), style="bold")
         if r.name:
-            t.append(f"  {r.name}", style=palette.fg("accent", bold=True))
+            t.append(f"  {escape_control(r.name)}", style=palette.fg("accent", bold=True))
         t.append("\n")
-        t.append(f"{r.kind} · ")
+        t.append(f"{escape_control(r.kind)} · ")
         t.append_text(palette.status(r.status))
         t.append(f" (exit {r.exit_code}) · started {when(r.started_at)} · {duration(r.duration_s)}")
         if r.replay_of:
             t.append(f" · replay of {short(r.replay_of, 13)}", style=palette.fg("primary"))
             if m.replay:
-                t.append(f" ({m.replay.backend})", style=palette.muted)
+                t.append(f" ({escape_control(m.replay.backend)})", style=palette.muted)
         t.append("\nverdict ")
         rep = d.reproduction
         if rep is not None and (rep.verdict or rep.aborted):
@@ -209,7 +209,9 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
                 t.append(f" {rep.reproduced} of {rep.completed} completed replays reproduced")
             else:
                 t.append("no completed replay", style=palette.muted)
-            extra = [f"{n} {s.replace('_', ' ')}" for s, n in sorted(rep.aborted.items())]
+            extra = [
+                f"{n} {escape_control(s.replace('_', ' '))}" for s, n in sorted(rep.aborted.items())
+            ]
             if extra:
                 t.append(f" ({', '.join(extra)}: not counted)", style=palette.muted)
         elif r.last_verdict:
@@ -272,13 +274,13 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
             sha = (
                 Text(a.sha256 if wide else short(a.sha256, 16))
                 if a.sha256
-                else Text(f"stale: {a.stale}", style=palette.severity("warning"))
+                else safe(f"stale: {a.stale}", style=palette.severity("warning"))
                 if a.stale
                 else Text("not hashed", style=palette.severity("critical"))
             )
             arts.add_row(
-                Text(a.path),
-                Text(a.kind, style=palette.muted),
+                safe(a.path),
+                safe(a.kind, style=palette.muted),
                 sha,
                 Text(human_size(a.size_bytes)),
                 Text(short(a.tensor_sha256, 16), style=palette.muted),
@@ -293,7 +295,7 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
         for name in names:
             final = outputs.metrics.get(name)
             hist = outputs.metric_history.get(name, [])
-            label = Text(name, style="bold")
+            label = safe(name, style="bold")
             label.append(f"\n{number(final)}")
             own = [(float(s), float(v)) for s, v in hist]
             replays = d.replay_histories.get(name, [])
@@ -332,12 +334,12 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
             table.add_row(
                 Text(str(i)),
                 Text(when(r.created_at)),
-                Text(r.backend or "-"),
+                safe(r.backend or "-"),
                 palette.status(r.status),
                 _verdict_cell(r, palette),
                 Text(short(r.replay_run, 13)),
                 Text(duration(r.duration_s)),
-                Text(r.reason or "", style=palette.muted),
+                safe(r.reason or "", style=palette.muted),
                 key=str(r.id),
             )
         help_text = "enter: open the comparison · r: replay again"
@@ -365,7 +367,7 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
                     "CAUSE FOUND" if cause else "UNEXPLAINED",
                     style=palette.fg("success" if cause else "warning", bold=True),
                 ),
-                Text(", ".join(b.causes) or "-"),
+                safe(", ".join(b.causes) or "-"),
                 Text(str(b.probes_run)),
                 key=str(b.id),
             )
@@ -394,9 +396,9 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
         palette = Palette.of(self.app)
         t = Text()
         t.append("good ", style=palette.fg("accent"))
-        t.append(f"{b.good}  ")
+        t.append(f"{escape_control(b.good)}  ")
         t.append("bad ", style=palette.fg("accent"))
-        t.append(f"{b.bad}\n")
+        t.append(f"{escape_control(b.bad)}\n")
         t.append(escape_control(b.result.verdict_line()))
         full.update(t)
 
@@ -443,9 +445,9 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
         source.update(Text(f"{d.log_source} · l: this tab", style=palette.muted))
         text = Text()
         error = palette.fg("error")
-        for line in d.log_tail.splitlines():
+        for line in d.log_tail.splitlines():  # the run's own output: escaped
             bad = line.startswith(("Traceback", "  File ")) or "Error" in line.split(":")[0]
-            text.append(line + "\n", style=error if bad else "")
+            text.append(escape_control(line) + "\n", style=error if bad else "")
         body.update(text)
         self.query_one("#log-box", VerticalScroll).scroll_end(animate=False)
 
@@ -467,7 +469,7 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
         dark = self.app.current_theme.dark if self.app.current_theme else True
         body.update(
             Syntax(
-                d.diff,
+                escape_control(d.diff, keep_newlines=True),
                 "diff",
                 theme="monokai" if dark else "default",
                 line_numbers=False,
@@ -496,8 +498,9 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
             self.post_message(OpenComparison(comparison_id=fact.comparison_id))
         else:
             self.notify(
-                f"replay {number} has no comparison: {fact.reason or 'it failed'}",
+                f"replay {number} has no comparison: {escape_control(fact.reason or 'it failed')}",
                 severity="warning",
+                markup=False,
             )
 
     def action_back(self) -> None:
@@ -506,7 +509,10 @@ class RunDetailScreen(TabKeys, AppScreen[None]):
     def action_replay(self) -> None:
         if self.detail is not None and self.detail.record.kind == "replay":
             original = self.detail.record.replay_of
-            self.notify(f"this run is a replay; replaying its original {short(original, 13)}")
+            self.notify(
+                f"this run is a replay; replaying its original {short(original, 13)}",
+                markup=False,
+            )
             if original:
                 self.post_message(OpenReplay(original))
             return

@@ -55,6 +55,7 @@ from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.fullrow import FullRow
 from replay_tui.tui.widgets.runs_table import COLUMNS, SORTABLE, RunsTable
 from replay_tui.tui.widgets.status import StatusLine
+from replay_tui.tui.widgets.style import safe
 from replay_tui.verdicts import NO_VERDICT_QUERY, NOT_REPLAYED
 from storage.readmodel import end_read
 from storage.store import RunQuery, RunStore, SearchReach
@@ -272,7 +273,7 @@ class RunsScreen(AppScreen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         if self.notice:
-            yield Static(self.notice, id="notice")
+            yield Static(safe(self.notice), id="notice")
         with Horizontal(id="toolbar"):
             yield SearchBox(leave_to="#runs", placeholder=SEARCH_HINT, id="search", compact=True)
             # the filters come once the first page is painted (_mount_filters): their
@@ -656,7 +657,10 @@ class RunsScreen(AppScreen[None]):
         run = self.table.selected_run
         record = self.table.record(run) if run else None
         if record is not None and record.kind == "replay" and record.replay_of:
-            self.notify(f"{run:.13} is a replay: replaying its original {record.replay_of:.13}")
+            self.notify(
+                f"{run:.13} is a replay: replaying its original {record.replay_of:.13}",
+                markup=False,
+            )
             run = record.replay_of
         if run:
             self.post_message(OpenReplay(run))

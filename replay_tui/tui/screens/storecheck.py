@@ -23,7 +23,7 @@ from textual.widgets import Button, Static
 
 from replay_tui.tui.screens.keys import VIM_BINDINGS
 from replay_tui.tui.screens.result_modal import ResultModal
-from replay_tui.tui.widgets.style import Palette
+from replay_tui.tui.widgets.style import Palette, safe
 
 if TYPE_CHECKING:
     from replay_tui.evidence.storecheck import StoreCheck
@@ -56,7 +56,7 @@ class StoreCheckScreen(ResultModal):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static("Check the store (verify-store)", id="title")
-            yield Static(Text(str(self.store_path)), id="path")
+            yield Static(safe(self.store_path), id="path")
             yield from self.compose_result()
             yield Static(
                 "the ledger head is the anchor to keep outside the store"

@@ -28,7 +28,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from replay_tui.tui.screens.keys import VIM_BINDINGS
 from replay_tui.tui.screens.result_modal import ResultModal
-from replay_tui.tui.widgets.style import Palette
+from replay_tui.tui.widgets.style import Palette, safe
 
 if TYPE_CHECKING:
     from replay_tui.evidence.verify import BundleCheck, ReportLine
@@ -143,7 +143,7 @@ class VerifyBundleScreen(ResultModal):
             return
         self.running = True
         self.check, self.lines = None, []
-        self._result(Text(f"verifying {bundle_text}…"))
+        self._result(safe(f"verifying {bundle_text}…"))
         self._verify(
             Path(bundle_text).expanduser(),
             self.path_field("#key"),

@@ -29,6 +29,8 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
 
+from replay_tui.safety import escape_control
+
 # Braille dot bits, indexed [column][row] within a cell.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 _COLUMN = (0x01 | 0x02 | 0x04 | 0x40, 0x08 | 0x10 | 0x20 | 0x80)
@@ -450,7 +452,8 @@ class LinePlot(Widget, can_focus=True):
         )
         t = Text()
         for i, name in enumerate(names):
-            t.append(f"{SOLID_GLYPH if i == 0 else DASHED_GLYPH} {name}", style=styles[min(i, 1)])
+            glyph = SOLID_GLYPH if i == 0 else DASHED_GLYPH  # a name: a metric's, escaped
+            t.append(f"{glyph} {escape_control(name)}", style=styles[min(i, 1)])
             t.append("  ")
         if len(names) > 1:
             t.append(f"{SOLID_GLYPH} both", style=self.get_component_rich_style("lineplot--both"))

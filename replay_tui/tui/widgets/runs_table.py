@@ -22,7 +22,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 
 from replay_tui.tui.widgets.grid import Grid, GridColumn, GridMessage
-from replay_tui.tui.widgets.style import Palette, duration, short
+from replay_tui.tui.widgets.style import Palette, duration, safe, short, when
 from replay_tui.verdicts import Reproduction
 from storage.records import RunRecord
 
@@ -398,10 +398,10 @@ class RunsTable(Grid):
             verdict = palette.verdict(r.last_verdict)
         gaps = r.gaps
         name = r.name or "-"
-        cells = (
+        cells = (  # the name, kind, commit and image are the manifest's: escaped
             Text(short(r.id, 13)),
-            Text(prefix + name) if prefix else Text(name),
-            Text(r.started_at[:19].replace("T", " ")),
+            safe(prefix + name),
+            Text(when(r.started_at)),
             verdict,
             palette.gap_counts(
                 gaps.critical if gaps else None,
@@ -410,9 +410,9 @@ class RunsTable(Grid):
             ),
             palette.status(r.status),
             Text(duration(r.duration_s)),
-            Text(r.kind, style=palette.muted if r.kind == "original" else ""),
+            safe(r.kind, style=palette.muted if r.kind == "original" else ""),
             Text(short(r.commit, 8)),
-            Text(image_short(r.image_ref, r.image_digest)),
+            safe(image_short(r.image_ref, r.image_digest)),
         )
         self._made[r.id] = (r, rep, prefix, cells)
         self._needed(cells)

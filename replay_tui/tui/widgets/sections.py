@@ -9,7 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from replay_tui.compare.gaps import SEVERITY_ORDER, Gap
-from replay_tui.tui.widgets.style import Palette, duration, number, plain
+from replay_tui.safety import escape_control
+from replay_tui.tui.widgets.style import Palette, duration, number, plain, safe
 from storage.manifest import RunManifest
 
 SECTIONS = (
@@ -159,9 +160,10 @@ def section_table(
     limit = 160 if wide else 90
     for label, path, value in rows:
         gap = worst_gap(gaps, path)
-        key = Text(label, style=palette.muted)
+        # a label may be a config key, a data name or an env name: from the manifest
+        key = safe(label, style=palette.muted)
         if gap is not None:
-            key = Text(f"● {label}", style=palette.severity(gap.severity))
+            key = safe(f"● {label}", style=palette.severity(gap.severity))
         if value is None:
             shown = Text("unknown", style=palette.muted)
         elif (
@@ -169,7 +171,7 @@ def section_table(
             and len(value) == 64
             and all(c in "0123456789abcdef" for c in value)
         ):
-            shown = Text(value)  # whole: the column folds it
+            shown = Text(value)  # whole: the column folds it (hex digits only)
         elif isinstance(value, float | int) and not isinstance(value, bool):
             shown = Text(number(value))
         elif isinstance(value, str):
@@ -177,7 +179,7 @@ def section_table(
         else:
             shown = Text(plain(value, limit))
         if gap is not None:
-            shown.append(f"  {gap.code}", style=palette.severity(gap.severity))
+            shown.append(f"  {escape_control(gap.code)}", style=palette.severity(gap.severity))
         table.add_row(key, shown)
     if not rows:
         table.add_row(Text("(none recorded)", style=palette.muted), Text(""))
@@ -194,12 +196,12 @@ def gaps_renderable(gaps: Sequence[Gap], palette: Palette) -> Table:
         return table
     for g in gaps:
         colour = {"critical": "error", "warning": "warning"}.get(g.severity, "primary")
-        body = Text()
-        body.append(g.code, style="bold")
-        body.append(f"  {g.field}\n", style=palette.muted)
-        body.append(g.message + "\n")
+        body = Text()  # a gap's words quote the manifest's values: escaped
+        body.append(escape_control(g.code), style="bold")
+        body.append(f"  {escape_control(g.field)}\n", style=palette.muted)
+        body.append(escape_control(g.message) + "\n")
         body.append("fix: ", style=palette.fg("success", bold=True))
-        body.append(g.remediation)
+        body.append(escape_control(g.remediation))
         table.add_row(Text(f" {g.severity.upper():<8} ", style=palette.badge(colour)), body)
         table.add_row("", "")
     return table

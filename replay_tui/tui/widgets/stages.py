@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 from rich.text import Text
 
-from replay_tui.tui.widgets.style import Palette
+from replay_tui.tui.widgets.style import Palette, safe
 
 STAGES = ("plan", "checkout", "verify", "pull", "run", "hash", "compare")
 STAGE_LABELS = {
@@ -79,6 +79,7 @@ class StageBoard:
             table.add_row(
                 Text(ICONS.get(state, "?"), style=style),
                 Text(STAGE_LABELS[stage], style=style if state != "pending" else palette.muted),
-                Text(self.messages[stage], style=palette.muted if state == "done" else ""),
+                # a stage's message may quote the run's argv or output: escaped
+                safe(self.messages[stage], style=palette.muted if state == "done" else ""),
             )
         return table

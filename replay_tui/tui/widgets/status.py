@@ -7,6 +7,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from replay_tui.safety import escape_control
+
 
 class StatusLine(Widget):
     DEFAULT_CSS = """
@@ -25,4 +27,5 @@ class StatusLine(Widget):
         self.set_reactive(StatusLine.text, text)
 
     def render(self) -> Text:
-        return Text(self.text, no_wrap=True, overflow="ellipsis", end="")
+        # a status may quote the search typed or a store's words: escaped, never markup
+        return Text(escape_control(self.text), no_wrap=True, overflow="ellipsis", end="")

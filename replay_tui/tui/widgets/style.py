@@ -2,17 +2,23 @@
 
 Cells of a DataTable are Rich ``Text``, which cannot name a CSS variable, so the
 colours are read from the running theme here, in one place, and follow it.
+
+Text from outside (a manifest, the store's facts, a run's log, a container's output)
+reaches a widget only through :func:`safe` (or a formatter here, each of which escapes):
+a Rich ``Text`` of the string with its control characters shown as escapes
+(``replay_tui.safety.escape_control``), never a string a widget would read as markup.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rich.style import Style
+from rich.style import Style, StyleType
 from rich.text import Text
 from textual.app import App
 from textual.color import Color
 
+from replay_tui.safety import escape_control
 from replay_tui.textfmt import cut as cut
 from replay_tui.textfmt import duration as duration
 from replay_tui.textfmt import short as short
@@ -103,12 +109,12 @@ class Palette:
         if not verdict:
             return Text("-".ljust(width), style=self.muted)
         colour = VERDICT_COLOUR.get(verdict.upper(), "warning")
-        return Text(f" {verdict} ".ljust(width), style=self.badge(colour))
+        return safe(f" {verdict} ".ljust(width), style=self.badge(colour))
 
     def status(self, status: str | None) -> Text:
         if not status:
             return Text("-", style=self.muted)
-        return Text(status, style=self.fg(STATUS_COLOUR.get(status, "warning")))
+        return safe(status, style=self.fg(STATUS_COLOUR.get(status, "warning")))
 
     def severity(self, severity: str) -> Style:
         return self.fg(SEVERITY_COLOUR.get(severity, "primary"), bold=severity == "critical")
@@ -135,11 +141,18 @@ class Palette:
         )
 
 
+def safe(value: object, style: StyleType = "", **kwargs: Any) -> Text:
+    """``value`` from outside as a Rich ``Text``: its control characters (ESC, C1, bidi
+    overrides) shown as visible escapes, its brackets as they are (a ``Text`` is never
+    read as markup).  ``kwargs``: as ``Text`` takes them (``no_wrap``, ``overflow``...)."""
+    return Text(escape_control(str(value)), style=style, **kwargs)
+
+
 def when(timestamp: str | None) -> str:
     """``2025-03-01 08:00:12`` from an RFC 3339 timestamp (absolute: snapshots stay stable)."""
     if not timestamp:
         return "-"
-    return timestamp[:19].replace("T", " ")
+    return escape_control(timestamp[:19].replace("T", " "))
 
 
 def number(value: Any) -> str:
@@ -152,7 +165,7 @@ def number(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return f"{value:.6g}"
-    return str(value)
+    return escape_control(str(value))
 
 
 def plain(value: Any, limit: int = 120) -> str:
@@ -171,15 +184,16 @@ def plain(value: Any, limit: int = 120) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        text = ", ".join(f"{k}={plain(v, limit)}" for k, v in value.items())
+        text = ", ".join(f"{escape_control(str(k))}={plain(v, limit)}" for k, v in value.items())
         return text if len(text) <= limit else f"{len(value)} entries"
     return cut(str(value).replace("\n", " ⏎ "), limit)
 
 
 def fit(text: Text | str, width: int) -> Text:
     """``text`` in at most ``width`` cells, its styles kept; a cut one ends in ``…``
-    (``cut`` for a Rich Text: a table column of fixed width never cuts silently)."""
-    out = Text(text) if isinstance(text, str) else text.copy()
+    (``cut`` for a Rich Text: a table column of fixed width never cuts silently).  A
+    string is escaped (:func:`safe`); a ``Text`` was made safe by whoever made it."""
+    out = safe(text) if isinstance(text, str) else text.copy()
     if out.cell_len > width:
         out.truncate(max(1, width), overflow="ellipsis")
     return out

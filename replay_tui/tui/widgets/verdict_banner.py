@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from replay_tui.safety import escape_control
+
 # 5-pixel-high glyphs ('#' on), drawn two pixel rows per terminal row with half blocks.
 GLYPHS: dict[str, tuple[str, ...]] = {
     "A": (".#.", "#.#", "###", "#.#", "#.#"),
@@ -69,9 +71,9 @@ class VerdictBanner(Static):
             self.set_class(word.lower() == v, f"-{v}")
         text = Text(justify="center")
         if compact or not all(c in GLYPHS for c in word.replace("_", " ")):
-            text.append(f"━━ {word} ━━", style="bold")
+            text.append(f"━━ {escape_control(word)} ━━", style="bold")
         else:
             text.append("\n".join(block_letters(word)), style="bold")
-        if subtitle:
-            text.append("\n" + subtitle)
+        if subtitle:  # a stored comparison's words: escaped (its lines kept)
+            text.append("\n" + escape_control(subtitle, keep_newlines=True))
         self.update(text)
