@@ -253,7 +253,7 @@ class OutputBudget:
         elif self.used + size > self.limit:
             why = (
                 f"{rel}: not hashed or kept: its {amount(size)} would bring this run's outputs"
-                f" to {amount(self.used + size)}, past the output budget of"
+                f" {amount(self.used + size - self.limit)} past the output budget of"
                 f" {amount(self.limit)} ({self.set_by}); raise it with {self.raise_with}"
             )
         else:

@@ -13,6 +13,7 @@ import click
 from replay_tui.cli.common import Ctx, check_store_path, echo_json, handled, json_option
 from replay_tui.cli.root import Finished
 from replay_tui.errors import BadInput
+from replay_tui.safety import escape_control
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,7 +65,24 @@ def _collector_off(fn: F) -> F:
     help="Force the SDK's deterministic mode on or off.",
 )
 @click.option("--data", multiple=True, help="PATH or NAME=PATH of a data input (repeatable).")
-@click.option("--artifact", "artifacts", multiple=True, help="Glob of outputs to hash.")
+@click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    help="Glob of outputs to hash and keep, relative to the working folder (repeatable):"
+    " * within one name, ** any number of folders (out/** is every file under out/). A glob"
+    " that matches no file is said, and is a gap.",
+)
+@click.option(
+    "--output-budget",
+    "output_budget",
+    metavar="SIZE",
+    default=None,
+    help="The most bytes of this run's outputs hashed and kept in objects/, all its files"
+    " together (default 64 GiB, or REPLAY_TUI_OUTPUT_BUDGET). Files past it are listed"
+    " unhashed, a gap, and never copied; a sparse file is refused whatever the budget."
+    " SIZE: bytes, or with a unit: 500MiB, 8GiB, 1TiB.",
+)
 @click.option("--metrics-file", default=None, help="JSON or JSONL metrics the command writes.")
 @click.option(
     "--metric-regex",
@@ -95,6 +113,7 @@ def record(
     env_names: tuple[str, ...],
     timeout: float | None,
     image: str | None,
+    output_budget: str | None,
     quiet: bool,
     as_json: bool,
     command: tuple[str, ...],
@@ -102,6 +121,7 @@ def record(
     """Run COMMAND (after --) and record its full provenance; exit with its exit code."""
     from replay_tui.capture.launcher import RecordOptions, StoreLater
     from replay_tui.capture.launcher import record as do_record
+    from replay_tui.capture.outputs import parse_size
 
     argv = list(command)
     if argv and argv[0] == "--":
@@ -121,6 +141,9 @@ def record(
         env_names=list(env_names),
         timeout_s=timeout,
         image=image,
+        output_budget=None
+        if output_budget is None
+        else parse_size(output_budget, "--output-budget"),
     )
     echo = (lambda line: None) if (quiet or as_json) else (lambda line: click.echo(line, err=True))
     # the store is opened once the command has ended (its modules load while it runs);
@@ -139,6 +162,12 @@ def record(
         # a stale file was not refused: it is listed, as not written by this run
         word = "not an output of this run" if ": stale: " in why else "refused"
         click.echo(f"replay-tui: {word}: {why}", err=True)
+    for glob in res.unmatched:  # said whatever the mode: each is a gap
+        click.echo(
+            f"replay-tui: --artifact {escape_control(glob)!r} matched no file: nothing it"
+            " names was recorded",
+            err=True,
+        )
     if as_json:
         echo_json(
             {
@@ -148,6 +177,7 @@ def record(
                 "manifest_sha256": m.integrity.manifest_sha256,
                 "log": str(res.log_path),
                 "refused": list(res.refused),
+                "unmatched": list(res.unmatched),
             }
         )
     else:

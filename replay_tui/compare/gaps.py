@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from replay_tui.door import glob_match, glob_parts
 from replay_tui.safety import escape_control
 from storage.manifest import RunManifest
 from storage.records import GapCounts
@@ -375,6 +376,22 @@ def output_rules(m: RunManifest) -> Iterator[Gap]:
                 "write outputs as regular files in the working folder and record them with"
                 " --artifact GLOB (a link or special file is refused unhashed: the recorder"
                 " says why)",
+            )
+    for i, glob in enumerate(m.capture.artifact_globs if m.capture else []):
+        pats = glob_parts(glob)  # the collection's own matcher: a glob it matched is listed
+        if (
+            m.status == "succeeded"
+            and pats
+            and not any(glob_match(a.path.split("/"), pats) for a in o.artifacts)
+        ):
+            yield Gap(
+                "ARTIFACT_GLOB_EMPTY",
+                "warning",
+                f"capture.artifact_globs[{i}]",
+                f"artifact glob {escape_control(glob)!r} matched no file: nothing it names"
+                " was recorded",
+                "check the glob against what the run writes, relative to its working folder"
+                " (** matches every file at every depth)",
             )
     for name, steps in sorted(o.metric_nonfinite.items()):
         if steps:

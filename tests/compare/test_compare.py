@@ -42,6 +42,7 @@ def base(**outputs: Any) -> dict[str, Any]:
     d = realistic_manifest(0)
     d["run_id"] = A_ID
     d["outputs"] = {"artifacts": [], "metrics": {}, "metric_history": {}, **outputs}
+    d["capture"]["artifact_globs"] = ["**"]  # whatever artifacts a test gives: no glob unmatched
     return d
 
 

@@ -226,6 +226,10 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
         stale_artifact("last changed before the run started"),
         setter("outputs.artifacts.0.sha256", None),  # unhashed, but not known to be stale
     ),
+    "ARTIFACT_GLOB_EMPTY": (
+        setter("capture.artifact_globs", ["checkpoints/*.pt", "out/**"]),
+        setter("capture.artifact_globs", ["checkpoints/**", "**/*.log"]),
+    ),
     "NO_ARTIFACTS": (
         setter("outputs.artifacts", []),
         both(setter("outputs.artifacts", []), setter("status", "failed")),
