@@ -350,7 +350,7 @@ def artifact_entries(
     found: dict[str, Path] = {}
     problems: dict[str, str] = {}
     base = base.resolve()
-    budget = OutputBudget.resolve() if budget is None else budget
+    budget = OutputBudget.chosen() if budget is None else budget
     for pat in patterns:
         parts = glob_parts(pat)
         if parts is None:
@@ -1213,7 +1213,7 @@ def record(
     for pat in opts.metric_regex:
         MetricRegex(pat, opts.metric_name)  # validate before running anything
     _check_globs(opts.artifacts)
-    budget = OutputBudget.resolve(opts.output_budget, flag="--output-budget")
+    budget = OutputBudget.chosen(opts.output_budget, flag="--output-budget")
     regexes = [MetricRegex(p, opts.metric_name) for p in opts.metric_regex]
     cache = StatCache(store_path.parent / "hashcache.db") if store_path.name else None
     # the run's Python: argv[0] when it is a python, else the interpreter a launcher

@@ -225,7 +225,7 @@ class OutputBudget:
     refused_bytes: int = 0
 
     @classmethod
-    def resolve(cls, value: int | None = None, *, flag: str | None = None) -> OutputBudget:
+    def chosen(cls, value: int | None = None, *, flag: str | None = None) -> OutputBudget:
         """``value`` (a flag's, already parsed) where given, else the environment's
         ``REPLAY_TUI_OUTPUT_BUDGET``, else the default.  ``flag``: the command's own flag,
         named in the message that says how to raise the budget."""
@@ -284,7 +284,7 @@ def _budget_or_default() -> int:
     from replay_tui.errors import BadInput
 
     try:
-        return OutputBudget.resolve().limit
+        return OutputBudget.chosen().limit
     except BadInput:
         return DEFAULT_OUTPUT_BUDGET
 
