@@ -294,6 +294,12 @@ def sparse_measure(fd: int, st: os.stat_result | None = None) -> int | None:
     return data if data < size // 2 else None
 
 
+SPARSE_HINT: Final = (
+    "if its holes are really meant (zeros the file should hold), write it densely, or copy"
+    " it with cp --sparse=never and use the copy"
+)
+
+
 def _sparse(kind: str, shown: str, size: int, written: int) -> str:
     return (
         f"{kind} {shown} is sparse: {amount(size)} long with only {amount(written)} written"
@@ -311,7 +317,7 @@ def _check_regular(fd: int, shown: str, kind: str, limit: int, *, sparse_ok: boo
     if st.st_size > limit:
         raise Refused(_over(kind, shown, limit, size=st.st_size))
     if not sparse_ok and (written := sparse_measure(fd, st)) is not None:
-        raise Refused(_sparse(kind, shown, int(st.st_size), written))
+        raise Refused(_sparse(kind, shown, int(st.st_size), written), SPARSE_HINT)
     return int(st.st_size)
 
 
@@ -589,7 +595,7 @@ def _refuse_sparse_at(path: Path, kind: str, shown: str) -> None:
     try:
         st = os.fstat(fd)
         if (written := sparse_measure(fd, st)) is not None:
-            raise Refused(_sparse(kind, shown, int(st.st_size), written))
+            raise Refused(_sparse(kind, shown, int(st.st_size), written), SPARSE_HINT)
     finally:
         os.close(fd)
 
