@@ -31,7 +31,8 @@ def _store_two(cli: RunCli, tmp_path: Path) -> tuple[str, str]:
 
 def test_no_command_prints_an_escape_sequence(cli: RunCli, tmp_path: Path) -> None:
     a, b = _store_two(cli, tmp_path)
-    for args in (("compare", a, b), ("show", b), ("gaps", b), ("runs",), ("runs", "--wide")):
+    runs = (("runs",), ("runs", "--wide"), ("runs", "--csv"), ("show", b, "--wide"))
+    for args in (("compare", a, b), ("show", b), ("gaps", b), *runs):
         proc = cli(*args)
         out = proc.stdout + proc.stderr
         assert "\x1b" not in out and "\x07" not in out, (args, out[-500:])

@@ -96,6 +96,9 @@ def hostile_manifest(i: int = 7) -> dict[str, Any]:
     d["tags"]["team"] = LABEL
     d["code"]["repo_url"] = "https://git.example/" + HOSTILE
     d["outputs"]["log_tail"] = f"step 1 loss 0.5\n{OSC52}\n{OSC8}\n{CLEAR}\n{C1} {BIDI} {MARKUP}"
+    # an output not hashed: its path is in the Outputs tab and in a gap's words
+    art = d["outputs"]["artifacts"][0]
+    art.update(path=f"out/evil{C1}{BIDI}[/].bin", sha256=None, tensor_sha256=None)
     d.pop("config_hash", None)
     return d
 
@@ -290,6 +293,7 @@ def test_every_tui_screen_shows_the_attacks_as_escapes(
     from tests.support.app import comparison_shown, local_app, opened, settle, sync, wait_until
 
     frames = Frames()
+    replay_shown: list[str] = []
 
     async def walk() -> None:
         app = local_app(hostile.store)
@@ -331,11 +335,11 @@ def test_every_tui_screen_shows_the_attacks_as_escapes(
             await pilot.press("escape")
             await wait_until(pilot, lambda: app.screen is screen)
             await settle(pilot)
-            shown = frames.check(app, "replay screen")
-            assert SHOWN_OSC52 in shown, "the replay's log shows the run's output"
+            replay_shown.append(frames.check(app, "replay screen"))
 
     sync(walk)()
     assert not frames.raw, "\n".join(frames.raw)
+    assert SHOWN_OSC52 in replay_shown[0], "the replay's live log shows the run's output"
     # the attacks are there, visible, on the screens that show them
     assert frames.anywhere(SHOWN_OSC52)
     assert frames.anywhere(SHOWN_C1) and frames.anywhere(SHOWN_BIDI)
