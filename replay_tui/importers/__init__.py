@@ -221,14 +221,18 @@ def take_file(run: SourceRun, root: Path, inner: str, path: str) -> dict[str, An
 
 
 def trust_roots(named: Iterable[str | Path], own: Iterable[Path]) -> list[Path]:
-    """The folders an import may follow links and artifact locations into: the tracker's
-    own artifact folders ``own`` (taken only where each is a real folder, not a link: it
-    lies in a folder from elsewhere) and the folders the user named (``--trust-root``,
-    their own choice, links included; each must exist).  Resolved."""
+    """The folders an import may follow links and artifact locations into: the folders
+    the user named (``--trust-root``, their own choice, links included; each must exist),
+    then the tracker's own artifact folders ``own`` (taken only where each is a real
+    folder, not a link: it lies in a folder from elsewhere).  Resolved."""
     import os
     import stat
 
     out: list[Path] = []
+    for n in named:
+        if not Path(n).is_dir():
+            raise BadInput(f"--trust-root {n}: no such folder")
+        out.append(Path(os.path.realpath(n)))
     for p in own:
         try:
             st = os.lstat(p)
@@ -236,10 +240,6 @@ def trust_roots(named: Iterable[str | Path], own: Iterable[Path]) -> list[Path]:
             continue
         if stat.S_ISDIR(st.st_mode):
             out.append(Path(os.path.realpath(p)))
-    for n in named:
-        if not Path(n).is_dir():
-            raise BadInput(f"--trust-root {n}: no such folder")
-        out.append(Path(os.path.realpath(n)))
     return out
 
 

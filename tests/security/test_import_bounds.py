@@ -1,0 +1,289 @@
+"""O2, M1 and W1 of the third trust round: an import is bounded in total, not per file.
+
+Runs written by the real W&B and MLflow clients, then tampered with by hand: a 1.9 GiB
+sparse saved file, a 2 GiB sparse ``.wandb`` log, an MLflow metric file of five million
+points, two of half a million, a run of 1001 metric files, and imports past their byte
+or point budget (``--max-bytes`` / ``REPLAY_TUI_IMPORT_MAX_BYTES``, ``--max-points`` /
+``REPLAY_TUI_IMPORT_MAX_POINTS``).  Each test checks what the user sees (exit code and
+message: what was wrong, where, the limit and how to raise it) and that nothing of the
+refused import is stored (the ledger head, ``objects/``).  Sparse files cost nothing on
+disk; everything lives in the test's own temporary folder.  How fast and in how little
+memory the refusals come is measured in ``bench/bench_import.py``, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from storage.store import RunStore
+from tests.conftest import MakeManifest
+from tests.support.tracker_runs import (
+    cli,
+    ledger_head,
+    mlflow_folder_run,
+    objects,
+    wandb_run,
+)
+
+pytestmark = pytest.mark.slow
+MiB, GiB = 1 << 20, 1 << 30
+
+
+@pytest.fixture(scope="module")
+def wandb_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return wandb_run(tmp_path_factory.mktemp("wandb"))
+
+
+@pytest.fixture(scope="module")
+def mlruns(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return mlflow_folder_run(tmp_path_factory.mktemp("mlflow"))
+
+
+def _seeded(tmp_path: Path, make_manifest: MakeManifest) -> Path:
+    """A store holding one ingested run, so that "nothing stored" is a ledger head."""
+    store = tmp_path / "store" / "runs.db"
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps(make_manifest()))
+    proc = cli(store, "ingest", seed)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return store
+
+
+def _wandb_case(tmp_path: Path, run: Path) -> tuple[Path, Path]:
+    """A copy of the run at ``proj/wandb/<run>``, its saved file's link pointed at a copy
+    of the checkpoint in ``proj``; (proj, run folder)."""
+    proj = tmp_path / "proj"
+    folder = proj / "wandb" / run.name
+    shutil.copytree(run, folder, symlinks=True)
+    link = folder / "files" / "model.pt"
+    shutil.copyfile(os.path.realpath(link), proj / "model.pt")
+    link.unlink()
+    link.symlink_to(proj / "model.pt")
+    return proj, folder
+
+
+def _nothing_stored(store: Path, head: tuple[int, str] | None) -> None:
+    assert ledger_head(store) == head
+    assert objects(store) == []
+
+
+def _mlflow_case(tmp_path: Path, mlruns: Path) -> tuple[Path, Path]:
+    """A copy of the ``mlruns/`` folder; (the copy, its one run's folder)."""
+    copy = tmp_path / "mlruns"
+    shutil.copytree(mlruns, copy, symlinks=True)
+    (meta,) = (p for p in copy.glob("*/*/meta.yaml") if p.parent.parent.name != ".trash")
+    return copy, meta.parent
+
+
+def _metric_file(path: Path, points: int) -> None:
+    """MLflow's metric file format, ``<ms> <value> <step>`` per line, ``points`` lines."""
+    with path.open("wb") as f:
+        for start in range(0, points, 100_000):
+            f.write(
+                b"".join(
+                    b"1795848115%03d 0.%06d %d\n" % (i % 1000, i % 999_983, i)
+                    for i in range(start, min(points, start + 100_000))
+                )
+            )
+
+
+# -- O2: saved files, sparse and over the import's budget -----------------------------------
+
+
+def test_o2_a_sparse_saved_file_is_refused_not_copied(wandb_folder: Path, tmp_path: Path) -> None:
+    """A saved file of 1.9 GiB, nearly all holes: listed refused (a gap) with why, and
+    ``objects/`` holds no copy of it (nothing over 1 MiB at all)."""
+    proj, folder = _wandb_case(tmp_path, wandb_folder)
+    big = proj / "model.pt"
+    with big.open("r+b") as f:
+        f.truncate(int(1.9 * GiB))
+    assert big.stat().st_blocks * 512 < MiB  # sparse: it costs nothing on disk
+    store = tmp_path / "store" / "runs.db"
+    proc = cli(store, "import", "wandb", folder, "--trust-root", proj, "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = json.loads(proc.stdout)["runs"]
+    assert any(f"saved file {big} is sparse" in r for r in row["refused"]), row["refused"]
+    with RunStore(store) as s:
+        arts = {a.path: a for a in s.manifest(row["run_id"]).outputs.artifacts}
+    assert arts["model.pt"].sha256 is None and arts["model.pt"].size_bytes is None
+    assert all(p.stat().st_size < MiB for p in objects(store)), objects(store)
+    text = cli(tmp_path / "other" / "runs.db", "import", "wandb", folder, "--trust-root", proj)
+    assert text.returncode == 0 and f"refused: saved file {big} is sparse" in text.stdout
+
+
+def test_o2_an_import_past_its_byte_budget_stores_nothing(
+    wandb_folder: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """A dense 8 MiB saved file, each file far under its own limit, but the import's files
+    together over ``--max-bytes 4MiB``: exit 2 naming the file, the limit and how to raise
+    it; nothing stored.  The environment variable does the same; raised, it imports."""
+    proj, folder = _wandb_case(tmp_path, wandb_folder)
+    big = proj / "model.pt"
+    big.write_bytes(os.urandom(8 * MiB))
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "wandb", folder, "--trust-root", proj, "--max-bytes", "4MiB")
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert f"import budget: saved file {big} (8 MiB) would bring this import's files to" in (
+        proc.stderr
+    ), proc.stderr
+    assert "the limit is 4 MiB per import: nothing was stored" in proc.stderr
+    assert "--max-bytes" in proc.stderr and "REPLAY_TUI_IMPORT_MAX_BYTES" in proc.stderr
+    _nothing_stored(store, head)
+    js = cli(
+        store, "import", "wandb", folder, "--trust-root", proj, "--max-bytes", "4MiB", "--json"
+    )
+    assert js.returncode == 2 and "import budget" in json.loads(js.stdout)["error"]
+    by_env = cli(
+        store,
+        "import",
+        "wandb",
+        folder,
+        "--trust-root",
+        proj,
+        extra_env={"REPLAY_TUI_IMPORT_MAX_BYTES": "4MiB"},
+    )
+    assert by_env.returncode == 2 and "the limit is 4 MiB per import" in by_env.stderr
+    _nothing_stored(store, head)
+    bad = cli(store, "import", "wandb", folder, "--max-bytes", "lots")
+    assert bad.returncode == 2 and "--max-bytes 'lots': not a size" in bad.stderr
+    raised = cli(
+        store,
+        "import",
+        "wandb",
+        folder,
+        "--trust-root",
+        proj,
+        "--json",
+        extra_env={"REPLAY_TUI_IMPORT_MAX_BYTES": "64MiB"},
+    )
+    assert raised.returncode == 0, raised.stderr[-3000:]
+    assert json.loads(raised.stdout)["runs"][0]["refused"] == []
+    assert any(p.stat().st_size == 8 * MiB for p in objects(store))
+
+
+# -- W1: the .wandb log -------------------------------------------------------------------
+
+
+def test_w1_a_sparse_wandb_log_is_refused_before_it_is_read(
+    wandb_folder: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """The run's ``.wandb`` log grown to 2 GiB of holes (within the log's own limit): exit
+    2 naming the log as sparse, nothing stored."""
+    _proj, folder = _wandb_case(tmp_path, wandb_folder)
+    (log,) = folder.glob("run-*.wandb")
+    with log.open("r+b") as f:
+        f.truncate(2 * GiB)
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "wandb", folder, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert f"W&B log {log} is sparse" in proc.stderr, proc.stderr[-3000:]
+    assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr
+    _nothing_stored(store, head)
+
+
+def test_w1_a_wandb_import_past_its_point_budget_stores_nothing(
+    wandb_folder: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """The run's histories (two steps of ``loss`` and ``half``) over ``--max-points 3``:
+    the log's reading stops there, exit 2 naming the limit and how to raise it."""
+    _proj, folder = _wandb_case(tmp_path, wandb_folder)
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "wandb", folder, "--max-points", "3")
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert "more than 3 points; the limit is 3 points per import" in proc.stderr, proc.stderr
+    assert "--max-points" in proc.stderr and "REPLAY_TUI_IMPORT_MAX_POINTS" in proc.stderr
+    _nothing_stored(store, head)
+    ok = cli(store, "import", "wandb", folder, "--max-points", "4")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+
+
+# -- M1: MLflow metric files --------------------------------------------------------------
+
+
+def test_m1_a_five_million_point_metric_file_is_refused_as_a_stream(
+    mlruns: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """``metrics/loss`` of five million points (129 MB, under the metric file's 256 MiB
+    limit): refused before the client opens the store, naming the file and the limit."""
+    copy, run = _mlflow_case(tmp_path, mlruns)
+    loss = run / "metrics" / "loss"
+    _metric_file(loss, 5_000_000)
+    assert 120_000_000 < loss.stat().st_size < 256 * MiB
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "mlflow", copy, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert (
+        f"tracker metric file {loss} holds more than 200000 points; the limit for one"
+        " metric's history is 200000: nothing was stored" in proc.stderr
+    ), proc.stderr[-3000:]
+    assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr
+    _nothing_stored(store, head)
+
+
+def test_m1_two_long_metric_files_and_too_many_metric_files_are_refused(
+    mlruns: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """Two files of 500 000 points each: refused at the first, naming it; a run of 1001
+    metric files (one point each): refused naming the count and the limit."""
+    copy, run = _mlflow_case(tmp_path, mlruns)
+    for name in ("loss", "lr_now"):
+        _metric_file(run / "metrics" / name, 500_000)
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "mlflow", copy, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert f"tracker metric file {run / 'metrics' / 'loss'} holds more than 200000" in (
+        proc.stderr
+    ), proc.stderr[-3000:]
+    _nothing_stored(store, head)
+
+    many, run2 = _mlflow_case(tmp_path / "many", mlruns)
+    for i in range(1001 - len(list((run2 / "metrics").iterdir()))):
+        (run2 / "metrics" / f"m{i:04d}").write_bytes(b"1795848115276 0.5 0\n")
+    proc = cli(store, "import", "mlflow", many, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert (
+        f"MLflow run {run2} has 1001 metric files; the limit for one run is 1000" in proc.stderr
+    ), proc.stderr[-3000:]
+    _nothing_stored(store, head)
+
+
+def test_m1_a_sparse_metric_file_and_the_point_budget(
+    mlruns: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """A metric file of 200 MiB of holes is refused as sparse; the run's four points over
+    ``--max-points 3`` (or ``REPLAY_TUI_IMPORT_MAX_POINTS=3``) stop the import, naming the
+    limit; at 4 it imports."""
+    copy, run = _mlflow_case(tmp_path, mlruns)
+    loss = run / "metrics" / "loss"
+    keep = loss.read_bytes()
+    with loss.open("r+b") as f:
+        f.truncate(200 * MiB)
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "mlflow", copy, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert f"tracker metric file {loss} is sparse" in proc.stderr, proc.stderr[-3000:]
+    _nothing_stored(store, head)
+    loss.write_bytes(keep)
+    for how in (
+        {"args": ("--max-points", "3"), "env": {}},
+        {"args": (), "env": {"REPLAY_TUI_IMPORT_MAX_POINTS": "3"}},
+    ):
+        proc = cli(store, "import", "mlflow", copy, *how["args"], extra_env=how["env"])
+        assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+        assert "more than 3 points; the limit is 3 points per import" in proc.stderr
+        assert "--max-points" in proc.stderr
+        _nothing_stored(store, head)
+    # the copy's meta.yaml still names the original's artifacts: that folder is named
+    ok = cli(store, "import", "mlflow", copy, "--max-points", "4", "--trust-root", mlruns)
+    assert ok.returncode == 0, ok.stderr[-3000:]
