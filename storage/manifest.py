@@ -415,6 +415,12 @@ class CaptureInfo(_Model):
     metric_regex: list[Str] = Field(default_factory=list, max_length=64)
     metric_name: Label | None = None
     output_dirs: list[RelPath] = Field(default_factory=list, max_length=256)
+    # added later: globs of outputs the run declared volatile (``record --volatile``): they
+    # may differ from run to run, so a comparison lists them and does not judge their bytes.
+    # Left out of the JSON when empty, so manifests stored before it keep their hash.
+    volatile_globs: list[Str] = Field(
+        default_factory=list, max_length=256, exclude_if=lambda v: not v
+    )
 
 
 class ConfigFileInfo(_Model):

@@ -443,6 +443,33 @@ def _last_ingest(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+ID_TRIGRAMS = """
+CREATE VIRTUAL TABLE [runs_ids] USING FTS5 ([id], content=[runs], tokenize='trigram');
+CREATE TRIGGER [runs_ids_ai] AFTER INSERT ON [runs] BEGIN
+  INSERT INTO [runs_ids] (rowid, [id]) VALUES (new.rowid, new.[id]);
+END;
+CREATE TRIGGER [runs_ids_ad] AFTER DELETE ON [runs] BEGIN
+  INSERT INTO [runs_ids] ([runs_ids], rowid, [id]) VALUES ('delete', old.rowid, old.[id]);
+END;
+CREATE TRIGGER [runs_ids_au] AFTER UPDATE OF [id] ON [runs] BEGIN
+  INSERT INTO [runs_ids] ([runs_ids], rowid, [id]) VALUES ('delete', old.rowid, old.[id]);
+  INSERT INTO [runs_ids] (rowid, [id]) VALUES (new.rowid, new.[id]);
+END;
+"""
+
+
+@migrations()
+def m006_run_id_trigrams(db: Database) -> None:
+    """A trigram index of run ids, so that a search finds a run by any part of its id
+    (ids are time-ordered: the part a person remembers is in the middle).  A scan of
+    100,000 ids for a substring costs 13-50 ms a query, a trigram lookup under 1.5 ms
+    (``bench/bench_tui.py``)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs_ids'").fetchone():
+        return
+    _script(db, ID_TRIGRAMS)
+    db.execute("INSERT INTO [runs_ids] ([runs_ids]) VALUES ('rebuild')")
+
+
 # every append-only table, whichever migration made it (m001 makes APPEND_ONLY's)
 FACT_TABLES = APPEND_ONLY + BISECT_TABLES
 

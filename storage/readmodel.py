@@ -16,7 +16,7 @@ from typing import Any
 
 from storage import integrity
 from storage.records import REPLAY_SELECT, RUN_SELECT, ReplayFact, RunRecord
-from storage.store import RunQuery, RunStore, SearchReach, StoreError, id_range
+from storage.store import ID_PART_SQL, RunQuery, RunStore, SearchReach, StoreError, id_part
 from storage.vocabulary import sql_completed
 
 # Replays that count: determinism as recorded.  A replay run with determinism switched off
@@ -260,7 +260,7 @@ def _top_level(q: RunQuery, reach: SearchReach | None) -> tuple[str, list[Any]]:
     ids = reach.ids if reach is not None and q.search and reach.search == q.search else None
     if ids is None:
         return _TOP_LEVEL, []
-    return f"({_TOP_LEVEL} OR (runs.id >= ? AND runs.id < ?))", list(id_range(ids))
+    return f"({_TOP_LEVEL} OR {ID_PART_SQL})", id_part(ids)
 
 
 def list_runs_view(
@@ -332,8 +332,8 @@ def count_runs_view_and_all(
     where, params = store._where(q, reach)
     folded = "kind = 'replay' AND replay_of IN (SELECT id FROM runs)"
     if reach.ids:  # a replay the search names by id is a row of its own (_top_level)
-        folded += " AND NOT (runs.id >= ? AND runs.id < ?)"
-        params = [*params, *id_range(reach.ids)]
+        folded += f" AND NOT {ID_PART_SQL}"
+        params = [*params, *id_part(reach.ids)]
     if where:
         folded = f"{where[len(' WHERE ') :]} AND {folded}"
     sql = f"SELECT count(*) FROM runs WHERE {folded}"

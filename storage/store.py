@@ -131,16 +131,22 @@ _ID_PREFIX = re.compile(r"[0-9A-Za-z_-]{4,64}")
 
 
 def id_prefix(text: str | None) -> str | None:
-    """``text`` as a run id or the start of one (what tickets and bundles quote: at
-    least 4 characters of a run id's alphabet), else None."""
+    """``text`` as a run id or a part of one (what tickets and bundles quote, and the
+    part a person remembers: at least 4 characters of a run id's alphabet), else None."""
     text = (text or "").strip()
     return text if _ID_PREFIX.fullmatch(text) else None
 
 
-def id_range(prefix: str) -> tuple[str, str]:
-    """The bounds of the ids that start with ``prefix`` (``id >= ? AND id < ?``: the
-    primary key's index serves it)."""
-    return prefix, prefix + "\U0010ffff"
+ID_PART_SQL = "runs.rowid IN (SELECT rowid FROM runs_ids WHERE runs_ids MATCH ?)"
+"""The runs whose id holds the search text anywhere (:func:`id_part`), from the trigram
+index of ids (``migrations.m006_run_id_trigrams``).  Ids are time-ordered, so every run
+of a day starts alike: the part a person remembers is in the middle."""
+
+
+def id_part(text: str) -> list[str]:
+    """The parameters of :data:`ID_PART_SQL` for ``text`` (:func:`id_prefix`'s alphabet,
+    so one quoted phrase; the trigram tokenizer matches case-insensitively)."""
+    return ['"' + text.replace('"', "") + '"']
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,7 @@ class SearchReach:
     sort index and probing the match set than from sorting every match.  ``matches``:
     how many runs it matches (None without a search).  ``search``: the search text it
     was read for (a reach passed along with another query's is read again).  ``ids``:
-    the search text when it is the start of some run's id (:func:`id_prefix`): those runs
+    the search text when it is part of some run's id (:func:`id_prefix`): those runs
     match too, whatever the full-text index says (``matches`` counts them)."""
 
     fts: str | None
@@ -861,9 +867,9 @@ class RunStore:
         if prefix is not None:  # a run id, or its start: those runs match as well
             by_id = int(
                 self.conn.execute(
-                    "SELECT count(*) FROM runs WHERE id >= ? AND id < ? AND rowid NOT IN"
+                    f"SELECT count(*) FROM runs WHERE {ID_PART_SQL} AND rowid NOT IN"
                     " (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)",
-                    (*id_range(prefix), fq),
+                    (*id_part(prefix), fq),
                 ).fetchone()[0]
             )
             if by_id:
@@ -895,9 +901,9 @@ class RunStore:
                 col = "+runs.rowid" if page and reach.common else "runs.rowid"
                 fts = f"{col} IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)"
                 params.append(reach.fts)
-                if reach.ids:  # the runs whose id starts with the text match too
-                    fts = f"({fts} OR (runs.id >= ? AND runs.id < ?))"
-                    params += id_range(reach.ids)
+                if reach.ids:  # the runs whose id holds the text match too
+                    fts = f"({fts} OR {ID_PART_SQL})"
+                    params += id_part(reach.ids)
                 clauses.append(fts)
         if q.kind:
             clauses.append("kind = ?")
@@ -937,14 +943,16 @@ class RunStore:
         return [RunRecord.from_row(r) for r in rows]
 
     def find_runs(self, text: str, limit: int) -> list[RunRecord]:
-        """Runs whose id starts with ``text`` first, then the full-text matches: what a
-        person typing part of a run id or a word expects (the picker, ``runs --search``)."""
+        """Runs whose id holds ``text`` first (those that start with it before the rest),
+        then the full-text matches: what a person typing part of a run id or a word
+        expects (the picker, ``runs --search``)."""
         text = text.strip()
         by_id: list[RunRecord] = []
         if id_prefix(text) is not None:
             rows = self.conn.execute(
-                f"SELECT {RUN_SELECT} FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-                (*id_range(text), limit),
+                f"SELECT {RUN_SELECT} FROM runs WHERE {ID_PART_SQL}"
+                " ORDER BY instr(lower(runs.id), lower(?)) != 1, id LIMIT ?",
+                (*id_part(text), text, limit),
             ).fetchall()
             by_id = [RunRecord.from_row(r) for r in rows]
         found = self.list_runs(RunQuery(search=text or None, limit=limit))

@@ -59,6 +59,9 @@ class ArtifactDiff:
     error: str | None = None
     stale_a: str | None = None
     stale_b: str | None = None
+    volatile: str | None = None
+    """The glob a run declared volatile (``record --volatile``) that names this path: a
+    difference in its bytes is listed, not judged."""
 
     @property
     def is_checkpoint_pair(self) -> bool:
@@ -82,7 +85,7 @@ class ArtifactDiff:
             "stale_a": self.stale_a,
             "stale_b": self.stale_b,
             "tensors": None if self.tensors is None else self.tensors.to_dict(),
-        }
+        } | ({"volatile": self.volatile} if self.volatile is not None else {})
 
 
 def _locate(

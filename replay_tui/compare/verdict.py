@@ -27,8 +27,8 @@ whatever the rest shows); ``missing`` and ``reasons`` always list both.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from replay_tui.compare.environment import EnvironmentDiff, compare_environment
 from replay_tui.compare.gaps import Gap, evaluate, evaluate_pair, probable_causes
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
 from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
+from replay_tui.door import glob_match, glob_parts
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict
 from replay_tui.verdicts import verdict_exit
@@ -169,8 +170,39 @@ class _Findings:
     notes: list[str]
 
 
+def volatile_globs(a: RunManifest, b: RunManifest) -> tuple[str, ...]:
+    """The globs either run declared volatile at record time (a replay records its
+    original's), in order, each once."""
+    out: list[str] = []
+    for m in (a, b):
+        for g in m.capture.volatile_globs if m.capture else ():
+            if g not in out:
+                out.append(g)
+    return tuple(out)
+
+
+def mark_volatile(arts: tuple[ArtifactDiff, ...], globs: Sequence[str]) -> tuple[ArtifactDiff, ...]:
+    """``arts`` with each differing path that a volatile glob names marked with it (the
+    one glob matcher of ``--artifact``, ``replay_tui.door.glob_match``)."""
+    if not globs:
+        return arts
+    parsed = [(g, p) for g in globs if (p := glob_parts(g)) is not None]
+    out = []
+    for x in arts:
+        parts = glob_parts(x.path) or ()
+        hit = next((g for g, p in parsed if glob_match(parts, p)), None)
+        out.append(replace(x, volatile=hit) if hit is not None else x)
+    return tuple(out)
+
+
 def _artifact_findings(arts: tuple[ArtifactDiff, ...], f: _Findings) -> None:
     for x in arts:
+        if x.volatile is not None and x.status in ("differs", "only_a", "only_b"):
+            f.notes.append(
+                f"file {x.path} {_volatile_state(x)}; declared volatile at record time"
+                f" (--volatile {x.volatile}): listed, not judged"
+            )
+            continue
         if x.status == "stale":
             f.notes.append(x.note or f"artifact {x.path} was written by neither run (stale)")
         elif x.status in ("only_a", "only_b") and (x.stale_a or x.stale_b):
@@ -181,10 +213,18 @@ def _artifact_findings(arts: tuple[ArtifactDiff, ...], f: _Findings) -> None:
             f.missing.append(f"artifact {x.path} is in B but not in A")
         elif x.status == "unhashed":
             f.missing.append(f"artifact {x.error or x.path + ' is unhashed'}")
-        elif x.status == "differs" and x.checkpoint is None:
+        elif x.status == "differs" and x.checkpoint is None and "file" not in (x.kind_a, x.kind_b):
             f.notes.append(
-                f"file {x.path} differs ({(x.sha256_a or '')[:12]} vs {(x.sha256_b or '')[:12]});"
-                " only checkpoints and metrics are judged by tolerance"
+                f"{x.kind_b or x.kind_a} {x.path} differs"
+                f" ({(x.sha256_a or '')[:12]} vs {(x.sha256_b or '')[:12]}); a"
+                f" {x.kind_b or x.kind_a} is judged by what it holds (metrics by value), not"
+                " its bytes"
+            )
+        elif x.status == "differs" and x.checkpoint is None:
+            f.divergent.append(
+                f"file {x.path} differs ({(x.sha256_a or '')[:12]} vs {(x.sha256_b or '')[:12]}):"
+                " a declared output is judged by its bytes unless the run declared it"
+                " volatile (record --volatile GLOB)"
             )
         elif x.checkpoint == "unavailable":
             f.missing.append(f"checkpoint {x.path} could not be compared: {x.error}")
@@ -201,6 +241,14 @@ def _artifact_findings(arts: tuple[ArtifactDiff, ...], f: _Findings) -> None:
             f.notes.append(f"checkpoint {x.path}: {x.note}{detail}")
         elif x.checkpoint == "out_of_tolerance" and x.tensors is not None:
             f.divergent.extend(_tensor_reasons(x))
+
+
+def _volatile_state(x: ArtifactDiff) -> str:
+    if x.status == "only_a":
+        return "is in A only"
+    if x.status == "only_b":
+        return "is in B only"
+    return f"differs ({(x.sha256_a or '')[:12]} vs {(x.sha256_b or '')[:12]})"
 
 
 def _badness(t: TensorDiff) -> tuple[int, float]:
@@ -308,6 +356,8 @@ def compare_runs(
         rtol=rtol,
         atol=atol,
     )
+    volatile = volatile_globs(a, b)
+    arts = mark_volatile(arts, volatile)
     f = _Findings([], [], [])
     failed: list[str] = []
     for side, m in (("A", a), ("B", b)):

@@ -82,6 +82,9 @@ def test_runs_search_no_match_id_prefix_and_verdict_choice(
     by_prefix = cli("runs", "--search", b[:10])
     assert by_prefix.returncode == 0, by_prefix.stderr
     assert b[:13] in by_prefix.stdout
+    middle = cli("runs", "--search", b[-8:].lower(), "--json")  # the part one remembers
+    assert middle.returncode == 0, middle.stderr
+    assert [r["id"] for r in json.loads(middle.stdout)] == [b]
     lower = cli("runs", "--verdict", "diverged", "--json")
     assert lower.returncode == 0, lower.stderr
     assert [r["id"] for r in json.loads(lower.stdout)] == [b]

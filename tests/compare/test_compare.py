@@ -444,7 +444,49 @@ def test_other_file_differs_is_not_divergence(tmp_path: Path, objects: ObjectSto
     b = replay(a, artifacts=[artifact(fb, "train.log", objects, kind="log")])
     c = compare_runs(m(a), m(b), objects=objects)
     assert c.verdict == "EQUIVALENT"
-    assert any(r.startswith("file train.log differs") for r in c.reasons)
+    assert any(r.startswith("log train.log differs") for r in c.reasons)
+
+
+def test_a_declared_plain_file_that_differs_is_diverged(
+    tmp_path: Path, objects: ObjectStore
+) -> None:
+    """Item 6 of the verdict issue (O1 of the trust round): a declared output that is
+    not a checkpoint is judged by its bytes, never silently passed."""
+    fa, fb = tmp_path / "a.txt", tmp_path / "b.txt"
+    fa.write_text("accuracy 0.91\n")
+    fb.write_text("accuracy 0.42\n")
+    a = base(
+        artifacts=[artifact(fa, "out/result.txt", objects, kind="file")], metrics={"loss": 1.0}
+    )
+    b = replay(a, artifacts=[artifact(fb, "out/result.txt", objects, kind="file")])
+    c = compare_runs(m(a), m(b), objects=objects)
+    assert c.verdict == "DIVERGED" and c.exit_code == 1
+    assert c.reasons[0].startswith("file out/result.txt differs")
+    assert "record --volatile" in c.reasons[0]
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_a_file_declared_volatile_is_listed_not_judged(
+    tmp_path: Path, objects: ObjectStore, side: str
+) -> None:
+    fa, fb = tmp_path / "a.txt", tmp_path / "b.txt"
+    fa.write_text("took 12.1 s\n")
+    fb.write_text("took 13.7 s\n")
+    a = base(
+        artifacts=[artifact(fa, "out/timing.txt", objects, kind="file")], metrics={"loss": 1.0}
+    )
+    b = replay(a, artifacts=[artifact(fb, "out/timing.txt", objects, kind="file")])
+    (a if side == "a" else b)["capture"] = {"volatile_globs": ["out/**/timing.*"]}
+    c = compare_runs(m(a), m(b), objects=objects)
+    assert c.verdict == "EQUIVALENT" and c.exit_code == 0  # not IDENTICAL: the bytes differ
+    (x,) = c.artifacts
+    assert x.volatile == "out/**/timing.*" and x.to_dict()["volatile"] == "out/**/timing.*"
+    assert any(
+        "declared volatile at record time (--volatile out/**/timing.*)" in r for r in c.reasons
+    )
+    assert comparison_from_dict(c.to_dict()).artifacts[0].volatile == "out/**/timing.*"
+    plain = compare_runs(m(base(metrics={"loss": 1.0})), m(replay(base(), metrics={"loss": 1.0})))
+    assert "volatile" not in json.dumps(plain.to_dict())  # older bodies keep their bytes
 
 
 def test_failed_run_is_incomplete() -> None:

@@ -150,11 +150,11 @@ async def search(pilot: Pilot[None], screen: RunsScreen, text: str) -> None:
     await wait_until(pilot, lambda: screen.total is not None)
 
 
-# -- 1. ids and id prefixes are searched -----------------------------------------------
+# -- 1. ids and any part of them are searched --------------------------------------------
 
 
 @sync
-async def test_search_finds_runs_by_their_id_or_its_start_as_runs_search_does(
+async def test_search_finds_runs_by_their_id_or_any_part_of_it_as_runs_search_does(
     fixed: FixedStore, pinned: Path
 ) -> None:
     app = ReplayApp(fixed.path)
@@ -192,6 +192,11 @@ async def test_search_finds_runs_by_their_id_or_its_start_as_runs_search_does(
         assert shown(screen) == [UUID_ORIGINAL]
         await search(pilot, screen, UUID_REPLAY)
         assert shown(screen) == [UUID_REPLAY]
+        # the part a person remembers: the end of the id, not its time-ordered start
+        await search(pilot, screen, UUID_ORIGINAL[-12:].upper())
+        assert shown(screen) == [UUID_ORIGINAL]
+        with RunStore(pinned) as store:
+            assert [r.id for r in store.find_runs(UUID_ORIGINAL[-12:], 10)] == [UUID_ORIGINAL]
 
 
 # -- 2. an image pinned by digest: one valid reference ------------------------------------
