@@ -303,7 +303,7 @@ class BoundedFolders:
 
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """``paths`` without those inside another of them (a bound covers its subfolders)."""
-    ordered = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
+    ordered = sorted({p.resolve() for p in paths}, key=lambda p: (len(p.parts), str(p)))
     kept: list[Path] = []
     for p in ordered:
         if not any(p == k or p.is_relative_to(k) for k in kept):
