@@ -104,7 +104,7 @@ def test_o2_a_sparse_saved_file_is_refused_not_copied(wandb_folder: Path, tmp_pa
         f.truncate(int(1.9 * GiB))
     assert big.stat().st_blocks * 512 < MiB  # sparse: it costs nothing on disk
     store = tmp_path / "store" / "runs.db"
-    proc = cli(store, "import", "wandb", folder, "--trust-root", proj, "--json")
+    proc = cli(store, "import", "wandb", folder, "--files-root", proj, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (row,) = json.loads(proc.stdout)["runs"]
     assert any(f"saved file {big} is sparse" in r for r in row["refused"]), row["refused"]
@@ -112,7 +112,7 @@ def test_o2_a_sparse_saved_file_is_refused_not_copied(wandb_folder: Path, tmp_pa
         arts = {a.path: a for a in s.manifest(row["run_id"]).outputs.artifacts}
     assert arts["model.pt"].sha256 is None and arts["model.pt"].size_bytes is None
     assert all(p.stat().st_size < MiB for p in objects(store)), objects(store)
-    text = cli(tmp_path / "other" / "runs.db", "import", "wandb", folder, "--trust-root", proj)
+    text = cli(tmp_path / "other" / "runs.db", "import", "wandb", folder, "--files-root", proj)
     assert text.returncode == 0 and f"refused: saved file {big} is sparse" in text.stdout
 
 
@@ -127,7 +127,7 @@ def test_o2_an_import_past_its_byte_budget_stores_nothing(
     big.write_bytes(os.urandom(8 * MiB))
     store = _seeded(tmp_path, make_manifest)
     head = ledger_head(store)
-    proc = cli(store, "import", "wandb", folder, "--trust-root", proj, "--max-bytes", "4MiB")
+    proc = cli(store, "import", "wandb", folder, "--files-root", proj, "--max-bytes", "4MiB")
     assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
     assert f"import budget: saved file {big} (8 MiB) would bring this import's files to" in (
         proc.stderr
@@ -136,7 +136,7 @@ def test_o2_an_import_past_its_byte_budget_stores_nothing(
     assert "--max-bytes" in proc.stderr and "REPLAY_TUI_IMPORT_MAX_BYTES" in proc.stderr
     _nothing_stored(store, head)
     js = cli(
-        store, "import", "wandb", folder, "--trust-root", proj, "--max-bytes", "4MiB", "--json"
+        store, "import", "wandb", folder, "--files-root", proj, "--max-bytes", "4MiB", "--json"
     )
     assert js.returncode == 2 and "import budget" in json.loads(js.stdout)["error"]
     by_env = cli(
@@ -287,3 +287,60 @@ def test_m1_a_sparse_metric_file_and_the_point_budget(
     # the copy's meta.yaml still names the original's artifacts: that folder is named
     ok = cli(store, "import", "mlflow", copy, "--max-points", "4", "--trust-root", mlruns)
     assert ok.returncode == 0, ok.stderr[-3000:]
+
+
+def _framed(records: list[bytes]) -> bytes:
+    """``records`` framed as W&B's transaction log: the 7-byte header, then 32 KiB blocks
+    of checksummed chunks (full, or first/middle/last across blocks), as the real client
+    writes it."""
+    import struct
+    import zlib
+
+    out = bytearray(struct.pack("<4sHB", b":W&B", 0xBEE1, 0))
+    for data in records:
+        rest, first = memoryview(data), True
+        while True:
+            left = 32768 - len(out) % 32768
+            if left < 7:
+                out += b"\0" * left
+                continue
+            body, rest = rest[: left - 7], rest[left - 7 :]
+            kind = (1 if first else 4) if not len(rest) else (2 if first else 3)
+            crc = zlib.crc32(body, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF
+            out += struct.pack("<IHB", crc, len(body), kind) + body
+            first = False
+            if not len(rest):
+                break
+    return bytes(out)
+
+
+def test_w1_a_wandb_history_past_its_limit_stops_the_log_s_reading(
+    wandb_folder: Path, tmp_path: Path, make_manifest: MakeManifest
+) -> None:
+    """The real run's records (decoded by the wandb package) with 200 001 more history
+    rows of ``loss`` appended, framed as W&B frames them: the stream stops at the
+    history limit, exit 2 naming the metric and the limit; nothing stored."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from replay_tui.importers.wandb import find_log, read_records
+
+    _proj, folder = _wandb_case(tmp_path, wandb_folder)
+    log = find_log(folder)
+    records = [r.SerializeToString() for r in read_records(log)]
+    row = pb.Record()
+    for step in range(100, 100 + 200_001):
+        del row.history.item[:]
+        row.history.item.add(key="_step", value_json=str(step))
+        row.history.item.add(key="loss", value_json="0.25")
+        records.append(row.SerializeToString())
+    log.write_bytes(_framed(records))
+    assert len(list(read_records(log))) == len(records)  # framed as the reader expects
+    store = _seeded(tmp_path, make_manifest)
+    head = ledger_head(store)
+    proc = cli(store, "import", "wandb", folder, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert (
+        f"{log}: metric 'loss' has more than 200000 points; the limit for one metric's"
+        " history is 200000" in proc.stderr
+    ), proc.stderr[-3000:]
+    _nothing_stored(store, head)
