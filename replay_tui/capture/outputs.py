@@ -580,8 +580,10 @@ class EarlyOutputs:
             self._drop_all()
         finally:
             self.ready.set()
+            if self._closed:  # the launcher closed early (Ctrl-C): its copies go here,
+                self._drop_all()  # before the end is said, so close() returns after them
             self._done.set()
-            if self._closed:  # the launcher closed early (Ctrl-C): its copies go here
+            if self._closed:
                 self._drop_all()
                 self._close_pipe()
             if ino is not None:

@@ -116,6 +116,35 @@ def test_the_door_refuses_a_sparse_file_for_every_reader(tmp_path: Path) -> None
     assert door.sparse_measure(os.open(dense, os.O_RDONLY)) is None
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux only")
+def test_the_early_reader_stages_no_more_than_the_budget_and_no_sparse_file(
+    tmp_path: Path,
+) -> None:
+    """While the run runs, outputs are copied as they close: never past the budget in
+    all, and a sparse file not at all (the door refuses it)."""
+    from replay_tui.capture.outputs import EarlyOutputs
+    from tests.support.waiting import wait_until
+
+    work = tmp_path / "w"
+    (work / "out").mkdir(parents=True)
+    objects = ObjectStore(tmp_path / "store" / "objects")
+    early = EarlyOutputs.start(work, ["out/*"], objects, {}, budget=MiB)
+    assert early is not None
+    try:
+        assert early.ready.wait(60)
+        _sparse_file(work / "out" / "big.bin", 8 * GiB)
+        for i in range(8):
+            (work / "out" / f"part-{i}.bin").write_bytes(bytes([i]) * PART)
+        wait_until(lambda: early.stats.read + early.stats.skipped == 9, "every close seen")
+        assert early.stats.read == 4 and early.stats.skipped == 5
+        staged = [p for p in objects.root.iterdir() if p.name.startswith(".put.")]
+        assert sum(p.stat().st_size for p in staged) == 4 * PART  # within the 1 MiB
+        assert _on_disk(objects)[0] <= MiB + 64 * 1024
+    finally:
+        early.close()
+    assert _on_disk(objects)[2] == []  # dropped: nothing was taken
+
+
 # -- record, on this machine ----------------------------------------------------------
 
 
