@@ -15,6 +15,7 @@ from replay_tui.cli.common import (
     print_event,
     replay_options,
 )
+from replay_tui.safety import escape_control
 
 if TYPE_CHECKING:
     from replay_tui.replay.plan import ReplayOptions
@@ -91,7 +92,7 @@ def bisect_cmd(
 
     def on_event(ev: ReplayEvent) -> None:
         if ev.stage == "bisect" and not as_json:
-            click.echo(f"[  bisect] {ev.message}", err=True)
+            click.echo(f"[  bisect] {escape_control(ev.message)}", err=True)
             return
         print_event(ev, as_json=as_json, logs=not quiet)
 
@@ -99,7 +100,7 @@ def bisect_cmd(
     if as_json:
         echo_json(result.to_dict())
     else:
-        click.echo(result.text())
+        click.echo(escape_control(result.text(), keep_newlines=True))  # the manifests' words
     sys.exit(result.exit_code)
 
 

@@ -231,6 +231,20 @@ def test_the_central_error_paths_escape_whatever_they_are_given() -> None:
         assert SHOWN_OSC52 in done.output and SHOWN_MARKUP in done.output, done.output
 
 
+def test_an_error_nothing_handled_prints_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the program prints for a crash (its ``sys.excepthook``) quotes the error's
+    message: escaped, the traceback's lines kept."""
+    from replay_tui.program import print_escaped_traceback
+
+    try:
+        raise RuntimeError(f"crash {HOSTILE}")
+    except RuntimeError as e:
+        print_escaped_traceback(type(e), e, e.__traceback__)
+    err = capsys.readouterr().err
+    assert_clean(err, "traceback")
+    assert err.startswith("Traceback") and f"RuntimeError: crash {SHOWN_OSC52}" in err
+
+
 # -- the TUI, through the pilot -----------------------------------------------------------
 
 
