@@ -256,12 +256,30 @@ class Outcome(Protocol):
     def determinism(self) -> str | None: ...
 
 
+def latest_judgements(facts: Iterable[Outcome]) -> list[Outcome]:
+    """``facts`` (oldest first) with each replay run's judgement once: its latest (a
+    replay judged again once a noise floor exists has two facts; the older stays a fact
+    but no longer counts).  Facts with no replay run (an attempt that never ran) stay."""
+    kept = list(facts)
+    last: dict[str, int] = {}
+    for i, f in enumerate(kept):
+        run = getattr(f, "replay_run", None)
+        if isinstance(run, str):
+            last[run] = i
+    return [
+        f
+        for i, f in enumerate(kept)
+        if not isinstance(run := getattr(f, "replay_run", None), str) or last[run] == i
+    ]
+
+
 def summarize(facts: Iterable[Outcome]) -> Reproduction:
-    """Fold replay facts (oldest first) into a :class:`Reproduction`."""
+    """Fold replay facts (oldest first) into a :class:`Reproduction`, each replay run's
+    latest judgement only (:func:`latest_judgements`)."""
     verdict: str | None = None
     completed = reproduced = experiments = 0
     aborted: dict[str, int] = {}
-    for f in facts:
+    for f in latest_judgements(facts):
         status = normalize_status(f.status)
         v = f.verdict
         determinism = f.determinism

@@ -123,6 +123,9 @@ EXIT_NOT_REPRODUCED: Final = 1
 EXIT_BAD_INPUT: Final = 2
 EXIT_INFRA: Final = 3
 EXIT_CANCELLED: Final = 130
+EXIT_NOT_JUDGED: Final = 4
+"""One replay (``replay --times 1``) of a run whose determinism was not fully on, with no
+noise floor, that was not within the tolerance: neither reproduced nor not."""
 EXIT_PRECEDENCE: Final[tuple[int, ...]] = (
     EXIT_NOT_REPRODUCED,
     EXIT_CANCELLED,

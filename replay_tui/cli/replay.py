@@ -136,10 +136,12 @@ def _allow_env_arg(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option(
     "--times",
     type=click.IntRange(1, 100),
-    default=1,
-    show_default=True,
+    default=None,
     help="Replay N times (N >= 2: measure and store the run's noise floor, then judge"
-    " the original against it; docs/noise.md).",
+    " the original against it; docs/noise.md).  Default: once, and when a run whose"
+    " determinism was not fully on replays beyond the tolerance with no floor, two more"
+    " replicas measure one first.  1: once only (such a replay is then not judged: exit"
+    " 4).",
 )
 @click.option(
     "--determinism",
@@ -156,13 +158,14 @@ def replay(
     obj: Ctx,
     run: str,
     options: ReplayOptions,
-    times: int,
+    times: int | None,
     determinism: str,
     quiet: bool,
     as_json: bool,
 ) -> None:
     """Replay RUN from its image digest and git commit; exit 0 if reproduced (IDENTICAL,
-    EQUIVALENT, or WITHIN_NOISE of a stored noise floor), else 1."""
+    EQUIVALENT, or WITHIN_NOISE of its noise floor), 1 if not, 4 if not judged (--times 1
+    of a noisy run with no floor)."""
     from replay_tui.replay.runner import ReplayEvent
     from replay_tui.replay.series import replay_many
 

@@ -216,7 +216,7 @@ def runs(
 
 
 def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
-    """Runs whose id starts with the search text first, then the full-text matches."""
+    """Runs whose id holds the search text first, then the full-text matches."""
     import re
 
     text = (q.search or "").strip()
@@ -225,7 +225,7 @@ def _with_id_prefix(found: list[Any], q: RunQuery, obj: Ctx) -> list[Any]:
     by_id = [
         r
         for r in obj.store.find_runs(text, q.limit)
-        if r.id.startswith(text)
+        if text.lower() in r.id.lower()
         and (q.kind is None or r.kind == q.kind)
         and (
             q.verdict is None

@@ -30,7 +30,7 @@ from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay.fanout import fans_out, run_each, tagged
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent, ReplayOutcome
-from replay_tui.replay.series import replay_many
+from replay_tui.replay.series import needs_floor, replay_many
 from replay_tui.verdicts import (
     CANCELLED,
     COMPLETED,
@@ -46,7 +46,6 @@ from replay_tui.verdicts import (
     normalize_status,
 )
 from storage import integrity, ledger, readmodel
-from storage.manifest import RunManifest
 from storage.store import RunStore
 from storage.vocabulary import EXIT_CANCELLED, EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_OK
 
@@ -351,13 +350,6 @@ def _drill_in_thread(
     return _drill_one(store, run_id, name, opts, emit, should_cancel, replicas)
 
 
-def needs_floor(m: RunManifest) -> bool:
-    """Whether a run can only be judged against its own noise: determinism was not fully
-    on (not switched on, unknown, or an op with no deterministic implementation ran)."""
-    d = m.determinism
-    return d.deterministic_algorithms is not True or bool(d.nondeterministic_ops)
-
-
 def _drill_one(
     store: RunStore,
     run_id: str,
@@ -371,20 +363,24 @@ def _drill_one(
 
     t0 = time.monotonic()
     before = max((f.id for f in store.replays_of(run_id)), default=0)
-    times = 1
     if needs_floor(store.manifest(run_id)) and stored_floor(store, run_id) is None:
-        times = replicas
         emit(
             ReplayEvent(
                 "drill",
                 "note",
-                f"{run_id}: determinism not fully on and no noise floor yet: measuring one"
-                f" over {replicas} replicas",
+                f"{run_id}: determinism not fully on and no noise floor yet: replayed once,"
+                f" and measured over {replicas} replicas if it is not within the tolerance",
             )
         )
-    try:
+    try:  # the adaptive rule (replay_many with times=None), as replay and the TUI use
         rep = replay_many(
-            store, run_id, opts, times=times, on_event=emit, should_cancel=should_cancel
+            store,
+            run_id,
+            opts,
+            times=None,
+            replicas=replicas,
+            on_event=emit,
+            should_cancel=should_cancel,
         )
     except KeyboardInterrupt:  # Ctrl-C while the backend waited: the attempt is recorded
         recorded = [f.id for f in store.replays_of(run_id) if f.id > before]

@@ -661,12 +661,25 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     return judge_pending(ctx.store, pending)
 
 
-def judge_pending(store: RunStore, p: Pending) -> ReplayOutcome:
+def judge_pending(
+    store: RunStore,
+    p: Pending,
+    *,
+    comparison: Comparison | None = None,
+    sets_verdict: bool = True,
+    note: str | None = None,
+) -> ReplayOutcome:
     """Compare a replay with its original (against the run's noise floor, when one is
-    stored), store the comparison and the replay fact, and say the verdict."""
+    stored), store the comparison and the replay fact, and say the verdict.
+    ``comparison``: that comparison, already made (not made again).  ``sets_verdict``:
+    False keeps a judgement the rule does not trust yet (one replay of a noisy run with
+    no floor) off the run's badge.  ``note``: said after the verdict, kept as the reason."""
     m, rm, status, reason = p.original, p.replay, p.status, p.reason
     p.emit("compare", "start", "")
-    verdict, cmp, cid = compare_and_store(store, m, rm, tolerance=p.options.tolerance)
+    verdict, cmp, cid = compare_and_store(
+        store, m, rm, tolerance=p.options.tolerance, comparison=comparison
+    )
+    reason = note or reason
     fid = store.add_replay(
         m.run_id,
         replay_run=rm.run_id,
@@ -682,7 +695,7 @@ def judge_pending(store: RunStore, p: Pending) -> ReplayOutcome:
             "duration_s": p.duration_s,
             "run_status": rm.status,
         },
-        sets_verdict=counts_as_evidence(status, verdict, p.options.determinism),
+        sets_verdict=sets_verdict and counts_as_evidence(status, verdict, p.options.determinism),
     )
     p.emit(
         "compare",
@@ -706,12 +719,13 @@ def compare_and_store(
     *,
     tolerance: Tolerance | None = None,
     set_verdict_on: str | None = "b",
+    comparison: Comparison | None = None,
 ) -> tuple[str, Comparison, int]:
     """Compare two runs with the full comparison, against the noise floor that speaks for
     the pair when one is stored (``compare.floor``), and store the result (its
     ``to_dict()``).  The verdict, the comparison and its id.
     ``set_verdict_on``: ``"b"`` (B's badge takes the verdict) or None."""
-    cmp = compare_pair(store, a, b, tolerance or Tolerance())
+    cmp = comparison or compare_pair(store, a, b, tolerance or Tolerance())
     cid = store.add_comparison(
         a.run_id,
         b.run_id,

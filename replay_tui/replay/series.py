@@ -19,28 +19,41 @@ from functools import partial
 from typing import Any
 
 from replay_tui.compare.distance import metric_gap
-from replay_tui.compare.floor import DeterminismCost, FloorRecord, Spread, measure_floor
+from replay_tui.compare.floor import (
+    DEFAULT_REPLICAS,
+    DeterminismCost,
+    FloorRecord,
+    Spread,
+    measure_floor,
+)
 from replay_tui.compare.noise_rule import NoiseFloor
+from replay_tui.compare.tolerance import Tolerance
 from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import (
     OnEvent,
     ReplayEvent,
     ReplayOutcome,
+    compare_and_store,
+    compare_pair,
     judge_pending,
     replay_run,
 )
 from replay_tui.verdicts import (
     CANCELLED,
     COMPLETED,
+    DIVERGED,
     INTERRUPTED,
     MEANING,
     WITHIN_NOISE,
     combine_exits,
+    normalize_status,
     outcome_word,
 )
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
+from storage.records import ReplayFact
+from storage.vocabulary import EXIT_NOT_JUDGED
 from storage.store import RunStore
 
 __all__ = ["DeterminismCost", "ReplayReport", "Spread", "replay_many", "spread"]
@@ -126,7 +139,11 @@ class ReplayReport:
         if code == 0 and words and all(w == WITHIN_NOISE for w in words):
             lines.append(f"=> REPRODUCED: {MEANING[WITHIN_NOISE]}")
             return "\n".join(lines)
-        verdict = {0: "REPRODUCED", 1: "NOT REPRODUCED"}.get(code, "NOT JUDGED (replay aborted)")
+        verdict = {
+            0: "REPRODUCED",
+            1: "NOT REPRODUCED",
+            EXIT_NO_FLOOR: "NOT JUDGED (no noise floor to judge against)",
+        }.get(code, "NOT JUDGED (replay aborted)")
         lines.append(f"=> {verdict}")
         return "\n".join(lines)
 
@@ -157,58 +174,57 @@ def _replica(
     return replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
 
 
+def needs_floor(m: RunManifest) -> bool:
+    """Whether a run can only be judged against its own noise: determinism was not fully
+    on (not switched on, unknown, or an op with no deterministic implementation ran)."""
+    d = m.determinism
+    return d.deterministic_algorithms is not True or bool(d.nondeterministic_ops)
+
+
+EXIT_NO_FLOOR = EXIT_NOT_JUDGED
+"""``replay --times 1`` of a run whose determinism was not fully on, with no noise floor,
+that did not replay within the tolerance: not judged (neither reproduced nor not)."""
+NO_FLOOR_NOTE = (
+    "not bit-identical; no noise floor to judge against: determinism was not fully on,"
+    " so one replay cannot tell noise from a change (replay without --times measures a"
+    " floor)"
+)
+
+
 def replay_many(
     store: RunStore,
     run_ref: str,
     options: ReplayOptions,
     *,
-    times: int = 1,
+    times: int | None = 1,
+    replicas: int = DEFAULT_REPLICAS,
     determinism: str = "recorded",
     on_event: OnEvent | None = None,
     should_cancel: Callable[[], bool] = lambda: False,
 ) -> ReplayReport:
     """``times`` replays (plus one with determinism off when asked) and their spread;
-    with ``times`` >= 2 the replicas' noise floor is stored before any is judged."""
+    with ``times`` >= 2 the replicas' noise floor is stored before any is judged.
+
+    ``times=None`` is the adaptive rule (the CLI's, the TUI's and a drill's default): one
+    replay; when it is not within the tolerance, the run's determinism was not fully on
+    and no floor speaks for it, ``replicas - 1`` more replicas run (the first counts as
+    one), their floor is measured, and every replica is judged against it.  A run that
+    replays identical, or is judged against a floor it has, pays nothing more.  With
+    ``times=1`` such a replay is not judged (:data:`NO_FLOOR_NOTE`, exit 4)."""
     emit = on_event or (lambda e: None)
     original_id = store.resolve(run_ref)
     report = ReplayReport(original_id, first_number=len(store.replays_of(original_id)) + 1)
     judged = options
-    if times > 1:
-        options = replace(options, defer_judgement=True)
-    if times > 1 and fans_out(options):  # N jobs at once, each waited on in its own thread
-        from replay_tui.replay.fanout import run_each, tagged
-
-        work = [
-            partial(_replica, original_id=original_id, options=options, emit=tagged(emit, f"{i}"))
-            for i in range(1, times + 1)
-        ]
-        report.outcomes.extend(run_each(store.path, work, should_cancel=should_cancel))
-        times_left = 0
+    noisy = needs_floor(store.manifest(original_id))
+    if noisy and times is None:
+        _adaptive(store, original_id, options, replicas, report, emit, should_cancel)
+    elif not noisy and times in (None, 1):  # it must reproduce bit for bit: once, judged
+        report.outcomes.append(
+            replay_run(store, original_id, options, on_event=emit, should_cancel=should_cancel)
+        )
     else:
-        times_left = times
-    try:
-        for i in range(times_left):
-            if times > 1:
-                emit(ReplayEvent("replica", "start", f"replica {i + 1} of {times}"))
-            out = replay_run(
-                store, original_id, options, on_event=emit, should_cancel=should_cancel
-            )
-            report.outcomes.append(out)
-            ended = out.pending.status if out.pending is not None else out.status
-            if should_cancel() or ended in (CANCELLED, INTERRUPTED):
-                break  # Ctrl-C, a signal or a cancel stopped a replica: the series stops too
-    except BaseException:
-        # a later replica could not run (no engine, Ctrl-C while it waited): the ones
-        # that ran are still judged and recorded, without a floor of this series
-        for o in report.outcomes:
-            if o.pending is not None:
-                judge_pending(store, o.pending)
-        raise
-    if times > 1:
-        report.noise_floor = _measure(store, original_id, report.outcomes, judged, emit)
-        report.outcomes = [
-            judge_pending(store, o.pending) if o.pending is not None else o for o in report.outcomes
-        ]
+        assert times is not None
+        _series(store, original_id, options, times, report, emit, should_cancel)
     options = judged
     if determinism == "off":
         emit(ReplayEvent("replay", "note", "replay with deterministic mode switched off"))
@@ -231,6 +247,136 @@ def replay_many(
             report.determinism = cost
             store.add_noise_floor(original_id, 2, cost.fact_body())
     return report
+
+
+def _series(
+    store: RunStore,
+    original_id: str,
+    options: ReplayOptions,
+    times: int,
+    report: ReplayReport,
+    emit: OnEvent,
+    should_cancel: Callable[[], bool],
+) -> None:
+    """``times`` replays; with ``times`` >= 2 measured as a floor, then judged."""
+    if times == 1:
+        one = replay_run(
+            store,
+            original_id,
+            replace(options, defer_judgement=True),
+            on_event=emit,
+            should_cancel=should_cancel,
+        )
+        report.outcomes.append(_judge_one(store, one, options, single=True))
+        return
+    _replicas(store, original_id, options, times, 0, report, emit, should_cancel)
+    report.noise_floor = _measure(store, original_id, report.outcomes, options, emit)
+    _judge_all(store, report)
+
+
+def _judge_one(
+    store: RunStore, out: ReplayOutcome, options: ReplayOptions, *, single: bool
+) -> ReplayOutcome:
+    """Judge one deferred replay; with ``single`` (``--times 1``), a noisy run's replay
+    beyond the tolerance with no floor to judge it is kept off the badge and exits 4."""
+    p = out.pending
+    if p is None:
+        return out
+    if p.status != COMPLETED or not needs_floor(p.original):
+        return judge_pending(store, p)
+    preview = compare_pair(store, p.original, p.replay, options.tolerance)
+    if not single or preview.verdict != DIVERGED or preview.floor is not None:
+        return judge_pending(store, p, comparison=preview)
+    done = judge_pending(store, p, comparison=preview, sets_verdict=False, note=NO_FLOOR_NOTE)
+    p.emit("compare", "note", NO_FLOOR_NOTE)
+    return replace(done, exit_code=EXIT_NO_FLOOR)
+
+
+def _adaptive(
+    store: RunStore,
+    original_id: str,
+    options: ReplayOptions,
+    replicas: int,
+    report: ReplayReport,
+    emit: OnEvent,
+    should_cancel: Callable[[], bool],
+) -> None:
+    first = replay_run(
+        store,
+        original_id,
+        replace(options, defer_judgement=True),
+        on_event=emit,
+        should_cancel=should_cancel,
+    )
+    p = first.pending
+    if p is None or p.status != COMPLETED or not needs_floor(p.original) or replicas < 2:
+        report.outcomes.append(first if p is None else judge_pending(store, p))
+        return
+    preview = compare_pair(store, p.original, p.replay, options.tolerance)
+    if preview.verdict != DIVERGED or preview.floor is not None:
+        report.outcomes.append(judge_pending(store, p, comparison=preview))
+        return
+    emit(
+        ReplayEvent(
+            "replica",
+            "note",
+            "beyond the tolerance, determinism not fully on and no noise floor: measuring"
+            f" one over {replicas} replicas (this replay is the first)",
+        )
+    )
+    report.outcomes.append(first)
+    _replicas(store, original_id, options, replicas, 1, report, emit, should_cancel)
+    report.noise_floor = _measure(store, original_id, report.outcomes, options, emit)
+    _judge_all(store, report)
+
+
+def _replicas(
+    store: RunStore,
+    original_id: str,
+    options: ReplayOptions,
+    times: int,
+    done: int,
+    report: ReplayReport,
+    emit: OnEvent,
+    should_cancel: Callable[[], bool],
+) -> None:
+    """Replicas ``done + 1 .. times`` of a series, deferred (judged once all have run)."""
+    deferred = replace(options, defer_judgement=True)
+    if done:
+        ended = report.outcomes[-1].pending
+        if should_cancel() or (ended is not None and ended.status in (CANCELLED, INTERRUPTED)):
+            _judge_all(store, report)
+            return
+    if fans_out(deferred):  # N jobs at once, each waited on in its own thread
+        from replay_tui.replay.fanout import run_each, tagged
+
+        work = [
+            partial(_replica, original_id=original_id, options=deferred, emit=tagged(emit, f"{i}"))
+            for i in range(done + 1, times + 1)
+        ]
+        report.outcomes.extend(run_each(store.path, work, should_cancel=should_cancel))
+        return
+    try:
+        for i in range(done, times):
+            emit(ReplayEvent("replica", "start", f"replica {i + 1} of {times}"))
+            out = replay_run(
+                store, original_id, deferred, on_event=emit, should_cancel=should_cancel
+            )
+            report.outcomes.append(out)
+            ended_status = out.pending.status if out.pending is not None else out.status
+            if should_cancel() or ended_status in (CANCELLED, INTERRUPTED):
+                break  # Ctrl-C, a signal or a cancel stopped a replica: the series stops too
+    except BaseException:
+        # a later replica could not run (no engine, Ctrl-C while it waited): the ones
+        # that ran are still judged and recorded, without a floor of this series
+        _judge_all(store, report)
+        raise
+
+
+def _judge_all(store: RunStore, report: ReplayReport) -> None:
+    report.outcomes = [
+        judge_pending(store, o.pending) if o.pending is not None else o for o in report.outcomes
+    ]
 
 
 def _measure(
@@ -265,4 +411,62 @@ def _measure(
             + (f"; self-check: {check.message}" if check is not None else ""),
         )
     )
+    again = rejudge_earlier(store, original_id, fid, {r.run_id for r in replicas}, tol)
+    if again:
+        emit(
+            ReplayEvent(
+                "compare",
+                "note",
+                f"{again} earlier replay(s) judged without a floor re-judged against #{fid}",
+            )
+        )
     return replace(summary, floor_id=fid)
+
+
+def rejudge_earlier(
+    store: RunStore, original_id: str, fid: int, series: set[str], tol: Tolerance
+) -> int:
+    """Judge again, against the floor just measured (#``fid``), each earlier replay of
+    the run whose latest judgement was DIVERGED with no floor to judge it: a new
+    comparison and a new replay fact for the same replay run (the older ones stay, as
+    facts do; the runs list and ``stats`` count the latest judgement of each replay:
+    ``replay_tui.verdicts.summarize``).  Returns how many were judged again."""
+    latest: dict[str, ReplayFact] = {}
+    for f in store.replays_of(original_id):
+        if f.replay_run is not None:
+            latest[f.replay_run] = f
+    original = store.manifest(original_id)
+    n = 0
+    for run, f in latest.items():
+        if (
+            run in series
+            or normalize_status(f.status) != COMPLETED
+            or f.verdict != DIVERGED
+            or (f.determinism or "recorded") == "off"
+            or f.comparison_id is None
+            or store.comparison(f.comparison_id).get("floor") is not None
+        ):
+            continue
+        replay_m = store.manifest(run)
+        verdict, _, cid = compare_and_store(
+            store, original, replay_m, tolerance=tol, set_verdict_on=None
+        )
+        store.add_replay(
+            original_id,
+            replay_run=run,
+            backend=f.backend or "local",
+            status=COMPLETED,
+            verdict=verdict,
+            reason=f"re-judged against noise floor #{fid}: replay fact #{f.id} was judged"
+            " without a floor",
+            duration_s=f.duration_s,
+            comparison_id=cid,
+            body={
+                "replay": {"determinism": f.determinism or "recorded"},
+                "verdict": verdict,
+                "rejudged": f.id,
+            },
+            sets_verdict=False,
+        )
+        n += 1
+    return n

@@ -470,11 +470,12 @@ def replay(
     run_id: str,
     options: ReplayOptions,
     *,
-    times: int,
+    times: int | None,
     on_event: Callable[[ReplayEvent], None],
     should_cancel: Callable[[], bool],
 ) -> ReplaySummary:
-    """Replay ``run_id`` (``times`` replicas) and sum up what happened."""
+    """Replay ``run_id`` (``times`` replicas; None: the adaptive rule of ``replay_many``)
+    and sum up what happened."""
     from replay_tui.replay.series import replay_many
 
     report = replay_many(
@@ -496,7 +497,7 @@ def replay(
         exit_code=report.exit_code,
         # cancelled: a replay was stopped (one that finished while the cancel arrived is not)
         cancelled=any(r.status in ("cancelled", "interrupted") for r in results)
-        or (should_cancel() and len(results) < times),
+        or (should_cancel() and len(results) < (times or 1)),
         text=report.text(),
     )
 

@@ -239,3 +239,43 @@ def test_the_tui_says_within_noise_in_words_and_shades_the_band(
             assert BAND_GLYPH in str(plot.render())
 
     asyncio.run(main())
+
+
+def test_replay_with_no_times_measures_a_floor_and_rejudges_an_unjudged_replay(
+    tmp_path: Path,
+) -> None:
+    """Item 3 of the verdict issue: a nondeterministic run is judged against its noise, or
+    not judged.  ``--times 1`` of a run with no floor is not judged (exit 4, never NOT
+    REPRODUCED, off the badge); ``replay`` with no ``--times`` then measures the floor
+    (this replay and two more), and the earlier replay is judged again against it: the
+    runs list counts the latest judgement of each replay.  A wrong DIVERGED needs an
+    endpoint outside an interval of family-wise error 1e-7 (``--alpha 1e-7``): at most 4
+    judgements, below 4e-7."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    shutil.copy(NOISY, repo / "train_noisy.py")
+    (repo / ".gitignore").write_text("out/\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "noisy training")
+    store = tmp_path / "runs.db"
+    rid = _record(store, repo, "--steps", "30")
+    once = replay_tui(store, "replay", rid, "--backend", "local", "--times", "1", *STRICT)
+    assert once.returncode == 4, once.stdout[-3000:] + once.stderr[-3000:]
+    assert "not bit-identical; no noise floor to judge against" in once.stdout
+    assert "NOT REPRODUCED" not in once.stdout
+    with RunStore(store) as s:
+        assert s.get_run(rid).last_verdict is None  # a judgement the rule does not trust
+    auto = _json(store, "replay", rid, "--backend", "local", *STRICT, "--quiet", code=0)
+    verdicts = [r["verdict"] for r in auto["replays"]]
+    assert verdicts == ["WITHIN_NOISE"] * 3, auto["replays"]
+    assert auto["noise_floor"]["replicas"] == 3
+    with RunStore(store) as s:
+        facts = s.replays_of(rid)
+        assert len(facts) == 5  # the unjudged one, its new judgement, the three replicas
+        again = [f for f in facts if (f.reason or "").startswith("re-judged against")]
+        assert len(again) == 1 and again[0].verdict == "WITHIN_NOISE"
+        assert s.get_run(rid).last_verdict == "WITHIN_NOISE"
+    listed = json.loads(replay_tui(store, "runs", "--json", "--kind", "original").stdout)
+    (orig,) = [r for r in listed if r["id"] == rid]
+    assert orig["reproduction"]["text"] == "WITHIN_NOISE 4/4", orig["reproduction"]

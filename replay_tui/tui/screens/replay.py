@@ -97,7 +97,14 @@ class ReplayScreen(ScrollKeys, WorkScreen):
                     ),
                     field(
                         "replays (noise floor)",
-                        Input("1", id="times", type="integer", compact=True, max_length=3),
+                        Input(
+                            "",
+                            placeholder="as needed",
+                            id="times",
+                            type="integer",
+                            compact=True,
+                            max_length=3,
+                        ),
                     ),
                 ],
                 checks=[
@@ -135,10 +142,13 @@ class ReplayScreen(ScrollKeys, WorkScreen):
 
     # -- starting --------------------------------------------------------------------
 
-    def chosen_options(self) -> tuple[ReplayOptions, int]:
+    def chosen_options(self) -> tuple[ReplayOptions, int | None]:
+        """The options, and how many replays: None (left blank) is the adaptive rule of
+        ``replay`` (once; three replicas when a noisy run with no floor is not within
+        the tolerance)."""
         gpus = self.query_one("#gpus", Select).value
         times_text = self.query_one("#times", Input).value.strip()
-        times = max(1, min(100, int(times_text))) if times_text.isdigit() else 1
+        times = max(1, min(100, int(times_text))) if times_text.isdigit() else None
         options = replace(
             self.query_one(ReplayOptionsForm).chosen(self.options),
             gpus=gpus if gpus in ("auto", "all", "none") else self.options.gpus,
@@ -164,7 +174,7 @@ class ReplayScreen(ScrollKeys, WorkScreen):
         self._render_board()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="replay")
-    def _run(self, options: ReplayOptions, times: int) -> None:
+    def _run(self, options: ReplayOptions, times: int | None) -> None:
         should_cancel = self.should_cancel_for(get_current_worker())
 
         def on_event(event: ReplayEvent) -> None:
