@@ -53,8 +53,8 @@ from replay_tui.verdicts import (
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.records import ReplayFact
-from storage.vocabulary import EXIT_NOT_JUDGED
 from storage.store import RunStore
+from storage.vocabulary import EXIT_NOT_JUDGED
 
 __all__ = ["DeterminismCost", "ReplayReport", "Spread", "replay_many", "spread"]
 
