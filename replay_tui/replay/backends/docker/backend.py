@@ -117,33 +117,38 @@ def build_walls(
     ]
     why_not = w.BoundedFolders.possible()
     me = (os.geteuid(), os.getegid())
-    if (uid, gid) != me and why_not is not None:
-        notes.append(f"runs as uid {me[0]}: the output folders cannot be bounded ({why_not})")
-        uid, gid = me
-    elif (uid, gid) != me and unreadable:
+    chosen = plan.options.container_user is not None  # --container-user: as given
+    if (uid, gid) != me and not chosen and unreadable:
         notes.append(
             f"runs as uid {me[0]}: {unreadable[0]} cannot be read by uid {uid}"
             " (make it readable by others to replay as a non-root user)"
         )
         uid, gid = me
-    sandbox = dataclasses.replace(sandbox, user=f"{uid}:{gid}")
-    if why_not is not None:
-        notes.append(f"output folders not size-bounded: {why_not}")
-        return sandbox, None, None, notes
     size = output_bytes(plan)
     top_level = any("/" not in a.path for a in plan.original.outputs.artifacts)
     folders = (
         [ctx.worktree.path] if top_level else w.outermost(ctx.cwd / d for d in plan.output_dirs)
     )
     bounded = w.BoundedFolders(uid, gid)
-    try:
-        if not top_level:
-            w.open_to_others(ctx.worktree.path)  # read-only to the container's user
-        for folder in folders:
-            bounded.bound(folder, size)
-    except BaseException:
-        bounded.close()
-        raise
+    if why_not is None:
+        try:
+            if not top_level and (uid, gid) != me:
+                w.open_to_others(ctx.worktree.path)  # read-only to the container's user
+            for folder in folders:
+                bounded.bound(folder, size)
+        except w.CannotMount as e:
+            bounded.close()
+            why_not = e.message
+        except BaseException:
+            bounded.close()
+            raise
+    if why_not is not None:  # plain folders, of the invoking user: it can write them
+        if (uid, gid) != me and not chosen:
+            uid, gid = me
+        notes.append(f"output folders not size-bounded: {why_not}")
+        sandbox = dataclasses.replace(sandbox, user=f"{uid}:{gid}")
+        return sandbox, None, None, notes
+    sandbox = dataclasses.replace(sandbox, user=f"{uid}:{gid}")
     if ctx.stale_before is not None:  # what the folders held is copied: a new identity
         again = stale.snapshot(ctx.cwd, list(ctx.stale_before.files))
         ctx.stale_before = stale.Before(again.files, ctx.stale_before.started_ns)

@@ -225,6 +225,10 @@ def sweep_mounts(on_note: Callable[[str], None] = lambda _: None) -> list[str]:
     return swept
 
 
+class CannotMount(InfraError):
+    """This host refuses the tool a tmpfs mount (no CAP_SYS_ADMIN, a locked-down host)."""
+
+
 @dataclass
 class BoundedFolders:
     """Size-bounded tmpfs folders mounted over host folders, owned by ``uid:gid``."""
@@ -258,7 +262,7 @@ class BoundedFolders:
                 text=True,
             )
             if proc.returncode != 0:
-                raise InfraError(
+                raise CannotMount(
                     f"cannot mount a {size}-byte folder at {path}: {proc.stderr.strip()[:200]}",
                     "replay as root on a host that allows mounts, or see docs/security.md",
                 )
