@@ -60,6 +60,19 @@ class Distance:
 ZERO = Distance(0.0, 0.0)
 
 
+def compared_weight_rel_l2(cmp: Comparison) -> float | None:
+    """The largest relative L2 over the tensors ``cmp`` compared (what ``compare`` of
+    the pair reports), or None when it compared no tensors."""
+    found = [
+        t.rel_l2
+        for x in cmp.artifacts
+        if x.tensors is not None
+        for t in x.tensors.tensors
+        if isinstance(t.rel_l2, int | float)
+    ]
+    return max(found) if found else None
+
+
 def distance(a: RunManifest, b: RunManifest, objects: ObjectStore | None) -> Distance:
     return Distance(metric_gap(a, b), weight_rel_l2(a, b, objects))
 

@@ -27,7 +27,9 @@ from replay_tui.bisect import factors as fx
 from replay_tui.bisect.noise import (
     MARGIN,
     Behaviour,
+    Distance,
     NoiseFloor,
+    compared_weight_rel_l2,
     distance,
     first_divergent_step,
     judge,
@@ -52,7 +54,7 @@ from replay_tui.replay.runner import OnEvent, ReplayEvent
 from replay_tui.verdicts import is_reproduced
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
-from storage.store import RunStore
+from storage.store import RunStore, StoreAltered, StoreError
 
 DEFAULT_BUDGET = 16
 
@@ -76,6 +78,26 @@ def default_times(good: RunManifest) -> int:
 
 def _noop(_: ReplayEvent) -> None:
     pass
+
+
+def stored_replicas(store: RunStore, run_id: str) -> tuple[int, list[RunManifest]] | None:
+    """The latest noise floor stored for ``run_id`` and its replicas' manifests, when at
+    least two of them are still stored (a floor is checked against its ledger event when
+    it is read: an altered one is refused, never reused)."""
+    from replay_tui.compare.floor import stored_floor
+
+    found = stored_floor(store, run_id)
+    if found is None:
+        return None
+    replicas = []
+    for rid in found.replicas:
+        try:
+            replicas.append(store.manifest(rid))
+        except StoreError as e:
+            if isinstance(e, StoreAltered):
+                raise
+            continue  # a replica no longer stored: the floor is measured anew
+    return (found.fact_id, replicas) if len(replicas) >= 2 else None
 
 
 def check_factor_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -438,6 +460,9 @@ def run_bisect(
     tol = dataclasses.replace(opts.replay.tolerance, rtol=rtol, atol=atol)
     gb_cmp = compare_pair(store, good_m, bad_m, tol)
     gb_dist = distance(good_m, bad_m, objects)
+    seen_l2 = compared_weight_rel_l2(gb_cmp)  # the number `compare` of the pair says
+    if seen_l2 is not None and seen_l2 > gb_dist.weight_rel_l2:
+        gb_dist = Distance(gb_dist.metric_gap, seen_l2)
     step = first_divergent_step(gb_cmp)
     at_step = [m for m in gb_cmp.metrics if not m.timing and m.first_step_differs == step]
     metric = max(at_step, key=lambda m: m.steps_compared).name if at_step else None
@@ -481,8 +506,20 @@ def run_bisect(
 
     # GOOD's noise floor
     times = opts.times if opts.times is not None else default_times(good_m)
+    kept = stored_replicas(store, gid) if opts.times is None and times > 1 else None
+    if kept is not None:  # GOOD's stored floor: its replicas are GOOD's noise already
+        fid, replicas = kept
+        reused = (
+            f"GOOD's noise floor: stored floor #{fid} over {len(replicas)} replicas"
+            " (no replays of GOOD for it; --times N measures a new one)"
+        )
+        runner.note(reused)
+        res.notes.append(reused)
+        times = len(replicas)
+        floor = noise_floor(good_m, replicas, objects, bad_m)
+    else:
+        floor = runner.baseline(times)
     res.times = times
-    floor = runner.baseline(times)
     runner.floor = floor
     res.noise_floor = FloorSummary(floor.runs, floor.floor, floor.identical)
     if not gb_dist.beyond(floor.floor, MARGIN) and good_m.status == bad_m.status:

@@ -148,6 +148,20 @@ def test_a_real_change_diverges_beyond_the_noise_and_bisect_names_it(
     assert noise["weights"]["ratio"] > 5  # the change moves the weights far beyond noise
     res = _json(store, "bisect", original, changed, "--backend", "local", "--quiet", code=0)
     assert res["outcome"] == "cause" and res["causes"] == ["code"], res
+    # GOOD's stored floor is its noise: reused, no replays of GOOD for it
+    assert any("stored floor #" in n for n in res["notes"]), res["notes"]
+    assert res["noise_floor"]["replays"] == 3
+    # the GOOD/BAD summary says what `compare` of the pair says
+    worst = max(
+        (
+            t["rel_l2"]
+            for a in cmp["artifacts"]
+            if a.get("tensors")
+            for t in a["tensors"]["tensors"]
+        ),
+        default=0.0,
+    )
+    assert res["good_vs_bad"]["weight_rel_l2"] >= worst > 0
 
 
 def test_the_bundle_carries_the_floor_and_says_why_within_noise(
