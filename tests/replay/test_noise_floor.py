@@ -65,10 +65,8 @@ def _json(store: Path, *args: str, code: int) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module")
-def floor_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A repo with the noisy program, a recorded run, and its floor (``--times 3``)."""
-    root = tmp_path_factory.mktemp("noise")
+def _noisy_repo(root: Path) -> tuple[Path, Path]:
+    """A git repo holding the noisy program (one commit), and where its store goes."""
     repo = root / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -76,7 +74,13 @@ def floor_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (repo / ".gitignore").write_text("out/\n")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "noisy training")
-    store = root / "runs.db"
+    return repo, root / "runs.db"
+
+
+@pytest.fixture(scope="module")
+def floor_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A repo with the noisy program, a recorded run, and its floor (``--times 3``)."""
+    repo, store = _noisy_repo(tmp_path_factory.mktemp("noise"))
     original = _record(store, repo)
     rep = _json(
         store, "replay", original, "--backend", "local", "--times", "3", *STRICT, "--quiet", code=0
@@ -192,14 +196,7 @@ def test_a_drill_measures_a_floor_for_a_nondeterministic_run_then_replays_once(
     stores the floor and judges the original against it (WITHIN_NOISE); the next drill
     replays it once.  A wrong DIVERGED needs an endpoint outside an interval of
     family-wise error 1e-7 (``--alpha 1e-7``): below 2e-7 over both drills."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(NOISY, repo / "train_noisy.py")
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "noisy training")
-    store = tmp_path / "runs.db"
+    repo, store = _noisy_repo(tmp_path)
     rid = _record(store, repo, "--steps", "30")
     first = _json(store, "drill", "--count", "1", "--backend", "local", *STRICT, code=0)
     (item,) = first["runs"]
@@ -265,14 +262,7 @@ def test_replay_with_no_times_measures_a_floor_and_rejudges_an_unjudged_replay(
     runs list counts the latest judgement of each replay.  A wrong DIVERGED needs an
     endpoint outside an interval of family-wise error 1e-7 (``--alpha 1e-7``): at most 4
     judgements, below 4e-7."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(NOISY, repo / "train_noisy.py")
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "noisy training")
-    store = tmp_path / "runs.db"
+    repo, store = _noisy_repo(tmp_path)
     rid = _record(store, repo, "--steps", "30")
     once = replay_tui(store, "replay", rid, "--backend", "local", "--times", "1", *STRICT)
     assert once.returncode == 4, once.stdout[-3000:] + once.stderr[-3000:]
