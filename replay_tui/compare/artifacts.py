@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from replay_tui.compare.states import ItemState
 from storage.manifest import ArtifactInfo
 from storage.objects import ObjectStore
 
@@ -62,6 +63,9 @@ class ArtifactDiff:
     volatile: str | None = None
     """The glob a run declared volatile (``record --volatile``) that names this path: a
     difference in its bytes is listed, not judged."""
+    state: ItemState | None = None
+    """What the comparison judged this artifact (``compare.states``); None in a body
+    stored before states existed."""
 
     @property
     def is_checkpoint_pair(self) -> bool:
@@ -85,7 +89,9 @@ class ArtifactDiff:
             "stale_a": self.stale_a,
             "stale_b": self.stale_b,
             "tensors": None if self.tensors is None else self.tensors.to_dict(),
-        } | ({"volatile": self.volatile} if self.volatile is not None else {})
+        } | ({"volatile": self.volatile} if self.volatile is not None else {}) | (
+            {"state": self.state} if self.state is not None else {}
+        )
 
 
 def _locate(

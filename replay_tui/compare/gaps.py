@@ -728,16 +728,45 @@ CAUSES: dict[str, str] = {
 }
 
 
-def probable_causes(original: Sequence[Gap], pair: Sequence[Gap]) -> list[str]:
-    """What already explains a divergence before any tensor is read: the pair's critical
-    gaps (a different seed, data, config), then the original's own gaps that make its
-    outcome unreproducible (no seed recorded...), most severe first."""
+def probable_causes(
+    original: Sequence[Gap], pair: Sequence[Gap], other: Sequence[Gap] | None = None
+) -> list[str]:
+    """What already explains a divergence before any tensor is read, and only what
+    differs between the two runs: the pair's critical gaps (a different seed, data,
+    config), then each run's own gaps that make its outcome unreproducible (no seed
+    recorded...) when the other run does not share them, most severe first.  ``other``
+    None: the other run's gaps are not known, and the original's are listed as before."""
     out = [f"{g.message} ({g.code})" for g in pair if g.severity == "critical"]
+    theirs = {(g.code, g.field) for g in other} if other is not None else set()
+    mine = {(g.code, g.field) for g in original}
     seen: set[str] = set()
+    sides: list[tuple[str, Sequence[Gap], set[tuple[str, str]]]] = [("", original, theirs)]
+    if other is not None:
+        sides = [("A only: ", original, theirs), ("B only: ", other, mine)]
+    for label, gaps, shared in sides:
+        for g in gaps:
+            key = (g.code, g.field)
+            if g.code not in CAUSES or g.severity == "info" or key in shared:
+                continue
+            if label + g.code in seen:
+                continue
+            seen.add(label + g.code)
+            out.append(f"{label}{CAUSES[g.code]} ({g.code}, {g.field})")
+    return out
+
+
+def shared_causes(original: Sequence[Gap], other: Sequence[Gap]) -> list[str]:
+    """The gaps both runs have that would explain a divergence from a third run (no
+    seed recorded, deterministic mode off...): shared, so not what differs between these
+    two."""
+    theirs = {(g.code, g.field) for g in other}
+    seen: set[str] = set()
+    out = []
     for g in original:
-        if g.code in CAUSES and g.code not in seen and g.severity != "info":
-            seen.add(g.code)
-            out.append(f"{CAUSES[g.code]} ({g.code}, {g.field})")
+        if g.code in CAUSES and g.severity != "info" and (g.code, g.field) in theirs:
+            if g.code not in seen:
+                seen.add(g.code)
+                out.append(f"{CAUSES[g.code]} ({g.code}, {g.field}): in both runs")
     return out
 
 

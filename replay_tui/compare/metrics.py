@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from replay_tui.compare.states import ItemState
+
 MetricStatus = Literal["equal", "close", "differs", "incomplete", "timing"]
 
 TIMING_METRIC = re.compile(
@@ -87,6 +89,9 @@ class MetricDiff:
     b_at_out_of_tol: float | None = None
     history_max_abs_diff: float | None = None
     missing: tuple[str, ...] = ()
+    state: ItemState | None = None
+    """What the comparison judged this metric (``compare.states``); None in a body
+    stored before states existed."""
 
     @property
     def judged(self) -> bool:
@@ -128,7 +133,7 @@ class MetricDiff:
             "b_at_out_of_tol": self.b_at_out_of_tol,
             "history_max_abs_diff": json_float(self.history_max_abs_diff),
             "missing": list(self.missing),
-        }
+        } | ({"state": self.state} if self.state is not None else {})
 
 
 def json_float(x: float | None) -> float | str | None:

@@ -554,6 +554,9 @@ class EndpointResult:
     """The floor, not the replicas' spread, set the half-width."""
     ratio: float | None
     """``|value - mean| / half_width``: <= 1 inside (None without a finite value)."""
+    state: str | None = None
+    """The item state (``compare.states``: within_noise, outside_noise, missing) the
+    comparison gave it; None in a body stored before states existed."""
 
     @property
     def ok(self) -> bool:
@@ -571,7 +574,7 @@ class EndpointResult:
             "half_width": self.half_width,
             "floored": self.floored,
             "ratio": json_float(self.ratio),
-        }
+        } | ({"state": self.state} if self.state is not None else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointResult:
@@ -587,6 +590,7 @@ class EndpointResult:
             _float_in(d.get("half_width"), "half_width"),
             bool(d.get("floored")),
             _opt_float(d.get("ratio"), "ratio"),
+            d["state"] if isinstance(d.get("state"), str) else None,
         )
 
 
@@ -1005,11 +1009,22 @@ def _pct(x: float) -> str:
     return f"{100 * x:.3g} %"
 
 
+def floored_words(e: EndpointResult, params: NoiseParams | None = None) -> str:
+    """Why a floored half-width is what it is, in words: the replicas agreed more closely
+    than the numerical floor, so the floor was used (not their spread)."""
+    params = params or NoiseParams()
+    if e.mean == 0 or params.rel_floor * abs(e.mean) < params.abs_floor:
+        least = f"{params.abs_floor:g}"
+        return f"the replicas agreed more closely than ±{least}; the ±{least} minimum was used"
+    pct = _pct(params.rel_floor)
+    return f"the replicas agreed more closely than {pct}; the {pct} minimum was used"
+
+
 def _endpoint_line(e: EndpointResult, k: int, params: NoiseParams) -> str:
     label = "final" if e.endpoint == "final" else "tail mean"
     band = f"{_fmt(e.mean, e.half_width)} ± {_fmt(e.half_width, e.half_width)}"
     if e.floored:
-        band += f" (floor: {_pct(params.rel_floor)} of |mean|, at least {params.abs_floor:g})"
+        band += f" ({floored_words(e, params)})"
     tag = f"(K={k}, α={params.alpha:g})"
     if e.status == "missing":
         return f"{e.metric} {label}: the candidate has no value (replicas {band})"

@@ -171,6 +171,7 @@ def comparison_from_dict(body: Mapping[str, Any]) -> Comparison:
         reasons=tuple(str(r) for r in _tuple(body.get("reasons"))),
         missing=tuple(str(r) for r in _tuple(body.get("missing"))),
         probable_causes=tuple(str(r) for r in _tuple(body.get("probable_causes"))),
+        shared_causes=tuple(str(r) for r in _tuple(body.get("shared_causes"))),
         artifacts=tuple(artifact_from_dict(x) for x in _dicts(body.get("artifacts"))),
         metrics=tuple(metric_from_dict(m) for m in _dicts(body.get("metrics"))),
         environment=environment_from_dict(body.get("environment")),

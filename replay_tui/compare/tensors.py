@@ -601,15 +601,61 @@ def _ordered_dict(*args: object) -> object:
     return collections.OrderedDict()
 
 
+class _InertClass:
+    """A global of a module the caller allowed, by name only: nothing is imported."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class InertObject:
+    """What calling or building an inert global gave: its name, arguments and state."""
+
+    __slots__ = ("args", "name", "state")
+
+    def __init__(self, name: str, args: tuple[Any, ...]) -> None:
+        self.name = name
+        self.args = args
+        self.state: dict[Any, Any] | None = None
+
+
+def read_pickled_record(data: Buffer, inert: frozenset[str], record: str = "data.pkl") -> object:
+    """The pickle in a ``torch.save`` zip (``training_args.bin``), read by the restricted
+    unpickler of checkpoints without torch: plain values, and for a global of the modules
+    (or full names) in ``inert``, an :class:`InertObject` naming it (never imported,
+    never called).  Tensors and every other global are refused: raises ValueError."""
+    view = memoryview(data).cast("B")
+    try:
+        _, records = _zip_records(view)
+        if record not in records:
+            raise _Declined(f"no {record}")
+        start, stop = records[record]
+        return _WeightsUnpickler(bytes(view[start:stop]), {}, inert).load()
+    except _Declined as e:
+        raise ValueError(f"not read: {e}") from None
+    except (IndexError, KeyError, ValueError, UnicodeDecodeError, OverflowError) as e:
+        raise ValueError(f"not a readable pickle ({type(e).__name__})") from None
+    except Exception as e:  # zipfile's own errors (BadZipFile...)
+        raise ValueError(f"not a torch.save zip ({type(e).__name__}: {e})") from None
+
+
 class _WeightsUnpickler:
     """The part of torch's weights-only unpickler (torch/_weights_only_unpickler.py) that
     ``torch.save`` of tensors in plain containers uses: the same opcodes with the same
     checks, and a few globals.  It builds placeholders, never a torch object."""
 
-    def __init__(self, data: bytes, storages: dict[str, _PickledStorage]) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        storages: dict[str, _PickledStorage],
+        inert: frozenset[str] = frozenset(),
+    ) -> None:
         self.data = data
         self.pos = 0
         self.storages = storages
+        self.inert = inert  # modules whose globals become inert records (never imported)
 
     def read(self, n: int) -> bytes:
         out = self.data[self.pos : self.pos + n]
@@ -642,6 +688,8 @@ class _WeightsUnpickler:
             return _rebuild_parameter
         if module == "torch" and name in _TORCH_STORAGES:
             return _StorageType(*_TORCH_STORAGES[name])
+        if full in self.inert or module.split(".")[0] in self.inert:
+            return _InertClass(full)
         raise _Declined(f"global {full}")
 
     def persistent_load(self, pid: object) -> _PickledStorage:
@@ -685,13 +733,24 @@ class _WeightsUnpickler:
             elif op == 0x52:  # REDUCE
                 args = stack.pop()
                 func = stack[-1]
-                if func not in (_ordered_dict, _rebuild_tensor_v2, _rebuild_parameter):
-                    raise _Declined("reduce")
                 if type(args) is not tuple:
                     raise _Declined("reduce arguments")
+                if type(func) is _InertClass:
+                    stack[-1] = InertObject(func.name, args)
+                    continue
+                if func not in (_ordered_dict, _rebuild_tensor_v2, _rebuild_parameter):
+                    raise _Declined("reduce")
                 stack[-1] = func(*args)
+            elif op == 0x81 and self.inert:  # NEWOBJ of an inert class only
+                args = stack.pop()
+                if type(stack[-1]) is not _InertClass or type(args) is not tuple:
+                    raise _Declined("newobj")
+                stack[-1] = InertObject(stack[-1].name, args)
             elif op == 0x62:  # BUILD: attributes of an OrderedDict (a state_dict's _metadata)
                 state = stack.pop()
+                if type(stack[-1]) is InertObject and type(state) is dict:
+                    stack[-1].state = state
+                    continue
                 if type(stack[-1]) is not OrderedDict or type(state) is not dict:
                     raise _Declined("build")
             elif op == 0x61:  # APPEND
@@ -870,6 +929,8 @@ class TensorDiff:
     value_a: str | None = None
     value_b: str | None = None
     note: str | None = None
+    state: str | None = None
+    """What the comparison judged this tensor (``compare.states``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -887,7 +948,7 @@ class TensorDiff:
             "value_a": self.value_a,
             "value_b": self.value_b,
             "note": self.note,
-        }
+        } | ({"state": self.state} if self.state is not None else {})
 
 
 @dataclass(frozen=True)

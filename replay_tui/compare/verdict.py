@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
-from replay_tui.compare.gaps import Gap, evaluate, evaluate_pair, probable_causes
+from replay_tui.compare.gaps import Gap, evaluate, evaluate_pair, probable_causes, shared_causes
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
+from replay_tui.compare.states import assign_states
 from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
 from replay_tui.door import glob_match, glob_parts
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict
-from replay_tui.verdicts import verdict_exit
+from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING, verdict_exit
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.records import GapCounts
@@ -96,6 +97,9 @@ class Comparison:
     the tolerance and a floor speaks for it)."""
     floor: FloorRef | None = None
     """Which floor judged it, and the side that was the candidate (``compare.floor``)."""
+    shared_causes: tuple[str, ...] = ()
+    """For a divergence: gaps both runs share (deterministic mode off in both...): they
+    do not tell the two apart, so they are listed as shared, not as a probable cause."""
 
     @property
     def exit_code(self) -> int:
@@ -105,6 +109,17 @@ class Comparison:
     @property
     def reproduced(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def headline(self) -> str:
+        """The verdict in words for a banner: what it means, and for a pair not
+        reproduced, its first reason in the words of the reasons list."""
+        meaning = MEANING.get(self.verdict, "")
+        if self.verdict == "DIVERGED" and self.floor is None:
+            meaning = DIVERGED_NO_FLOOR
+        if self.verdict in ("DIVERGED", "INCOMPLETE") and self.reasons:
+            return f"{meaning.split(':')[0]}: {self.reasons[0]}"
+        return meaning
 
     def to_dict(self) -> dict[str, Any]:
         body = {
@@ -130,6 +145,8 @@ class Comparison:
             "gaps": [g.to_dict() for g in self.gaps],
             "gap_counts": {side: n.to_json() for side, n in self.gap_counts.items()},
         }
+        if self.shared_causes:
+            body["shared_causes"] = list(self.shared_causes)
         if self.noise is not None:
             body["noise"] = self.noise.to_dict()
             body["floor"] = self.floor.to_json() if self.floor is not None else None
@@ -399,6 +416,11 @@ def compare_runs(
         floor_ref = noise.ref()
         verdict, reasons = _noise_verdict(judgement, noise, arts, f)
         pair = [*pair, *_too_wide_gaps(judgement, noise)]
+    arts, mets, judgement = assign_states(arts, mets, judgement)
+    causes = probable_causes(own_a, pair, own_b) if verdict == "DIVERGED" else []
+    shared = shared_causes(own_a, own_b) if verdict == "DIVERGED" else []
+    if verdict == "DIVERGED":
+        reasons = _lead_with_artifact_sets(arts, reasons)
     return Comparison(
         a_run=a.run_id,
         b_run=b.run_id,
@@ -419,7 +441,8 @@ def compare_runs(
         a_status=a.status,
         b_status=b.status,
         b_replays_a=b.replay_of == a.run_id,
-        probable_causes=tuple(probable_causes(own_a, pair)) if verdict == "DIVERGED" else (),
+        probable_causes=tuple(causes),
+        shared_causes=tuple(shared),
         alpha=noise.params.alpha if noise is not None else DEFAULT_ALPHA,
         margin=noise.params.margin if noise is not None else None,
         noise=judgement,
@@ -427,10 +450,33 @@ def compare_runs(
     )
 
 
+def _lead_with_artifact_sets(arts: tuple[ArtifactDiff, ...], reasons: list[str]) -> list[str]:
+    """``reasons`` led by what the two runs' sets of artifacts differ by, when they do (a
+    file written by one run only is the plainest cause of a divergence there is)."""
+    only_a = [x.path for x in arts if x.status == "only_a" and x.volatile is None]
+    only_b = [x.path for x in arts if x.status == "only_b" and x.volatile is None]
+    if not (only_a or only_b):
+        return reasons
+    parts = []
+    for side, paths in (("A", only_a), ("B", only_b)):
+        if paths:
+            shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+            parts.append(f"{len(paths)} in {side} only ({shown})")
+    return [f"the two runs' sets of artifacts differ: {'; '.join(parts)}", *reasons]
+
+
 def _structural(arts: tuple[ArtifactDiff, ...]) -> list[str]:
-    """Checkpoint differences no noise explains: keys on one side, other shapes or types."""
+    """Differences no noise explains: a declared file's bytes, a checkpoint's keys on one
+    side, other shapes or types."""
     out = []
     for x in arts:
+        if (
+            x.status == "differs"
+            and x.checkpoint is None
+            and x.volatile is None
+            and "file" in (x.kind_a, x.kind_b)
+        ):
+            out.append(f"file {x.path}: a declared output's bytes differ")
         d = x.tensors
         if d is None or x.checkpoint != "out_of_tolerance":
             continue
@@ -454,7 +500,7 @@ def _noise_verdict(
         + ("; it is one of the replicas, so the judgement is lenient" if noise.in_sample else "")
         + ")"
     )
-    beyond = [f"beyond the fixed tolerance: {r}" for r in f.divergent]
+    beyond = [f"within noise, beyond the fixed tolerance only: {r}" for r in f.divergent]
     structural = _structural(arts)
     if j.within and not structural and not f.missing:
         return "WITHIN_NOISE", [
@@ -463,12 +509,17 @@ def _noise_verdict(
             *beyond,
             *f.notes,
         ]
+    # The first reason is why it is DIVERGED (the faces' headline states it): what no
+    # noise explains, or what is missing, before the noise rule's own words.
     why = list(j.reasons)
-    if structural:
-        why = [*structural, "(a difference in structure is never noise)", *why]
     if not j.within and j.status != "OUTSIDE_NOISE":
         why.append(f"the noise rule could not judge: {j.status.replace('_', ' ').lower()}")
-    return "DIVERGED", [head, *why, *f.divergent, *f.missing, *f.notes]
+    blockers = [*structural, *f.missing]
+    if structural:
+        blockers.insert(len(structural), "(a difference in structure is never noise)")
+    if blockers:
+        return "DIVERGED", [*blockers, head, *why, *f.divergent, *f.notes]
+    return "DIVERGED", [*why[:1], head, *why[1:], *f.divergent, *f.notes]
 
 
 def _too_wide_gaps(j: NoiseJudgement, noise: NoiseContext) -> tuple[Gap, ...]:

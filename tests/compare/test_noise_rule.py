@@ -172,7 +172,10 @@ def test_floor_when_replicas_are_identical() -> None:
     assert e.floored and e.half_width == pytest.approx(0.002)  # 0.1 % of |mean|
     far = judge(floor, {}, {"loss": 2.02})  # 1 % off
     assert far.status == "OUTSIDE_NOISE"
-    assert any("floor: 0.1 % of |mean|" in r for r in far.reasons)
+    assert any(
+        "the replicas agreed more closely than 0.1 %; the 0.1 % minimum was used" in r
+        for r in far.reasons
+    )
     # at mean 0 the absolute floor is all there is
     zero = NoiseFloor.from_replicas(NO_HISTORY, [{"nan_count": 0.0}] * 3)
     assert judge(zero, {}, {"nan_count": 0.0}).within

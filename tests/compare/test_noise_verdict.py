@@ -61,10 +61,18 @@ def test_beyond_tolerance_but_within_noise_is_within_noise(make_manifest: MakeMa
     c = compare_runs(a, b, noise=_context(make_manifest))
     assert c.verdict == "WITHIN_NOISE" and c.exit_code == 0
     assert c.floor is not None and c.floor.fact_id == 7 and c.floor.candidate == "b"
-    assert any(r.startswith("beyond the fixed tolerance") for r in c.reasons)
+    # what is beyond the tolerance reads as what it is: within this run's noise
+    assert any(r.startswith("within noise, beyond the fixed tolerance only: ") for r in c.reasons)
+    assert not any(r.startswith("beyond the fixed tolerance") for r in c.reasons)
+    # one state per item, set by the comparison and stored with it
+    (loss,) = c.metrics
+    assert loss.state == "within_noise" and c.to_dict()["metrics"][0]["state"] == "within_noise"
+    assert c.noise is not None and {e.state for e in c.noise.endpoints} == {"within_noise"}
+    assert plain.metrics[0].state == "outside_tolerance"  # no floor to judge it by
     back = comparison_from_dict(c.to_dict())  # stored and read back, typed
     assert back.verdict == "WITHIN_NOISE" and back.noise is not None
     assert back.noise.within and back.floor == c.floor
+    assert back.metrics[0].state == "within_noise" and back.to_dict() == c.to_dict()
 
 
 def test_a_real_change_is_diverged_with_the_step_it_leaves_the_band(
