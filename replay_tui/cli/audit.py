@@ -177,6 +177,14 @@ def verify(
     " and that has none yet (then the original is judged against it).",
 )
 @click.option("--quiet", is_flag=True, help="Only the summary.")
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write the drill as JUnit XML (one test case per run; aborted ones skipped).",
+)
 @json_option
 @click.pass_obj
 @handled
@@ -189,6 +197,7 @@ def drill(
     options: ReplayOptions,
     replicas: int,
     quiet: bool,
+    junit: Path | None,
     as_json: bool,
 ) -> None:
     """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce
@@ -200,6 +209,10 @@ def drill(
         if not quiet:
             print_event(ev, as_json=as_json, logs=False)
 
+    if junit is not None:
+        from replay_tui.replay.junit import junit_target
+
+        junit = junit_target(junit)
     rep = run_drill(
         obj.store,
         count=count,
@@ -210,6 +223,10 @@ def drill(
         on_event=on_event,
         replicas=replicas,
     )
+    if junit is not None:
+        from replay_tui.replay.junit import write_junit
+
+        write_junit(rep, junit)
     if as_json:
         echo_json(rep.to_dict())
     else:
