@@ -8,6 +8,13 @@ if [ "${REPLAY_TUI_NO_DOCKER:-0}" != "1" ]; then
   bash scripts/docker-env.sh >&2
   set -a; . "${REPLAY_TUI_ENV_DIR:-/var/lib/replay-tui-env}/train-image.env"; set +a
 fi
+# Tests that replay with Podman or Apptainer use the runtimes of these scripts.
+if [ "${REPLAY_TUI_NO_PODMAN:-0}" != "1" ]; then
+  bash scripts/podman-env.sh >&2
+fi
+if [ "${REPLAY_TUI_NO_APPTAINER:-0}" != "1" ]; then
+  bash scripts/apptainer-env.sh >&2
+fi
 # Tests that need Slurm use the one-node cluster of scripts/slurm-env.sh (jobs run Docker).
 if [ "${REPLAY_TUI_NO_SLURM:-0}" != "1" ]; then
   bash scripts/slurm-env.sh >&2
