@@ -230,6 +230,7 @@ class RecordOptions:
     timeout_s: float | None = None
     image: str | None = None
     output_budget: int | None = None  # bytes; None: REPLAY_TUI_OUTPUT_BUDGET or the default
+    volatile: list[str] = field(default_factory=list)  # outputs listed, not judged by bytes
 
 
 @dataclass
@@ -571,6 +572,7 @@ def capture_info(opts: RecordOptions) -> dict[str, Any]:
         "metric_regex": list(opts.metric_regex),
         "metric_name": opts.metric_name,
         "output_dirs": dirs,
+        "volatile_globs": list(opts.volatile),
     }
 
 

@@ -74,6 +74,15 @@ def _collector_off(fn: F) -> F:
     " that matches no file is said, and is a gap.",
 )
 @click.option(
+    "--volatile",
+    "volatile",
+    multiple=True,
+    metavar="GLOB",
+    help="Glob of outputs that may differ from run to run (a timing file, a log with"
+    " dates; repeatable, matched as --artifact is): a comparison lists them and does not"
+    " judge their bytes. Every other declared output that differs makes a replay DIVERGED.",
+)
+@click.option(
     "--output-budget",
     "output_budget",
     metavar="SIZE",
@@ -114,6 +123,7 @@ def record(
     timeout: float | None,
     image: str | None,
     output_budget: str | None,
+    volatile: tuple[str, ...],
     quiet: bool,
     as_json: bool,
     command: tuple[str, ...],
@@ -144,6 +154,7 @@ def record(
         output_budget=None
         if output_budget is None
         else parse_size(output_budget, "--output-budget"),
+        volatile=_volatile_globs(volatile),
     )
     echo = (lambda line: None) if (quiet or as_json) else (lambda line: click.echo(line, err=True))
     # the store is opened once the command has ended (its modules load while it runs);
@@ -196,3 +207,18 @@ def record(
 
 def register(main: click.Group) -> None:
     main.add_command(record)
+
+
+def _volatile_globs(globs: tuple[str, ...]) -> list[str]:
+    """``--volatile`` globs, each one the artifact matcher takes (else exit 2)."""
+    from replay_tui.door import glob_parts
+    from replay_tui.errors import BadInput
+    from replay_tui.safety import escape_control
+
+    for g in globs:
+        if glob_parts(g) is None:
+            raise BadInput(
+                f"--volatile {escape_control(g)!r} is not a glob under the working folder"
+                " (no absolute path, no '..')"
+            )
+    return list(dict.fromkeys(globs))
