@@ -39,6 +39,19 @@ def _size_arg(value: str | None) -> str | None:
     return value.strip().lower()
 
 
+def _budget_arg(value: str | None) -> int | None:
+    """``--output-budget``'s size in bytes (``capture.outputs.parse_size``)."""
+    if value is None:
+        return None
+    from replay_tui.capture.outputs import parse_size
+    from replay_tui.errors import BadInput
+
+    try:
+        return parse_size(value, "--output-budget")
+    except BadInput as e:
+        raise click.BadParameter(e.message) from None
+
+
 def _user_arg(value: str | None) -> str | None:
     if value is None:
         return None
@@ -74,6 +87,7 @@ def _allow_env_arg(values: tuple[str, ...]) -> tuple[str, ...]:
         "memory_limit",
         "cpus",
         "output_size",
+        "output_budget",
         "container_user",
         "allow_env",
         "fetch_repo",
@@ -107,6 +121,16 @@ def _allow_env_arg(values: tuple[str, ...]) -> tuple[str, ...]:
     callback=lambda _c, _p, v: _size_arg(v),
     help="Size of each folder the container may write, e.g. 4g (default: twice what the"
     " original run wrote, at least 1g).",
+)
+@click.option(
+    "--output-budget",
+    "output_budget",
+    metavar="SIZE",
+    default=None,
+    callback=lambda _c, _p, v: _budget_arg(v),
+    help="The most bytes of the replay's outputs hashed and kept in objects/, all its files"
+    " together (default 64 GiB, or REPLAY_TUI_OUTPUT_BUDGET); files past it are listed"
+    " unhashed (the replay is INCOMPLETE), a sparse file is refused. SIZE: 500MiB, 8GiB.",
 )
 @click.option(
     "--container-user",

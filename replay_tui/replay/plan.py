@@ -36,6 +36,7 @@ class ReplayOptions:
     pids_limit: int = 512
     cpus: float | None = None  # --cpus (None: the recorded count, capped at the host's)
     output_size: str | None = None  # --output-size: each writable folder's bound
+    output_budget: int | None = None  # --output-budget: bytes of outputs hashed and kept
     container_user: str | None = None  # --container-user (None: never root if avoidable)
     backend_options: tuple[tuple[str, str], ...] = ()  # (name, value) for the backend
     allow_env: tuple[str, ...] = ()  # --allow-env: more manifest variables to pass on

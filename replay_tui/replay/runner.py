@@ -33,7 +33,7 @@ from replay_tui.capture.launcher import (
     keep_run,
 )
 from replay_tui.capture.metrics import MetricRegex
-from replay_tui.capture.outputs import EarlyOutputs
+from replay_tui.capture.outputs import EarlyOutputs, OutputBudget
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris
@@ -505,6 +505,7 @@ def stage_run(ctx: ReplayContext) -> None:
             _output_patterns(m),
             ObjectStore.beside(ctx.store.path),
             ctx.stale_before.files if ctx.stale_before is not None else {},
+            _budget(plan.options).limit,
         )
     warm_tensor_comparison(m)
     result = ctx.prepared.executor.run(
@@ -521,6 +522,12 @@ def stage_run(ctx: ReplayContext) -> None:
         f"{result.status} in {result.duration_s:.1f}s"
         + (f": {result.reason}" if result.reason else ""),
     )
+
+
+def _budget(opts: ReplayOptions) -> OutputBudget:
+    """The replay's output budget: ``--output-budget``, else the variable's or the
+    default (``capture.outputs.OutputBudget``)."""
+    return OutputBudget.chosen(opts.output_budget, flag="--output-budget")
 
 
 def stage_hash(ctx: ReplayContext) -> None:
@@ -543,6 +550,7 @@ def stage_hash(ctx: ReplayContext) -> None:
             one_pass=True,
             objects=ObjectStore.beside(ctx.store.path),
             early=ctx.early,
+            budget=_budget(opts),
         )
     finally:
         if ctx.early is not None:

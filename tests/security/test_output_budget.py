@@ -335,3 +335,47 @@ def test_a_docker_replay_refuses_a_sparse_output_and_stops_at_the_budget(
     kept = sorted(p for p, sha in arts.items() if sha)
     assert kept == ["out/ok.txt", *(f"out/part-{i:03d}.bin" for i in range(7))]
     assert arts["out/big.bin"] is None and arts["out/part-007.bin"] is None
+
+
+def test_a_local_replay_stops_at_the_budget_set_by_its_flag(tmp_path: Path) -> None:
+    """``replay --output-budget``: the same 40 files replayed under 2 MiB (the original,
+    recorded with the default budget, kept them all): the replay takes what fits, lists
+    the rest unhashed (INCOMPLETE, never a silent pass) and names the flag that raises it."""
+    repo = _repo(tmp_path)
+    store = tmp_path / "store" / "runs.db"
+    proc = replay_tui(
+        store,
+        "record",
+        "--json",
+        "--artifact",
+        "out/*",
+        "--",
+        sys.executable,
+        "writer.py",
+        "0",
+        "40",
+        cwd=repo,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rid = json.loads(proc.stdout)["run_id"]
+    before = _on_disk(ObjectStore.beside(store))[1]
+    bad = replay_tui(store, "replay", rid, "--backend", "local", "--output-budget", "2 lots")
+    assert bad.returncode == 2 and "--output-budget" in bad.stderr, bad.stderr[-2000:]
+    rep = replay_tui(
+        store,
+        "replay",
+        rid,
+        "--backend",
+        "local",
+        "--output-budget",
+        "2MiB",
+        "--quiet",
+        timeout=300,
+    )
+    assert rep.returncode == 1, rep.stdout[-3000:] + rep.stderr[-3000:]
+    said = rep.stdout + rep.stderr
+    assert "INCOMPLETE" in said and "NOT REPRODUCED" in said
+    assert "past the output budget of 2 MiB (set by --output-budget)" in said, said[-3000:]
+    assert "raise it with --output-budget SIZE" in said
+    assert _on_disk(ObjectStore.beside(store))[1] == before  # the same bytes: nothing new
