@@ -19,6 +19,8 @@ Measures, with ``App.run_test()`` (headless, the real event loop and compositor)
   it, and ``import_s`` the imports alone (program and app) in a fresh interpreter
   (bytecode cached), with ``import_storage_s``, the part of it the store's modules take
   (``storage.store`` imported first), for information.
+- ``id_part_search_keystroke_ms``: the same for the 4th to 8th key of the last 8
+  characters of three runs' ids typed whole (those keys search the id trigram index too).
 - ``search_keystroke_ms``: from one keystroke in the search box to the table showing
   that query's first page (``RunsPageShown`` for the new query), median over several
   searches typed one key at a time after a pause (the search fires on the first key
@@ -285,7 +287,35 @@ async def measure(store: Path, searches: int) -> dict[str, Any]:
                 await pilot.pause(0.2)  # past the throttle window: the next key is a fresh one
                 await app.workers.wait_for_complete()
                 await pilot.pause(0.05)
+        # the middle of a run's id (ids are time-ordered: the part a person remembers),
+        # typed whole; keys 4-8 search the id trigram index as well as the words
+        import sqlite3
+
+        con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY random() LIMIT ?", (3,))]
+        con.close()
+        id_timings: list[float] = []
+        for rid in ids:
+            await pilot.press("ctrl+u")
+            await pilot.pause(0.3)
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.2)
+            for k, ch in enumerate(rid[-8:], 1):
+                n = len(shown)
+                t_key = time.perf_counter()
+                await pilot.press(ch)
+                msg = await wait_shown(n + 1)
+                if k >= 4:
+                    id_timings.append((msg.painted_at - t_key) * 1000)
+                await pilot.pause(0.2)
+                await app.workers.wait_for_complete()
+                await pilot.pause(0.05)
     return {
+        "id_part_search_keystroke_ms": {
+            "median": round(statistics.median(id_timings), 2),
+            "p90": round(sorted(id_timings)[int(0.9 * (len(id_timings) - 1))], 2),
+            "samples": len(id_timings),
+        },
         "cold_start_s": round(cold, 4),
         "first_page_rows": first.rows,
         "total_runs_shown": total,
@@ -345,6 +375,7 @@ def main() -> None:
         "import_storage_s": round(imp_storage, 4),
         "first_page_rows": result["first_page_rows"],
         "search_keystroke_ms": result["search_keystroke_ms"],
+        "id_part_search_keystroke_ms": result["id_part_search_keystroke_ms"],
         "search_keystroke_cpu_ms": result["search_keystroke_cpu_ms"],
         "search_keystroke_target_ms": KEYSTROKE_TARGET_MS,
         "search_keystroke_p90_target_ms": KEYSTROKE_P90_TARGET_MS,
