@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     "key",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Ed25519 private key (from `replay-tui keygen`) to sign the statement with.",
+    help="Private key (from `replay-tui keygen`: ECDSA P-256 or Ed25519) to sign with.",
 )
 @click.option(
     "--replay",
@@ -80,27 +80,37 @@ def _public_half(private: Path) -> Path:
     help="Private key file (written 0600); the public key goes beside it: KEY.key gives"
     " KEY.pub, any other name NAME.pub.",
 )
+@click.option(
+    "--type",
+    "kind",
+    type=click.Choice(["ecdsa-p256", "ed25519"]),
+    default="ecdsa-p256",
+    show_default=True,
+    help="The key's kind: ECDSA P-256 is what model_signing and cosign both verify;"
+    " Ed25519 bundles (model signature left out) verify as well.",
+)
 @click.option("--force", is_flag=True, help="Replace existing key files.")
 @json_option
 @handled
-def keygen(out: Path, force: bool, as_json: bool) -> None:
-    """Make an Ed25519 key pair for signing evidence bundles."""
+def keygen(out: Path, kind: str, force: bool, as_json: bool) -> None:
+    """Make a key pair (ECDSA P-256 by default, or Ed25519) for signing evidence bundles."""
     from replay_tui.evidence.keys import generate
 
     public = _public_half(out)
-    pair = generate(out, public, force=force)
+    pair = generate(out, public, force=force, kind=kind)  # type: ignore[arg-type]
     if as_json:
         echo_json(
             {
                 "private_key": str(pair.private_path),
                 "public_key": str(pair.public_path),
                 "key_id": pair.key_id,
+                "type": kind,
             }
         )
         return
     click.echo(f"private key {pair.private_path} (mode 0600: keep it secret)")
     click.echo(f"public key  {pair.public_path} (hand it to whoever verifies)")
-    click.echo(f"key id      {pair.key_id}")
+    click.echo(f"key id      {pair.key_id} ({kind})")
 
 
 @click.command()

@@ -2,8 +2,9 @@
 
 The Statement's subjects are the run's artifacts by sha256; its predicate carries the
 manifest, the replay verdict, the gaps and the digest of ``SHA256SUMS``.  The envelope
-(DSSE v1, via ``securesystemslib``) is signed with Ed25519; ``keyid`` is the sha256 of
-the raw public key.  The envelope file holds one envelope as one line of RFC 8785 JSON
+(DSSE v1, via ``securesystemslib``) is signed with ECDSA P-256 or Ed25519; ``keyid`` is
+the key's id (``keys.key_id``).  The bundle's SLSA provenance (``slsa.py``) is another
+Statement of the same form, in an envelope of its own.  The envelope file holds one envelope as one line of RFC 8785 JSON
 (the ``.intoto.jsonl`` convention), and nothing else: any other byte there is refused.
 """
 
@@ -13,14 +14,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from securesystemslib import exceptions as ssl_exceptions
 from securesystemslib.dsse import Envelope
 
 # The package's public API re-exports these without ``__all__``, which strict mypy flags.
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from replay_tui.evidence.keys import key_id
+from replay_tui.evidence.keys import PrivateKey, PublicKey, key_id, scheme
 from storage.manifest import canonical_json
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -39,7 +39,9 @@ class SignatureError(ValueError):
 
 
 def make_statement(
-    subjects: Sequence[Mapping[str, Any]], predicate: Mapping[str, Any]
+    subjects: Sequence[Mapping[str, Any]],
+    predicate: Mapping[str, Any],
+    predicate_type: str = PREDICATE_TYPE,
 ) -> dict[str, Any]:
     """An in-toto Statement v1 (subjects: ``{name, digest: {sha256}}``)."""
     if not subjects:
@@ -47,16 +49,16 @@ def make_statement(
     return {
         "_type": STATEMENT_TYPE,
         "subject": [dict(s) for s in subjects],
-        "predicateType": PREDICATE_TYPE,
+        "predicateType": predicate_type,
         "predicate": dict(predicate),
     }
 
 
-def _sslib_key(public_key: Ed25519PublicKey) -> SSlibKey:
-    return SSlibKey.from_crypto(public_key, keyid=key_id(public_key), scheme="ed25519")
+def _sslib_key(public_key: PublicKey) -> SSlibKey:
+    return SSlibKey.from_crypto(public_key, keyid=key_id(public_key), scheme=scheme(public_key))
 
 
-def envelope(statement: Mapping[str, Any], private_key: Ed25519PrivateKey | None) -> Envelope:
+def envelope(statement: Mapping[str, Any], private_key: PrivateKey | None) -> Envelope:
     """Wrap the statement in a DSSE envelope, signed when a key is given."""
     env = Envelope(canonical_json(dict(statement)), PAYLOAD_TYPE, {})
     if private_key is not None:
@@ -87,7 +89,7 @@ def read_envelope(raw: bytes) -> Envelope:
     return env
 
 
-def statement_of(env: Envelope) -> dict[str, Any]:
+def statement_of(env: Envelope, predicate_type: str = PREDICATE_TYPE) -> dict[str, Any]:
     """The in-toto Statement an envelope carries, checked for type and shape."""
     if env.payload_type != PAYLOAD_TYPE:
         raise EnvelopeError(f"payloadType is {env.payload_type!r}, not {PAYLOAD_TYPE!r}")
@@ -97,7 +99,7 @@ def statement_of(env: Envelope) -> dict[str, Any]:
         raise EnvelopeError(f"the payload is not JSON: {e}") from None
     if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
         raise EnvelopeError(f"the payload is not an in-toto Statement ({STATEMENT_TYPE})")
-    if stmt.get("predicateType") != PREDICATE_TYPE:
+    if stmt.get("predicateType") != predicate_type:
         raise EnvelopeError(f"predicateType is {stmt.get('predicateType')!r}")
     if not isinstance(stmt.get("subject"), list) or not isinstance(stmt.get("predicate"), dict):
         raise EnvelopeError("the Statement has no subject list or no predicate")
@@ -108,7 +110,7 @@ def signer_ids(env: Envelope) -> list[str]:
     return sorted(env.signatures)
 
 
-def verify_signature(env: Envelope, public_key: Ed25519PublicKey) -> str:
+def verify_signature(env: Envelope, public_key: PublicKey) -> str:
     """Check that ``public_key`` signed the envelope; returns its key id."""
     kid = key_id(public_key)
     ids = signer_ids(env)

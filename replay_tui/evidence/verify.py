@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.dsse import Envelope
 
 from replay_tui.door import LIMITS, Refused, open_under, read_under
@@ -183,8 +182,8 @@ def _hash_member(bundle: Path, name: str, chk: BundleCheck) -> str | None:
 def verify_bundle(
     path: Path,
     *,
-    public_key: Ed25519PublicKey | None = None,
-    trusted_keys: Sequence[Ed25519PublicKey] = (),
+    public_key: keys.PublicKey | None = None,
+    trusted_keys: Sequence[keys.PublicKey] = (),
     allow_embedded_key: bool = False,
     allow_unsigned: bool = False,
 ) -> BundleCheck:
@@ -292,7 +291,7 @@ def _ids(ids: Sequence[str]) -> str:
 def _check_signature(
     path: Path,
     env: Envelope,
-    trusted: Sequence[Ed25519PublicKey],
+    trusted: Sequence[keys.PublicKey],
     chk: BundleCheck,
     allow_embedded_key: bool,
     allow_unsigned: bool,
@@ -385,7 +384,7 @@ def _extra_signatures(ids: Sequence[str], checked: set[str], chk: BundleCheck) -
         )
 
 
-def _bundled_key(path: Path, chk: BundleCheck) -> Ed25519PublicKey | None:
+def _bundled_key(path: Path, chk: BundleCheck) -> keys.PublicKey | None:
     raw = _read(path, keys.BUNDLE_KEY_NAME, keys.MAX_KEY_FILE_BYTES, chk)
     if raw is None:
         chk.problems.append(

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    load_pem_public_key,
+)
 
 from replay_tui.evidence import checksums
 from replay_tui.evidence.export import export_bundle
@@ -58,11 +64,18 @@ def test_keygen_writes_private_key_0600_and_refuses_to_overwrite(
     assert stat.S_IMODE((tmp_path / "team.pub").stat().st_mode) == 0o644
     assert key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")  # PKCS#8
     pub = load_pem_public_key((tmp_path / "team.pub").read_bytes())
-    assert isinstance(pub, Ed25519PublicKey)
-    assert out["key_id"] == key_id(pub) == hashlib.sha256(pub.public_bytes_raw()).hexdigest()
+    # the default is ECDSA P-256: what model_signing and cosign both verify
+    assert isinstance(pub, ec.EllipticCurvePublicKey) and isinstance(pub.curve, ec.SECP256R1)
+    assert out["type"] == "ecdsa-p256"
+    spki = pub.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    assert out["key_id"] == key_id(pub) == hashlib.sha256(spki).hexdigest()
     again = cli("keygen", "--out", key)
     assert again.returncode == 2 and "already exists" in again.stderr
-    assert cli("keygen", "--out", key, "--force").returncode == 0
+    r = cli("keygen", "--out", key, "--force", "--type", "ed25519", "--json")
+    assert r.returncode == 0, r.stderr
+    pub = load_pem_public_key((tmp_path / "team.pub").read_bytes())
+    assert isinstance(pub, Ed25519PublicKey)  # the id of an Ed25519 key is as it always was
+    assert json.loads(r.stdout)["key_id"] == hashlib.sha256(pub.public_bytes_raw()).hexdigest()
 
 
 # -- export and a clean verify -----------------------------------------------------------
@@ -140,7 +153,9 @@ def test_statement_is_in_toto_v1_in_a_dsse_envelope_signed_over_pae(
     assert sig["keyid"] == key_id(pub)
     t = PAYLOAD_TYPE.encode()
     pae = b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
-    pub.verify(base64.b64decode(sig["sig"]), pae)  # raises if it does not verify
+    assert isinstance(pub, ec.EllipticCurvePublicKey)  # keygen's default: ECDSA P-256
+    # raises if it does not verify (DER-encoded ECDSA over SHA-256, as DSSE signers make it)
+    pub.verify(base64.b64decode(sig["sig"]), pae, ec.ECDSA(hashes.SHA256()))
 
 
 # -- tampering: every file, every way ------------------------------------------------------

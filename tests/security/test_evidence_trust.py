@@ -103,7 +103,7 @@ def test_an_extra_signature_beside_the_valid_one_is_reported(
     from securesystemslib.signer import CryptoSigner, SSlibKey
 
     b = copy_bundle(bundle, tmp_path)
-    mallory = generate(tmp_path / "x.key", tmp_path / "x.pub")
+    mallory = generate(tmp_path / "x.key", tmp_path / "x.pub", kind="ed25519")
     priv = load_private_key(mallory.private_path)
 
     def add(env: Envelope) -> None:
