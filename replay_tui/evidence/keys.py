@@ -17,10 +17,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.exceptions import UnsupportedAlgorithm
 from typing import Literal, get_args
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey

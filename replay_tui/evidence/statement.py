@@ -4,8 +4,9 @@ The Statement's subjects are the run's artifacts by sha256; its predicate carrie
 manifest, the replay verdict, the gaps and the digest of ``SHA256SUMS``.  The envelope
 (DSSE v1, via ``securesystemslib``) is signed with ECDSA P-256 or Ed25519; ``keyid`` is
 the key's id (``keys.key_id``).  The bundle's SLSA provenance (``slsa.py``) is another
-Statement of the same form, in an envelope of its own.  The envelope file holds one envelope as one line of RFC 8785 JSON
-(the ``.intoto.jsonl`` convention), and nothing else: any other byte there is refused.
+Statement of the same form, in an envelope of its own.  The envelope file holds one
+envelope as one line of RFC 8785 JSON (the ``.intoto.jsonl`` convention), and nothing
+else: any other byte there is refused.
 """
 
 from __future__ import annotations
