@@ -21,6 +21,8 @@
 # Why the settings:
 #   root default capabilities = no   this VM's root lacks a capability (CAP_SYS_RESOURCE):
 #                                    apptainer's default (full) fails to apply it.
+#   systemd cgroups = no             systemd is not init here: the limits (--memory,
+#                                    --cpus, --pids-limit) go through cgroupfs.
 #   /var/lib/apptainer/mnt/session   the session folder apptainer mounts its image under.
 set -euo pipefail
 
@@ -55,6 +57,7 @@ ready() {
     && command -v mksquashfs >/dev/null && command -v unsquashfs >/dev/null \
     && command -v newuidmap >/dev/null \
     && grep -qx 'root default capabilities = no' "$CONF" 2>/dev/null \
+    && grep -qx 'systemd cgroups = no' "$CONF" 2>/dev/null \
     && [[ "$(/usr/bin/apptainer --version 2>/dev/null)" == "apptainer version $WANT_VERSION"* ]]
 }
 
@@ -127,6 +130,11 @@ if grep -q '^root default capabilities' "$CONF"; then
   sed -i 's/^root default capabilities.*/root default capabilities = no/' "$CONF"
 else
   echo 'root default capabilities = no' >>"$CONF"
+fi
+if grep -q '^systemd cgroups' "$CONF"; then
+  sed -i 's/^systemd cgroups.*/systemd cgroups = no/' "$CONF"
+else
+  echo 'systemd cgroups = no' >>"$CONF"
 fi
 mkdir -p /var/lib/apptainer/mnt/session
 
