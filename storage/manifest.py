@@ -259,6 +259,9 @@ class RandomnessInfo(_Model):
     cuda: Seed | None = None
     dataloader_workers: Seed | None = None
     python_hash_seed: Label | None = None
+    # added later: the seed ``record --seed`` handed the program where the program's own
+    # record (a framework's) says it seeded another (``seed``).  Left out when unset.
+    seed_handed: Seed | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class DeterminismInfo(_Model):
@@ -347,6 +350,15 @@ class OutputsInfo(_Model):
     # must see.  Left out of the JSON when empty.
     metric_nonfinite: dict[Label, list[SafeInt]] = Field(
         default_factory=dict, max_length=1000, exclude_if=lambda v: not v
+    )
+    # added later: where each metric a framework file also held was taken from (the
+    # file's path, or "reported" where the SDK or the launcher's flags gave it), and the
+    # framework files that gave no metric, with why.  Left out of the JSON when empty.
+    metric_sources: dict[Label, Str] = Field(
+        default_factory=dict, max_length=1000, exclude_if=lambda v: not v
+    )
+    metric_files_unread: dict[RelPath, LongStr] = Field(
+        default_factory=dict, max_length=256, exclude_if=lambda v: not v
     )
 
     @model_validator(mode="after")
@@ -439,16 +451,23 @@ class ConfigSourceInfo(_Model):
 
     ``source`` names what ``config`` holds: ``sdk`` (the program's own, which wins; the
     command line's view is then kept in ``argv``), ``argv`` (read from the command line
-    and the config files it names) or ``tracker`` (an imported run's parameters).
+    and the config files it names), ``tracker`` (an imported run's parameters) or
+    ``framework`` (what a framework wrote: ``hparams.yaml``, ``training_args.bin``, named
+    in ``framework_files``).
     """
 
-    source: Literal["sdk", "argv", "tracker"]
+    source: Literal["sdk", "argv", "tracker", "framework"]
     argv: dict[Label, JSONValue] | None = None
     raw: dict[Label, Str | list[Str | None] | None] = Field(
         default_factory=dict, max_length=MAX_LIST
     )
     positional: list[Str] = Field(default_factory=list, max_length=4096)
     files: list[ConfigFileInfo] = Field(default_factory=list, max_length=256)
+    # added later: the framework files config was read from (``hparams.yaml``,
+    # ``training_args.bin``); left out of the JSON when empty
+    framework_files: list[RelPath] = Field(
+        default_factory=list, max_length=256, exclude_if=lambda v: not v
+    )
 
 
 class SourceInfo(_Model):

@@ -58,6 +58,7 @@ from replay_tui.sdk import (
 from storage.ledger import utc_now
 
 if TYPE_CHECKING:
+    from replay_tui.capture.frameworks import Findings
     from storage.manifest import RunManifest
     from storage.objects import ObjectStore
     from storage.store import Location, RunStore
@@ -760,6 +761,7 @@ class Collected:
     log_sha256: str
     log_tail: str  # the end of the log, kept for a run that did not succeed
     unmatched: list[str] = field(default_factory=list)  # artifact globs that matched nothing
+    frameworks: Findings | None = None  # what Lightning, TensorBoard, the HF Trainer wrote
 
 
 def collect_outputs(
@@ -809,6 +811,17 @@ def collect_outputs(
     from storage.manifest import sha256_hex
 
     log_bytes = log_path.read_bytes() if log_path.exists() else b""
+    from replay_tui.capture.frameworks import read_outputs
+
+    found = read_outputs(  # framework files, read unasked (capture/frameworks)
+        cwd,
+        patterns,
+        [a["path"] for a in artifacts],
+        metrics_file=metrics_file,
+        log_bytes=log_bytes,
+        before=before,
+    )
+    refused += found.refused
     return Collected(
         inside,
         artifacts,
@@ -817,6 +830,7 @@ def collect_outputs(
         sha256_hex(log_bytes),
         "" if succeeded else _log_tail(log_path),
         unmatched,
+        found,
     )
 
 
@@ -875,7 +889,9 @@ def build_manifest(
     replay: Mapping[str, Any] | None = None,
     capture: Mapping[str, Any] | None = None,
     argv_config: ArgvConfig | None = None,
+    frameworks: Findings | None = None,
 ) -> RunManifest:
+    from replay_tui.capture.frameworks import apply_findings
     from storage.manifest import manifest_from_data
 
     g = outside.git
@@ -972,6 +988,9 @@ def build_manifest(
         "replay": dict(replay) if replay else None,
         "launch": probes.launch_info(argv),
     }
+    if frameworks is not None:
+        apply_findings(data, frameworks, sdk_metrics, inside, seed, result.started_at)
+        config = data["config"]
     if config:
         from storage.manifest import config_hash
 
@@ -1314,6 +1333,7 @@ def record(
             diff_sha256=diff_sha,
             capture=capture_info(opts),
             argv_config=argv_cfg,
+            frameworks=out.frameworks,
         )
         marks.mark("manifest")
         kept_log = keep_run(

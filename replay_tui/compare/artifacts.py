@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from replay_tui.compare import unique_names
 from replay_tui.compare.states import ItemState
 from storage.manifest import ArtifactInfo
 from storage.objects import ObjectStore
@@ -212,6 +213,9 @@ def compare_artifacts(
     """
     by_a = {x.path: x for x in artifacts_a}
     by_b = {x.path: x for x in artifacts_b}
+    # names a framework makes unique per run (event files, version_N/, checkpoint-N/)
+    paired = unique_names.pair(by_a.keys() - by_b.keys(), by_b.keys() - by_a.keys())
+    by_b = {paired.get(p, p): x for p, x in by_b.items()}
     out: list[ArtifactDiff] = []
     for path in sorted(by_a.keys() | by_b.keys()):
         a, b = by_a.get(path), by_b.get(path)
@@ -243,4 +247,4 @@ def compare_artifacts(
             )
         else:
             out.append(replace(base, status="differs"))
-    return tuple(out)
+    return tuple(unique_names.marked(x, paired) for x in out)

@@ -59,6 +59,7 @@ _RULES: tuple[tuple[str, EnvClass], ...] = (
     ("image.reference", "other"),
     ("environment.kernel", "other"),
     ("data[*].path", "other"),
+    ("randomness.seed_handed", "other"),  # what record --seed claimed, not what ran
     ("image", "numeric"),
     ("hardware", "numeric"),
     ("environment", "numeric"),

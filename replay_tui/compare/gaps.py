@@ -208,6 +208,31 @@ def seed_rules(m: RunManifest) -> Iterator[Gap]:
         )
 
 
+@rule
+def framework_rules(m: RunManifest) -> Iterator[Gap]:
+    """What the framework files a run wrote said against what it was told, and the
+    framework files that gave nothing (``replay_tui.capture.frameworks``)."""
+    r = m.randomness
+    if r.seed_handed is not None and r.seed is not None and r.seed_handed != r.seed:
+        yield Gap(
+            "SEED_CONTRADICTED",
+            "critical",
+            "randomness.seed_handed",
+            f"handed {r.seed_handed}, the program seeded {r.seed}: record --seed was not"
+            " the seed the run used (its own record says so)",
+            "give the program its seed the way it reads one (its --seed option), or drop"
+            " record --seed",
+        )
+    for path, why in sorted(m.outputs.metric_files_unread.items()):
+        yield Gap(
+            "METRICS_SOURCE_EMPTY",
+            "warning",
+            "outputs.metric_files_unread",
+            f"metrics file {escape_control(path)} gave no metric: {escape_control(why)}",
+            "check what the framework wrote there; its numbers are not in the manifest",
+        )
+
+
 # -- determinism ----------------------------------------------------------------------
 
 

@@ -976,10 +976,23 @@ class CheckpointDiff:
     same_tensors: bool
     within_tolerance: bool
     bytes_compared: int = field(default=0)
+    metadata: tuple[TensorDiff, ...] = ()
+    """The leaves that are neither a tensor nor a number (callback state, ``dirpath``
+    strings, None), compared as metadata and reported apart: the tensors (and numbers)
+    decide ``same_tensors`` and ``within_tolerance``.  Paths that differ only by the
+    run's own folder are equal."""
+
+    @property
+    def metadata_differ(self) -> tuple[TensorDiff, ...]:
+        return tuple(e for e in self.metadata if e.status not in ("equal", "close"))
 
     def headline(self, *, files_identical: bool | None = None) -> str:
         """One line for a report; pass whether the file sha256s match if known."""
         if self.same_tensors:
+            meta = self.metadata_differ
+            if meta:
+                shown = ", ".join(e.name for e in meta[:3]) + (" …" if len(meta) > 3 else "")
+                return f"same tensors; metadata differs ({len(meta)}: {shown})"
             if files_identical is False:
                 return "same tensors, different container"
             return "identical tensors"
@@ -996,7 +1009,11 @@ class CheckpointDiff:
             parts.append(f"{len(self.only_b)} only in B")
         verdict = "within tolerance" if self.within_tolerance else "outside tolerance"
         tol = f"rtol={self.rtol:g}, atol={self.atol:g}"
-        return f"{verdict} ({tol}): {', '.join(parts)}; {self.n_equal} equal"
+        meta = self.metadata_differ
+        also = (
+            f"; metadata: {len(meta)} entr{'y' if len(meta) == 1 else 'ies'} differ" if meta else ""
+        )
+        return f"{verdict} ({tol}): {', '.join(parts)}; {self.n_equal} equal{also}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -1015,7 +1032,7 @@ class CheckpointDiff:
             "bytes_compared": self.bytes_compared,
             "worst": [t.to_dict() for t in self.worst],
             "tensors": [t.to_dict() for t in self.tensors],
-        }
+        } | ({"metadata": [t.to_dict() for t in self.metadata]} if self.metadata else {})
 
 
 def _json_float(x: float | None) -> float | str | None:
@@ -1047,15 +1064,20 @@ def compare_checkpoints(
 
     work = _Workspace()
     entries: list[TensorDiff] = []
+    meta: list[TensorDiff] = []  # leaves that are no tensor on either side
     nbytes = 0
     with open_checkpoint(a) as ca, open_checkpoint(b) as cb, _one_torch_thread():
         names_a, names_b = set(ca.names()), set(cb.names())
         for name in sorted(names_a | names_b):
             if name not in names_b:
-                entries.append(_one_sided(name, ca.leaf(name), "only_a"))
+                leaf = ca.leaf(name)
+                to = meta if _is_metadata(leaf) else entries
+                to.append(_one_sided(name, leaf, "only_a"))
                 continue
             if name not in names_a:
-                entries.append(_one_sided(name, cb.leaf(name), "only_b"))
+                leaf = cb.leaf(name)
+                to = meta if _is_metadata(leaf) else entries
+                to.append(_one_sided(name, leaf, "only_b"))
                 continue
             la, lb = ca.leaf(name), cb.leaf(name)
             if isinstance(la, torch.Tensor) and isinstance(lb, torch.Tensor):
@@ -1063,9 +1085,65 @@ def compare_checkpoints(
                 nbytes += _nbytes(la) + _nbytes(lb)
             elif isinstance(la, torch.Tensor) or isinstance(lb, torch.Tensor):
                 entries.append(_tensor_vs_value(name, la, lb))
-            else:
+            elif _is_metadata(la) or _is_metadata(lb):
+                meta.append(_compare_metadata(name, la, lb, rtol, atol))
+            else:  # numbers (a step count, a learning rate): judged as today
                 entries.append(_compare_values(name, la, lb, rtol, atol))
-    return _summarise(str(a), str(b), rtol, atol, top, entries, nbytes)
+    if not entries and meta:  # no tensor at all: the values are what it holds
+        entries, meta = meta, []
+    diff = _summarise(str(a), str(b), rtol, atol, top, entries, nbytes)
+    return replace(diff, metadata=tuple(meta)) if meta else diff
+
+
+def _is_metadata(leaf: object) -> bool:
+    """A leaf that is neither a tensor nor a number: text, None, an empty container
+    (callback state, ``dirpath`` strings)."""
+    import torch
+
+    return not isinstance(leaf, torch.Tensor) and _as_number(leaf) is None
+
+
+def _compare_metadata(name: str, va: object, vb: object, rtol: float, atol: float) -> TensorDiff:
+    """A leaf that is no tensor: as :func:`_compare_values`, and two path strings that
+    differ only by the folder each run ran in (``/tmp/replay-…/out/x`` and
+    ``/home/me/repo/out/x``; ``version_0`` and ``version_1`` of a Lightning log) equal."""
+    d = _compare_values(name, va, vb, rtol, atol)
+    if d.status in ("equal", "close") or not (isinstance(va, str) and isinstance(vb, str)):
+        return d
+    if _same_but_run_folder(va, vb):
+        return replace(
+            d,
+            status="equal",
+            max_abs_diff=0.0,
+            rel_l2=0.0,
+            n_unequal=0,
+            within_tolerance=True,
+            note="paths that differ only by the run's own folder",
+        )
+    return d
+
+
+_RUN_UNIQUE = re.compile(
+    r"(?<![^/])(version_\d+|checkpoint-\d+|events\.out\.tfevents\.[^/]+)(?![^/])"
+)
+
+
+def _same_but_run_folder(a: str, b: str) -> bool:
+    """Whether two strings are paths to the same thing in two runs' folders: equal once
+    the parts a framework numbers per run are patterns, or both absolute and equal
+    after their differing leading folders (the common tail has at least two parts)."""
+    if "/" not in a or "/" not in b or "\n" in a or "\n" in b:
+        return False
+    na, nb = _RUN_UNIQUE.sub("*", a), _RUN_UNIQUE.sub("*", b)
+    if na == nb:
+        return True
+    if not (na.startswith("/") and nb.startswith("/")):
+        return False
+    pa, pb = na.split("/"), nb.split("/")
+    tail = 0
+    while tail < min(len(pa), len(pb)) and pa[-1 - tail] == pb[-1 - tail]:
+        tail += 1
+    return tail >= 2 and tail < min(len(pa), len(pb))
 
 
 def _summarise(

@@ -620,6 +620,7 @@ def stage_hash(ctx: ReplayContext) -> None:
         capture=m.capture.model_dump() if m.capture else None,
         # config as recorded; argv is the manifest's: files only inside the checkout
         argv_config=parse_argv(plan.argv, cwd, ctx.worktree.path, confine=True),
+        frameworks=out.frameworks,
     )
     if ctx.persist:
         keep_run(

@@ -234,6 +234,14 @@ SINGLE: dict[str, tuple[Edit, Edit]] = {
         setter("outputs.artifacts", []),
         both(setter("outputs.artifacts", []), setter("status", "failed")),
     ),
+    "SEED_CONTRADICTED": (
+        both(setter("randomness.seed", 42), setter("randomness.seed_handed", 7)),
+        both(setter("randomness.seed", 42), setter("randomness.seed_handed", 42)),
+    ),
+    "METRICS_SOURCE_EMPTY": (
+        setter("outputs.metric_files_unread", {"out/v/metrics.csv": "no metric in it"}),
+        setter("outputs.metric_sources", {"loss": "out/v/metrics.csv"}),
+    ),
     "NO_METRICS": (
         both(setter("outputs.metrics", {}), setter("outputs.metric_history", {})),
         setter("outputs.metrics", {}),  # history still there

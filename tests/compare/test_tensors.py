@@ -47,7 +47,7 @@ def sha256_file(path: Path) -> str:
 
 
 def entry(diff: CheckpointDiff, name: str) -> TensorDiff:
-    (found,) = [t for t in diff.tensors if t.name == name]
+    (found,) = [t for t in (*diff.tensors, *diff.metadata) if t.name == name]
     return found
 
 
