@@ -401,10 +401,25 @@ class SandboxInfo(_Model):
     """Each writable folder's size bound (None: not bounded)."""
 
 
+class RuntimeInfo(_Model):
+    """Which container runtime ran a replay and what it says ran (the podman and
+    apptainer backends): the OCI digest asked for, and the bytes in the runtime's terms."""
+
+    name: Literal["docker", "podman", "apptainer"]
+    version: Label
+    requested_digest: Digest
+    image_id: Digest | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The OCI image id the runtime ran (Podman)."""
+    sif_sha256: Hex64 | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The SIF file's sha256 (Apptainer): not the OCI digest."""
+    sif_built_from: Digest | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The digest Apptainer says the SIF was built from."""
+
+
 class ReplayInfo(_Model):
     """How a replay ran (only on ``kind="replay"`` manifests)."""
 
-    backend: Literal["docker", "local", "slurm"]
+    backend: Literal["docker", "local", "slurm", "podman", "apptainer"]
     environment_pinned: bool
     network: Literal["none", "bridge"] = "none"
     gpus: Literal["all", "none"] = "none"
@@ -417,6 +432,8 @@ class ReplayInfo(_Model):
     job: SchedulerJob | None = Field(default=None, exclude_if=lambda v: v is None)
     # added later: the container's limits; left out of the JSON when unset
     sandbox: SandboxInfo | None = Field(default=None, exclude_if=lambda v: v is None)
+    # added later: the container runtime and the identity of what it ran; left out when unset
+    runtime: RuntimeInfo | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class CaptureInfo(_Model):

@@ -596,6 +596,9 @@ def stage_hash(ctx: ReplayContext) -> None:
     walls = getattr(ctx.prepared.executor, "sandbox_info", None)  # its limits, as run
     if walls:
         ctx.replay_info["sandbox"] = dict(walls)
+    runtime = getattr(ctx.prepared.executor, "runtime_info", None)  # what ran, by identity
+    if runtime:
+        ctx.replay_info["runtime"] = dict(runtime)
     image = ctx.prepared.image
     if image is None and m.image and ctx.backend.pins_environment:
         image = m.image.model_dump()

@@ -96,7 +96,7 @@ def test_a_registered_backend_gets_a_flag_of_its_option(store: Path) -> None:
     proc = fake_cli(store, "replay", "--help")
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())  # click wraps the help
-    assert "--backend [docker|local|slurm|fake]" in out
+    assert "--backend [docker|local|slurm|podman|apptainer|fake]" in out
     assert "--fake-level INTEGER How hard the fake tries [REPLAY_TUI_FAKE_LEVEL]." in out
     assert "--slurm-partition TEXT Slurm partition [REPLAY_TUI_SLURM_PARTITION]." in out
 

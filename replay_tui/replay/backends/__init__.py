@@ -8,11 +8,13 @@ the recorded command (the ``pull`` stage).  Cancelling is the executor's job: it
 
 Each backend is a folder: ``backend.py`` holds the class, its other modules what it
 runs with (``docker/engine.py``: the sandboxed container; ``slurm/engine.py``: the batch
-job).  A backend declares its own settings (:class:`BackendOption`): the command line
-makes a flag of each, the TUI a field, and :meth:`Backend.check_options` validates what
-was given.  A new backend (a Kubernetes Job, Ray) is one folder with a class that
-satisfies ``replay_tui.replay.context.ReplayBackend`` (start from :class:`Backend`),
-plus one line in ``_BUILTIN`` (or a call to :func:`register`).
+job; ``podman/runtime.py``, ``apptainer/runtime.py``: those runtimes behind the seam of
+``runtime.py``, what a replay asks of any container runtime).  A backend declares its
+own settings (:class:`BackendOption`): the command line makes a flag of each, the TUI a
+field, and :meth:`Backend.check_options` validates what was given.  A new backend (a
+Kubernetes Job, Ray) is one folder with a class that satisfies
+``replay_tui.replay.context.ReplayBackend`` (start from :class:`Backend`), plus one line
+in ``_BUILTIN`` (or a call to :func:`register`).
 
 The registry maps names to ``module:Class`` strings, and a backend's ``backend.py``
 imports what it runs with only when it runs, so listing the names and reading the
@@ -41,6 +43,8 @@ _BUILTIN: dict[str, str] = {
     "docker": "replay_tui.replay.backends.docker.backend:DockerBackend",
     "local": "replay_tui.replay.backends.local.backend:LocalBackend",
     "slurm": "replay_tui.replay.backends.slurm.backend:SlurmBackend",
+    "podman": "replay_tui.replay.backends.podman.backend:PodmanBackend",
+    "apptainer": "replay_tui.replay.backends.apptainer.backend:ApptainerBackend",
 }
 _registry: dict[str, str | Callable[[], ReplayBackend]] = dict(_BUILTIN)
 DEFAULT_BACKEND = "docker"
