@@ -19,6 +19,7 @@ fi
 if [ "${REPLAY_TUI_NO_SLURM:-0}" != "1" ]; then
   bash scripts/slurm-env.sh >&2
 fi
+bash scripts/cosign-env.sh >&2  # cosign, the independent verifier of the SLSA provenance
 export PATH="$PWD/.venv/bin:$PATH"
 # One command per line: under set -e a failure inside an && list would not stop the run.
 echo "== ruff"

@@ -12,6 +12,7 @@ Layout::
     logs/<run>.log                 captured output of the run and of each replay
     report.md, report.html         the human report (the page is standalone)
     signer.pub                     the public key (when signed)
+    provenance.slsa.intoto.jsonl   DSSE envelope of the SLSA v1 provenance (``slsa.py``)
     SHA256SUMS                     sha256 of every file above (``sha256sum -c``)
     provenance.intoto.jsonl        DSSE envelope of an in-toto Statement v1
 
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.errors import BadInput
-from replay_tui.evidence import checksums, keys, report
+from replay_tui.evidence import checksums, keys, report, slsa
 from replay_tui.evidence.gather import Evidence, gather, log_bytes
 from replay_tui.evidence.statement import (
     ENVELOPE_NAME,
@@ -237,6 +238,17 @@ def export_bundle(
         if private_key is not None:
             kid = keys.key_id(private_key.public_key())
             _write(tmp, keys.BUNDLE_KEY_NAME, keys.public_pem(private_key.public_key()))
+        members = {
+            n: (tmp / n).read_bytes()
+            for n in ("comparison.json", "noise_floor.json")
+            if (tmp / n).is_file()
+        }
+        slsa_statement = make_statement(
+            subjects(m),
+            slsa.slsa_predicate(ev, slsa.member_digests(members), _tool_version()),
+            slsa.SLSA_PREDICATE_TYPE,
+        )
+        _write(tmp, slsa.SLSA_NAME, envelope_bytes(envelope(slsa_statement, private_key)))
         names, _ = checksums.bundle_files(tmp)
         sums = checksums.render(checksums.hash_files(tmp, names))
         _write(tmp, checksums.SUMS_NAME, sums)

@@ -27,8 +27,10 @@ from securesystemslib.dsse import Envelope
 from replay_tui.door import LIMITS, Refused, open_under, read_under
 from replay_tui.errors import BadInput, ReplayTuiError
 from replay_tui.evidence import checksums, keys
+from replay_tui.evidence.slsa import SLSA_NAME, SLSA_PREDICATE_TYPE
 from replay_tui.evidence.statement import (
     ENVELOPE_NAME,
+    PREDICATE_TYPE,
     EnvelopeError,
     SignatureError,
     read_envelope,
@@ -60,6 +62,30 @@ class Problem:
         return escape_control(f"{self.kind}: {self.file}: {self.message}")
 
 
+@dataclass(frozen=True)
+class StatementCheck:
+    """One signed statement a bundle carries (or lacks), and what ``verify`` made of it."""
+
+    name: str  # the bundle member
+    predicate_type: str
+    present: bool
+    checked: bool  # its signature (or its being unsigned) and its contents were checked
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "predicate_type": self.predicate_type,
+            "present": self.present,
+            "checked": self.checked,
+            "detail": self.detail,
+        }
+
+    def text(self) -> str:
+        state = "checked" if self.checked else "NOT checked" if self.present else "absent"
+        return escape_control(f"{self.name} ({self.predicate_type}): {state}: {self.detail}")
+
+
 @dataclass
 class BundleCheck:
     path: Path
@@ -75,6 +101,9 @@ class BundleCheck:
     replays: int = 0  # replay attempts the statement lists (none may have a verdict)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    statements: list[StatementCheck] = field(default_factory=list)
+    signing_key: keys.PublicKey | None = field(default=None, repr=False, compare=False)
+    """The key the main statement's signature verified with (None: not verified)."""
 
     @property
     def ok(self) -> bool:
@@ -95,6 +124,7 @@ class BundleCheck:
             "ledger_head": self.ledger_head,
             "problems": [p.to_dict() for p in self.problems],
             "notes": self.notes,
+            "statements": [st.to_dict() for st in self.statements],
         }
 
 
@@ -132,6 +162,7 @@ def report_lines(chk: BundleCheck) -> list[ReportLine]:
         lines.extend(ReportLine(f"  also: {p.text()}") for p in chk.problems[1:MAX_PROBLEM_LINES])
     if chk.ledger_head:
         lines.append(ReportLine(f"  exported from a store whose ledger head was {chk.ledger_head}"))
+    lines.extend(ReportLine(f"  statement: {st.text()}") for st in chk.statements)
     for note in chk.notes:
         red = chk.embedded_fingerprint is not None and chk.embedded_fingerprint in note
         lines.append(ReportLine(f"  note: {note}", alarm=red))
@@ -220,6 +251,7 @@ def verify_bundle(
                     stmt = statement_of(env)
                 except EnvelopeError as e:
                     bad(Problem(ENVELOPE_NAME, "malformed", str(e)))
+    chk.statements.append(_main_statement(chk, raw_env is not None, stmt is not None))
     predicate: dict[str, Any] = stmt["predicate"] if stmt else {}
     run_id = predicate.get("run_id")
     chk.run_id = run_id if isinstance(run_id, str) else None
@@ -229,6 +261,7 @@ def verify_bundle(
     chk.verdict = verdict if isinstance(verdict, str) else None
     replays = _dig(predicate, "replay", "replays")
     chk.replays = len(replays) if isinstance(replays, list) else 0
+    chk.statements.append(_check_slsa(path, chk, stmt))
     # -- the checksum list, against the statement
     raw_sums = _read(path, checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
     listed: dict[str, str] = {}
@@ -335,6 +368,7 @@ def _check_signature(
                 bad(Problem(ENVELOPE_NAME, "signature", str(e)))
                 return False
         chk.key_id, chk.key_source, chk.trusted = good[0], "given", True
+        chk.signing_key = by_id[good[0]]
         _extra_signatures(ids, set(good), chk)
         return True
     if not allow_embedded_key:
@@ -363,6 +397,7 @@ def _check_signature(
         bad(Problem(ENVELOPE_NAME, "signature", str(e)))
         return False
     chk.embedded_fingerprint = keys.fingerprint(public_key)
+    chk.signing_key = public_key
     chk.notes.append(
         f"{NOT_TRUSTED}: checked with the key inside the bundle, fingerprint"
         f" {chk.embedded_fingerprint}; this shows the bundle is intact, not who made it"
@@ -396,3 +431,104 @@ def _bundled_key(path: Path, chk: BundleCheck) -> keys.PublicKey | None:
     except ReplayTuiError as e:
         chk.problems.append(Problem(keys.BUNDLE_KEY_NAME, "malformed", e.message))
         return None
+
+
+def _how_signed(chk: BundleCheck) -> str:
+    if not chk.signed:
+        return "unsigned (accepted with --allow-unsigned)"
+    key = f"key {escape_control((chk.key_id or '')[:16])}"
+    if chk.key_source == "bundle":
+        return f"signature checked with the key inside the bundle ({key}), not a trusted one"
+    return f"signature checked against the trusted {key}"
+
+
+def _main_statement(chk: BundleCheck, present: bool, read: bool) -> StatementCheck:
+    if not present:
+        return StatementCheck(ENVELOPE_NAME, PREDICATE_TYPE, False, False, "missing")
+    if not read:
+        return StatementCheck(
+            ENVELOPE_NAME, PREDICATE_TYPE, True, False, "its signature or form did not check"
+        )
+    return StatementCheck(
+        ENVELOPE_NAME,
+        PREDICATE_TYPE,
+        True,
+        True,
+        f"{_how_signed(chk)}; it names the digest of {checksums.SUMS_NAME}",
+    )
+
+
+def _check_slsa(path: Path, chk: BundleCheck, main: dict[str, Any] | None) -> StatementCheck:
+    """The SLSA provenance envelope: signed by the key that signed the bundle (or, like
+    the bundle, unsigned), a SLSA v1 Statement about the same subjects and the same run."""
+
+    def not_checked(detail: str, problem: Problem | None = None) -> StatementCheck:
+        if problem is not None:
+            chk.problems.append(problem)
+        return StatementCheck(SLSA_NAME, SLSA_PREDICATE_TYPE, True, False, detail)
+
+    raw = _read(path, SLSA_NAME, MAX_ENVELOPE_READ, chk)
+    if raw is None:
+        return StatementCheck(
+            SLSA_NAME,
+            SLSA_PREDICATE_TYPE,
+            False,
+            False,
+            "absent (exported by a version before SLSA provenance)",
+        )
+    if raw == b"":
+        return not_checked("it could not be read")
+    try:
+        env = read_envelope(raw)
+    except EnvelopeError as e:
+        return not_checked("malformed", Problem(SLSA_NAME, "malformed", str(e)))
+    ids = signer_ids(env)
+    if chk.signed:
+        key = chk.signing_key
+        if key is None:
+            return not_checked("the bundle's own signature did not check, so neither did this")
+        kid = keys.key_id(key)
+        if ids != [kid]:
+            return not_checked(
+                "signed by another key",
+                Problem(
+                    SLSA_NAME,
+                    "signature",
+                    f"signed by key {_ids(ids) or '(none)'}, not (only) by the key that"
+                    f" signed the bundle, {_ids([kid])}",
+                ),
+            )
+        try:
+            verify_signature(env, key)
+        except SignatureError as e:
+            return not_checked("signature fails", Problem(SLSA_NAME, "signature", str(e)))
+    elif ids:
+        return not_checked(
+            "signed while the bundle is not",
+            Problem(SLSA_NAME, "signature", "signed, while the bundle's statement is not"),
+        )
+    try:
+        stmt = statement_of(env, SLSA_PREDICATE_TYPE)
+    except EnvelopeError as e:
+        return not_checked("malformed", Problem(SLSA_NAME, "malformed", str(e)))
+    if main is not None:
+        if stmt["subject"] != main["subject"]:
+            return not_checked(
+                "its subjects differ",
+                Problem(
+                    SLSA_NAME, "changed", "its subjects are not those of the bundle's statement"
+                ),
+            )
+        run = _dig(stmt["predicate"], "runDetails", "metadata", "invocationId")
+        if run != _dig(main, "predicate", "run_id"):
+            return not_checked(
+                "another run's",
+                Problem(SLSA_NAME, "changed", "its invocationId is not the bundle's run"),
+            )
+    return StatementCheck(
+        SLSA_NAME,
+        SLSA_PREDICATE_TYPE,
+        True,
+        True,
+        f"{_how_signed(chk)}; same subjects and run as the bundle's statement",
+    )

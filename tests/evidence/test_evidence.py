@@ -100,6 +100,7 @@ def test_exported_bundle_verifies_and_is_recorded(
             "gaps.json",
             f"logs/{replay_id}.log",
             "manifest.json",
+            "provenance.slsa.intoto.jsonl",
             f"replays/{replay_id}.json",
             "report.html",
             "report.md",
@@ -109,6 +110,12 @@ def test_exported_bundle_verifies_and_is_recorded(
     v = cli("verify", out, "--key", keypair[1])
     assert v.returncode == 0, v.stdout + v.stderr
     assert "bundle intact" in v.stdout and "IDENTICAL" in v.stdout
+    # verify says which statements the bundle carries and which it checked
+    assert f"statement: {ENVELOPE_NAME} ({PREDICATE_TYPE}): checked" in v.stdout
+    assert (
+        "statement: provenance.slsa.intoto.jsonl (https://slsa.dev/provenance/v1): checked"
+        in v.stdout
+    )
     # the list is what coreutils reads, and covers every file but itself and the envelope
     sc = subprocess.run(
         ["sha256sum", "--strict", "-c", "SHA256SUMS"], cwd=out, text=True, capture_output=True
@@ -165,7 +172,7 @@ def test_flipping_one_byte_in_any_file_fails_naming_it(
     bundle: Path, keypair: tuple[Path, Path], tmp_path: Path
 ) -> None:
     files = _files(bundle)
-    assert len(files) == 10
+    assert len(files) == 11
     for name in files:
         size = (bundle / name).stat().st_size
         for offset in sorted({0, size // 2, size - 1}):
