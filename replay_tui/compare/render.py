@@ -15,11 +15,22 @@ from replay_tui.compare.artifacts import ArtifactDiff
 from replay_tui.compare.environment import CLASS_ORDER, CLASS_TITLES, EnvironmentDiff, EnvRow
 from replay_tui.compare.gaps import gap_lines
 from replay_tui.compare.metrics import MetricDiff
+from replay_tui.compare.states import with_states, words
 from replay_tui.compare.verdict import TOLERANCE_RULE, Comparison
 from replay_tui.textfmt import short, table
-from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
 from storage.records import GapCounts
 
+STATE_MARKS: dict[str, str] = {
+    "identical": "==",
+    "within_tolerance": "~",
+    "within_noise": "~n",
+    "outside_noise": "XX",
+    "outside_tolerance": "XX",
+    "missing": "??",
+    "volatile": "v",
+    "not_judged": "--",
+}
+"""Each item's mark by the state the comparison gave it (``compare.states``)."""
 ARTIFACT_MARKS: dict[str, str] = {
     "match": "==",
     "same_tensors": "~=",
@@ -129,17 +140,25 @@ def banner(c: Comparison) -> str:
             + (f", margin={c.margin:g}" if c.margin is not None else "")
             + f"; candidate: run {f.candidate.upper()}   (docs/noise.md)"
         )
-    meaning = MEANING.get(c.verdict, "")
-    if c.verdict == "DIVERGED" and c.floor is None:
-        meaning = DIVERGED_NO_FLOOR
-    lines.append(f"verdict: {c.verdict}  exit code {c.exit_code}: {meaning}")
+    lines.append(f"verdict: {c.verdict}  exit code {c.exit_code}: {c.headline}")
     if c.a_run == c.b_run:
         lines.append("warning: A and B are the same run: this comparison proves nothing")
     return "\n".join(lines)
 
 
 def artifact_mark(x: ArtifactDiff) -> str:
+    if x.state == "missing" and x.status in ("only_a", "only_b"):
+        return ARTIFACT_MARKS[x.status]  # missing, and on which side
+    if x.state is not None:
+        return STATE_MARKS.get(x.state, "?")
     return ARTIFACT_MARKS.get(x.checkpoint or x.status, "?")
+
+
+def _artifact_status(x: ArtifactDiff) -> str:
+    seen = (x.checkpoint or x.status).replace("_", " ")
+    if x.state is None or x.state in ("identical", "not_judged"):
+        return seen
+    return f"{words(x.state)} ({seen})"
 
 
 def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
@@ -158,7 +177,7 @@ def artifacts_text(arts: Sequence[ArtifactDiff]) -> list[str]:
             "stale" if x.stale_b else short(x.sha256_b),
             "-" if x.size_a is None else str(x.size_a),
             "-" if x.size_b is None else str(x.size_b),
-            (x.checkpoint or x.status).replace("_", " "),
+            _artifact_status(x),
         ]
         for x in arts
     ]
@@ -199,14 +218,14 @@ def checkpoint_text(x: ArtifactDiff) -> list[str]:
                 num(t.max_abs_diff),
                 num(t.rel_l2),
                 "-" if t.n_unequal is None else f"{t.n_unequal}/{t.numel}",
-                "yes" if t.within_tolerance else "NO",
+                words(t.state) if t.state is not None else "yes" if t.within_tolerance else "NO",
             ]
             for t in shown[:_TENSORS_SHOWN]
         ]
         out.append("  worst tensors:")
         out.append(
             table_(
-                ["TENSOR", "STATUS", "DTYPE", "SHAPE", "MAX ABS", "REL L2", "UNEQUAL", "IN TOL"],
+                ["TENSOR", "STATUS", "DTYPE", "SHAPE", "MAX ABS", "REL L2", "UNEQUAL", "JUDGED"],
                 rows,
                 indent="    ",
             )
@@ -236,7 +255,7 @@ def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
         return ["── metrics: none recorded in either run"]
     rows = [
         [
-            METRIC_MARKS[m.status],
+            STATE_MARKS.get(m.state, "?") if m.state is not None else METRIC_MARKS[m.status],
             m.name,
             exact(m.a),
             exact(m.b),
@@ -246,6 +265,7 @@ def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
             num(m.first_step_differs),
             num(m.first_step_out_of_tol),
             _steps(m),
+            "timing" if m.timing else words(m.state),
         ]
         for m in metrics
     ]
@@ -263,6 +283,7 @@ def metrics_text(metrics: Sequence[MetricDiff]) -> list[str]:
                 "1ST DIFF",
                 "LEAVES TOL",
                 "STEPS",
+                "JUDGED",
             ],
             rows,
         )
@@ -329,10 +350,14 @@ def _counts(n: GapCounts | None) -> str:
 
 def comparison_text(c: Comparison) -> str:
     """The whole report."""
+    c = with_states(c)  # a body stored before states: the same rule, for showing
     lines = [banner(c), ""]
     if c.probable_causes:
         lines.append("probable cause (already in the manifests):")
         lines.extend(f"  - {x}" for x in c.probable_causes)
+    if c.shared_causes:
+        lines.append("shared by both runs (so not what tells them apart):")
+        lines.extend(f"  - {x}" for x in c.shared_causes)
     if c.reasons:
         lines.append("why:")
         lines.extend(f"  - {r}" for r in c.reasons)

@@ -416,10 +416,13 @@ def load_comparison(
             a, b, body = b, a, other
     if body is None and not ordered and (a.started_at, a.run_id) > (b.started_at, b.run_id):
         a, b = b, a  # computed now: the earlier run is the reference
+    from replay_tui.compare.states import with_states  # a body stored before states
+
     if body is not None:
-        return ComparisonView(a, b, comparison_from_dict(body), comparison_id, computed=False)
+        shown = with_states(comparison_from_dict(body))
+        return ComparisonView(a, b, shown, comparison_id, computed=False)
     comparison, cid = compare_and_keep(store, a, b)
-    return ComparisonView(a, b, comparison, cid, computed=True)
+    return ComparisonView(a, b, with_states(comparison), cid, computed=True)
 
 
 def compare_and_keep(store: RunStore, a: RunManifest, b: RunManifest) -> tuple[Comparison, int]:

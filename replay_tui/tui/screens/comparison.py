@@ -18,6 +18,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
+from replay_tui.compare.states import PASSING, words
+from replay_tui.compare.states import counts as state_counts
 from replay_tui.compare.verdict import TOLERANCE_RULE
 from replay_tui.safety import escape_control
 from replay_tui.tui.messages import ComparisonLoaded
@@ -26,9 +28,18 @@ from replay_tui.tui.screens.base import WORKBENCH_BINDINGS, AppScreen
 from replay_tui.tui.screens.keys import TOP_BOTTOM, TabKeys
 from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.plot import LinePlot, Series
-from replay_tui.tui.widgets.style import Palette, fit, number, plain, safe, short
+from replay_tui.tui.widgets.style import (
+    Palette,
+    fit,
+    number,
+    plain,
+    safe,
+    short,
+    state_mark,
+    state_style,
+)
 from replay_tui.tui.widgets.verdict_banner import VerdictBanner
-from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING
+from replay_tui.verdicts import MEANING
 
 FULL = 100_000  # a value shown whole under the fields table (bounded all the same)
 PACKAGES_ROW = "packages (diff)"
@@ -63,7 +74,16 @@ ARTIFACT_RESULT = {
 
 
 def artifact_result(x: ArtifactDiff) -> str:
-    """One artifact row's outcome in words."""
+    """One artifact row's outcome in words: its state (``compare.states``), then what
+    was seen."""
+    seen = _artifact_seen(x)
+    state = words(x.state)
+    if x.state in ("identical", "not_judged", None) or seen == state:
+        return seen
+    return f"{state}: {seen}"
+
+
+def _artifact_seen(x: ArtifactDiff) -> str:
     state = x.checkpoint
     if state == "unavailable":
         return f"not compared: {x.error or 'checkpoint unavailable'}"
@@ -91,6 +111,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         *WORKBENCH_BINDINGS,
         *TOP_BOTTOM,
         Binding("b", "bisect", "Bisect (A good, B bad)"),
+        Binding("n", "noise_view", "Noise: distance from mean"),
     ]
 
     def __init__(
@@ -118,6 +139,10 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         """What each tab's label counts (its ``_fill_*`` sets it)."""
 
     def current_run(self) -> str | None:
+        """The run ``y`` copies (and the palette acts on): the original of a replay's
+        comparison, else B."""
+        if self.labels[0] == "original":
+            return self.a_run or self.b_run
         return self.b_run or self.a_run
 
     @property
@@ -188,20 +213,23 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             )
         )
         if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
-            meaning = MEANING[c.verdict]
-            if c.verdict == "DIVERGED" and c.floor is None:
-                meaning = DIVERGED_NO_FLOOR
-            sub = f"{meaning}\n{sub}"
+            sub = f"{c.headline}\n{sub}"  # DIVERGED: its first reason, in the same words
         compact = self.app.size.height < 30
-        self.query_one(VerdictBanner).show(c.verdict, sub, compact=compact)  # escapes
+        tiny = self.app.size.height < 24  # 60x20: the header keeps to 4 rows of 20
+        if tiny:
+            sub = c.headline if c.verdict in MEANING else sub.splitlines()[-1]
+        banner = self.query_one(VerdictBanner)
+        banner.show(c.verdict, sub, compact=compact, tiny=tiny)  # escapes
         # What the manifests already explain a divergence by leads (no seed recorded...).
         reasons = [f"probable cause: {x}" for x in c.probable_causes] + list(c.reasons)
-        shown = reasons[:2] if compact else reasons[:4]
+        shown = reasons[:1] if tiny else reasons[:2] if compact else reasons[:4]
         text = Text(no_wrap=True, overflow="ellipsis")
         for r in shown:  # a reason quotes the manifests' values: escaped
             text.append("• ", style=palette.muted)
+            if tiny and len(reasons) > len(shown):  # the count leads: the reason is cut
+                text.append(f"(+{len(reasons) - len(shown)}, Reasons tab) ", style=palette.muted)
             text.append(escape_control(r) + "\n")
-        if len(reasons) > len(shown):
+        if len(reasons) > len(shown) and not tiny:
             text.append(f"… {len(reasons) - len(shown)} more (Reasons tab)", style=palette.muted)
         text.rstrip()
         self.query_one("#reasons", Static).update(text)
@@ -396,7 +424,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 diff.tensors, key=lambda d: (d.status == "equal", d.within_tolerance is True)
             )
             for d in tensors[:MAX_TENSOR_ROWS]:
-                ok2 = True if d.status == "equal" else d.within_tolerance
+                tstyle = state_style(palette, d.state)
                 dtype = d.dtype_a or "-"
                 if d.dtype_b != d.dtype_a:
                     dtype += f"→{d.dtype_b}"
@@ -405,9 +433,9 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                     shape += f" → {plain(None if d.shape_b is None else list(d.shape_b))}"
                 unequal = d.n_unequal
                 t.add_row(  # a tensor's name, dtype and status are the checkpoint's
-                    palette.mark(ok2),
+                    state_mark(palette, d.state),
                     safe(d.name),
-                    safe(d.status, style="" if ok2 else palette.fg("error")),
+                    safe(f"{words(d.state)} ({d.status})", style=tstyle),
                     safe(dtype),
                     safe(shape),
                     Text(number(d.max_abs_diff)),
@@ -438,21 +466,14 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         if hashes:
             table.add_column(heads[0], width=sha_a, key="a")
             table.add_column(heads[1], width=sha_b, key="b")
-        matched = 0
-        for x in arts:
-            status = x.status
-            ok: bool | None = (
-                True if status == "match" else None if status in ("unhashed", "stale") else False
-            )
-            if x.checkpoint == "same_tensors":
-                ok = True
-            matched += status == "match"
-            diff_style = "" if status == "match" else palette.fg("error")
+        for x in arts:  # the mark and colour are the state the comparison gave it
+            diff_style = state_style(palette, x.state)
+            passing = x.state in PASSING
             cells = [
-                palette.mark(ok, yes="✓", no="✗"),
+                state_mark(palette, x.state),
                 safe(x.path),
                 safe(x.kind_a or x.kind_b or "-", style=palette.muted),
-                safe(artifact_result(x), style=palette.muted if ok else ""),
+                safe(artifact_result(x), style=palette.muted if passing else diff_style),
             ]
             if hashes:
                 cells.append(_sha_cell(x.sha256_a, x.stale_a, wide, sha_a, diff_style, palette))
@@ -461,7 +482,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         if not arts:
             empty = Text("no artifacts on either side", style=palette.muted)
             table.add_row("", empty, *([""] * (len(table.columns) - 2)))
-        self._counts["artifacts"] = (matched, len(arts))
+        self._counts["artifacts"] = state_counts([x.state for x in arts])
         self._label_tabs()
         self._show_artifact_row(table.cursor_row)
 
@@ -481,15 +502,12 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             ("rel", "rel Δ"),
             ("first", "first ≠ step"),
             ("out", "leaves tol at"),
+            ("state", "judged"),
         ):
             table.add_column(label, key=key)
-        within = 0
-        for m in metrics:
-            timing = m.timing
-            ok: bool | None = None if timing else m.within_tol
-            within += bool(ok)
-            mark = Text("t", style=palette.muted) if timing else palette.mark(ok)
-            style = "" if ok or timing else palette.fg("error")
+        for m in metrics:  # the mark and colour are the state the comparison gave it
+            mark = Text("t", style=palette.muted) if m.timing else state_mark(palette, m.state)
+            style = state_style(palette, m.state)
             table.add_row(
                 mark,
                 safe(m.name, style=style),
@@ -498,18 +516,15 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 Text(number(m.abs_diff), style=style),
                 Text(number(m.rel_diff), style=style),
                 Text(number(m.first_step_differs)),
-                Text(
-                    number(m.first_step_out_of_tol),
-                    style=palette.fg("error") if m.first_step_out_of_tol is not None else "",
-                ),
+                Text(number(m.first_step_out_of_tol), style=style),
+                Text(words(m.state), style=style or palette.muted),
                 key=m.name,
             )
         if not metrics:
             table.add_row(
-                "", Text("no metrics on either side", style=palette.muted), "", "", "", "", "", ""
+                "", Text("no metrics on either side", style=palette.muted), *[""] * 7
             )
-        judged = sum(m.judged for m in metrics)
-        self._counts["metrics"] = (within, judged)
+        self._counts["metrics"] = state_counts([m.state for m in metrics])
         self._label_tabs()
         first = next(
             (m for m in metrics if m.first_step_out_of_tol is not None),
@@ -561,27 +576,73 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             times=[a.outputs.metric_times.get(name), b.outputs.metric_times.get(name)],
             band=[(float(p.step), p.lo, p.hi) for p in band.points] if band else None,
         )
+        self._plot_title(name, metric, band is not None, marker, out_of_tol, ha or hb)
+
+    def _plot_title(
+        self,
+        name: str,
+        metric: MetricDiff | None,
+        banded: bool,
+        marker: float | None,
+        out_of_tol: int | None,
+        histories: object,
+    ) -> None:
+        """The plot's title: the name and its state, the marked step first (it survives
+        80 columns), then the legend; under it, where the band's half-width was raised to
+        the numerical floor, that in words."""
+        assert self.view is not None
+        plot = self.query_one("#plot", LinePlot)
+        title = self.query_one("#plot-title", Static)
         palette = Palette.of(self.app)
-        t = Text()
-        t.append(f"{escape_control(name)}: ", style="bold")
-        t.append_text(plot.legend())  # B dashed, A solid: told apart without colour
-        if band is not None and leaves is None:
-            t.append("  inside the replicas' noise band throughout", style=palette.muted)
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f"{escape_control(name)}", style="bold")
+        if metric is not None and metric.state is not None and not metric.timing:
+            t.append(f" {words(metric.state)}", style=state_style(palette, metric.state) or "")
+        if plot.showing_distance:
+            t.append(" − replicas' mean", style="bold")
+        t.append(": ")
+        if banded and marker is None:
+            t.append("inside the noise band  ", style=palette.muted)
         elif marker is not None:
             kind = (
-                "leaves the noise band"
-                if band is not None
+                "leaves noise band"
+                if banded
                 else "leaves tolerance"
                 if out_of_tol is not None
                 else "first differs"
             )
-            t.append(f"  ┃ {kind} at step {number(marker)}", style=palette.fg("error", bold=True))
-        elif ha or hb:
-            t.append(
-                "  histories bitwise equal" if metric and metric.bitwise_equal else "",
-                style=palette.muted,
-            )
+            t.append(f"┃ {kind} at step {number(marker)}  ", style=palette.fg("error", bold=True))
+        elif histories and metric is not None and metric.bitwise_equal:
+            t.append("histories bitwise equal  ", style=palette.muted)
+        t.append_text(plot.legend())  # B dashed, A solid: told apart without colour
+        noise = self.view.comparison.noise
+        floored = noise is not None and any(
+            e.floored for e in noise.endpoints if e.metric == name
+        )
+        if floored and noise is not None:
+            from replay_tui.compare.noise_rule import floored_words
+
+            first = next(e for e in noise.endpoints if e.metric == name and e.floored)
+            t.append(f"\n{floored_words(first)}", style=palette.muted)
+        elif banded and not plot.showing_distance:
+            t.append("\nn: the distance from the replicas' mean", style=palette.muted)
         title.update(t)
+
+    def action_noise_view(self) -> None:
+        """Show the plotted metric as its distance from the replicas' mean, the band as
+        ±h around zero (and back)."""
+        plot = self.query_one("#plot", LinePlot)
+        if not plot.has_band:
+            self.notify("no noise band for this metric: no floor judged it", timeout=3)
+            return
+        plot.distance = not plot.distance
+        plot.refresh()
+        table = self.query_one("#metrics", DataTable)
+        row = table.cursor_row
+        if self.view is not None and 0 <= row < len(self.view.comparison.metrics):
+            keep = plot.distance
+            self._plot(self.view.comparison.metrics[row].name)
+            plot.distance = keep
 
     @on(DataTable.RowHighlighted, "#artifacts")
     def _artifact_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -691,7 +752,8 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             style=palette.muted,
         )
         for title, items in (
-            ("probable causes", c.probable_causes),
+            ("probable causes (what differs between the two runs)", c.probable_causes),
+            ("shared by both runs (not what tells them apart)", c.shared_causes),
             ("reasons", c.reasons),
             ("missing", c.missing),
         ):

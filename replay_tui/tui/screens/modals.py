@@ -107,6 +107,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("f", "fields: only differences / all"),
             ("up / down", "metrics: pick the history to plot"),
             ("b", "bisect: which difference makes B diverge (A good, B bad; two originals)"),
+            ("n", "metrics: the distance from the replicas' mean, the band as ±h (and back)"),
         ),
     ),
     (
@@ -163,9 +164,11 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("~", "a field differs; no effect on numbers expected"),
             ("?", "a field unknown on one side (a comparison's fields)"),
             ("·", "a field expected to differ (ids, times)"),
-            ("Artifacts (2/4 ✓)", "2 of 4 artifacts have the same sha256"),
-            ("Metrics (3/4 ✓)", "3 of 4 judged metrics within tolerance (t: timing, not judged)"),
-            ("✓ ✗ ?", "same or within tolerance / differs / not judged"),
+            ("Artifacts (2/4 ✓)", "2 of 4 judged artifacts reproduced (identical, within"
+             " tolerance or within noise)"),
+            ("Metrics (3/4 ✓)", "3 of 4 judged metrics reproduced (t: timing, not judged)"),
+            ("✓ ≈ ✗ ?", "identical or within tolerance / within noise / outside / missing"),
+            ("~ ·", "an artifact declared volatile (listed) / not judged (a log's bytes)"),
             ("· ▶ ✓ ✗ ■", "a replay's stage: pending / running / done / failed / cancelled"),
             ("[x] / [ ]", "the runs' critical-gaps box on (only runs with one) / off"),
         ),

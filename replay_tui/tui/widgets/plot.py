@@ -110,6 +110,21 @@ def time_at(step_series: Series, time_series: Series, step: float | None) -> flo
     return None
 
 
+def distance_view(
+    series: Sequence[Series], band: Band
+) -> tuple[list[Series], list[tuple[float, float, float]]]:
+    """Each series as its distance from the replicas' mean (the band's middle) at the
+    band's steps, and the band as ``±h`` around zero: a band of 0.1 % of the value fills
+    the plot instead of one row of it."""
+    mean = {float(x): (lo + hi) / 2 for x, lo, hi in band}
+    out = [
+        Series(s.label, [(x, y - mean[float(x)]) for x, y in s.points if float(x) in mean])
+        for s in series
+    ]
+    shade = [(float(x), lo - mean[float(x)], hi - mean[float(x)]) for x, lo, hi in band]
+    return out, shade
+
+
 def can_log(series: Sequence[Series]) -> bool:
     """Whether a log y axis can show every point (all values above zero)."""
     ys = [y for s in series for _, y in _finite(s.points)]
@@ -148,13 +163,15 @@ def render_plot(
     x_range: tuple[float, float] | None = None,
     band: Band | None = None,
     band_style: Style | None = None,
+    band_in_range: bool = False,
 ) -> Text:
     """The plot as Rich text of ``height`` lines, ``width`` cells each.
 
     ``log_y``: the y axis in log scale (points at or below zero are left out; the ticks
     read the values themselves).  ``x_range``: only the steps in it (a zoom).  ``band``:
     ``(x, lo, hi)`` shaded under the curves (it does not widen the y axis: a band far
-    wider than the curves is clipped to the plot).
+    wider than the curves is clipped to the plot), unless ``band_in_range`` (the distance
+    view: the band is what the plot is about, so it sets the y axis with the curves).
     """
     data = [_finite(s.points) for s in series]
     shade = [
@@ -175,6 +192,8 @@ def render_plot(
         return Text("no history recorded".center(width)[:width], style=axis)
     xs = [p[0] for p in pts]
     ys = [p[1] for p in pts]
+    if band_in_range:
+        ys += [v for _, lo, hi in shade for v in (lo, hi)]
     xmin, xmax, ymin, ymax = min(xs), max(xs), min(ys), max(ys)
     if x_range is not None:
         xmin, xmax = x_range
@@ -402,6 +421,9 @@ class LinePlot(Widget, can_focus=True):
         self.zoomed = False
         self.wall_time = False
         """The x axis shows the wall time (when every series has one) instead of steps."""
+        self.distance = False
+        """Each curve as its distance from the replicas' mean, the band as ±h around 0
+        (``distance_view``; only with a band, by step, on a linear axis)."""
 
     def set_data(
         self,
@@ -420,6 +442,15 @@ class LinePlot(Widget, can_focus=True):
         self.zoomed = False
         self.refresh()
         self.refresh_bindings()
+
+    @property
+    def showing_distance(self) -> bool:
+        """Whether the distance view is drawn now (asked for, with a band, by step)."""
+        return self.distance and bool(self._band) and not self.showing_time
+
+    @property
+    def has_band(self) -> bool:
+        return bool(self._band)
 
     @property
     def showing_time(self) -> bool:
@@ -459,7 +490,8 @@ class LinePlot(Widget, can_focus=True):
             t.append(f"{SOLID_GLYPH} both", style=self.get_component_rich_style("lineplot--both"))
         if self._band:
             band_style = self.get_component_rich_style("lineplot--band")
-            t.append(f"  {BAND_GLYPH} replicas' noise band", style=band_style)
+            words = "±h band" if self.showing_distance else "replicas' noise band"
+            t.append(f"  {BAND_GLYPH} {words}", style=band_style)
         t.rstrip()
         return t
 
@@ -494,6 +526,9 @@ class LinePlot(Widget, can_focus=True):
 
     def render(self) -> Text:
         series, marker = self._shown()
+        band: Band | None = None if self.showing_time else self._band
+        if self.showing_distance:
+            series, band = distance_view(series, self._band)
         return render_plot(
             series,
             self.size.width,
@@ -508,8 +543,9 @@ class LinePlot(Widget, can_focus=True):
             marker=marker,
             axes=self._axes,
             x_title="wall time (s)" if self.showing_time else "step",
-            log_y=self.showing_log,
+            log_y=self.showing_log and not self.showing_distance,
             x_range=self.x_range,
-            band=None if self.showing_time else self._band,
+            band=band,
             band_style=self.get_component_rich_style("lineplot--band"),
+            band_in_range=self.showing_distance,
         )

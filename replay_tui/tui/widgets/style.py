@@ -141,6 +141,47 @@ class Palette:
         )
 
 
+STATE_MARK = {
+    "identical": "✓",
+    "within_tolerance": "✓",
+    "within_noise": "≈",
+    "outside_noise": "✗",
+    "outside_tolerance": "✗",
+    "missing": "?",
+    "volatile": "~",
+    "not_judged": "·",
+}
+"""A judged item's mark by its state (``compare.states``): within noise is its own mark."""
+STATE_COLOUR = {
+    "identical": "success",
+    "within_tolerance": "success",
+    "within_noise": VERDICT_COLOUR["WITHIN_NOISE"],
+    "outside_noise": "error",
+    "outside_tolerance": "error",
+    "missing": "warning",
+}
+"""The colour of a state: within noise in the colour of the verdict WITHIN_NOISE (a
+reproduced colour), never the error's."""
+
+
+def state_mark(palette: Palette, state: str | None) -> Text:
+    """The mark of an item's state in its colour (muted for one not judged)."""
+    if state is None:
+        return Text("?", style=palette.fg("warning", bold=True))
+    colour = STATE_COLOUR.get(state)
+    style = palette.fg(colour, bold=True) if colour else palette.muted
+    return Text(STATE_MARK.get(state, "?"), style=style)
+
+
+def state_style(palette: Palette, state: str | None) -> Style | str:
+    """How a cell of an item in ``state`` is coloured: only a failure in the error's."""
+    if state in ("outside_noise", "outside_tolerance"):
+        return palette.fg("error")
+    if state == "missing":
+        return palette.fg("warning")
+    return ""
+
+
 def safe(value: object, style: StyleType = "", **kwargs: Any) -> Text:
     """``value`` from outside as a Rich ``Text``: its control characters (ESC, C1, bidi
     overrides) shown as visible escapes, its brackets as they are (a ``Text`` is never

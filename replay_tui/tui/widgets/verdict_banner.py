@@ -65,12 +65,16 @@ class VerdictBanner(Static):
     VerdictBanner.-incomplete { background: $warning-muted; color: $text-warning; }
     """
 
-    def show(self, verdict: str | None, subtitle: str = "", *, compact: bool = False) -> None:
+    def show(
+        self, verdict: str | None, subtitle: str = "", *, compact: bool = False, tiny: bool = False
+    ) -> None:
+        """``compact``: the word in one line; ``tiny`` (a short screen): the word and each
+        subtitle line cut to one row, never wrapped."""
         word = (verdict or "…").upper()
         for v in ("identical", "equivalent", "within_noise", "diverged", "incomplete"):
             self.set_class(word.lower() == v, f"-{v}")
-        text = Text(justify="center")
-        if compact or not all(c in GLYPHS for c in word.replace("_", " ")):
+        text = Text(justify="center", no_wrap=tiny, overflow="ellipsis")
+        if compact or tiny or not all(c in GLYPHS for c in word.replace("_", " ")):
             text.append(f"━━ {escape_control(word)} ━━", style="bold")
         else:
             text.append("\n".join(block_letters(word)), style="bold")
