@@ -180,9 +180,8 @@ def read_outputs(
     from replay_tui.door import Refused
 
     f = Findings()
-    base = cwd.resolve()
     for rel in candidates(cwd, patterns, artifacts, metrics_file):
-        if before is not None and stale.stale_reason(base, rel, before) is not None:
+        if before is not None and stale.stale_reason(cwd, rel, before) is not None:
             continue
         kind = kind_of(rel)
         assert kind is not None
