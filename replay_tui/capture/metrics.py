@@ -117,9 +117,12 @@ def read_metrics_file(root: Path, rel: str) -> MetricSeries:
     JSONL: one object per line, either ``{"name": n, "step": s, "value": v}`` or
     ``{"step": s, "loss": v, "acc": w}``.
     """
+    from replay_tui.capture.frameworks import kind_of
     from replay_tui.door import read_under_or_none
 
     out = MetricSeries()
+    if kind_of(rel):  # a framework's file (trainer_state.json...): read as that format
+        return out  # by replay_tui.capture.frameworks, never as plain JSON
     raw = read_under_or_none(root, rel, "metrics file")
     if raw is None:
         return out

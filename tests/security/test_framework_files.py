@@ -132,3 +132,13 @@ def test_an_empty_metrics_file_is_a_gap_naming_it() -> None:
     d["outputs"]["metric_files_unread"] = {"out/v/metrics.csv": "no metric in it"}
     (gap,) = [g for g in evaluate(manifest_from_data(d)) if g.code == "METRICS_SOURCE_EMPTY"]
     assert "out/v/metrics.csv" in gap.message and "no metric in it" in gap.message
+
+
+def test_metrics_file_naming_a_trainer_state_reads_it_as_one(tmp_path: Path) -> None:
+    from replay_tui.capture.metrics import read_metrics_file
+
+    state = b'{"logging_steps": 2, "max_steps": 6, "log_history": [{"loss": 1.5, "step": 2}]}'
+    (tmp_path / "trainer_state.json").write_bytes(state)
+    assert read_metrics_file(tmp_path, "trainer_state.json").finals == {}  # no settings
+    f = read_outputs(tmp_path, [], [], metrics_file="trainer_state.json")
+    assert f.files["trainer_state.json"].points == {"loss": [(2, 1.5, None)]}
