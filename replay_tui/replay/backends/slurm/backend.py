@@ -25,7 +25,7 @@ from replay_tui.replay.backends import Backend, BackendOption, OptionValues
 
 if TYPE_CHECKING:
     from replay_tui.capture import probes
-    from replay_tui.replay.backends.slurm.engine import SlurmOptions
+    from replay_tui.replay.backends.slurm.engine import NodeWalls, SlurmOptions
     from replay_tui.replay.context import Prepared, ReplayContext
     from replay_tui.replay.plan import ReplayOptions
     from storage.store import RunStore
@@ -115,6 +115,62 @@ def slurm_options(values: OptionValues, env: Mapping[str, str] | None = None) ->
     return SlurmOptions.from_env(e, **given)
 
 
+def node_walls(
+    ctx: ReplayContext, sandbox: Any, mounts: list[Any]
+) -> tuple[Any, NodeWalls, list[str]]:
+    """The container's user (as the docker backend chooses it: never root when it can be
+    avoided) and what the job script bounds on the node: the output folders (or the
+    whole checkout when the run writes at its top) and the handoff folder, each a tmpfs
+    of ``--output-size``; memory and CPUs, where not given, are sized there from the
+    job's allocation (the recorded CPU count, capped at the CPUs Slurm gave the job)."""
+    import dataclasses
+
+    from replay_tui.replay.backends.docker import walls as w
+    from replay_tui.replay.backends.docker.backend import output_bytes
+    from replay_tui.replay.backends.slurm.engine import NodeWalls
+
+    plan = ctx.plan
+    assert ctx.worktree is not None and ctx.cwd is not None
+    notes: list[str] = []
+    uid, gid = w.choose_user(None, plan.options.container_user)
+    me = (os.geteuid(), os.getegid())
+    unreadable = [
+        m.source
+        for m in mounts
+        if m.kind == "bind"
+        and m.read_only
+        and m.source
+        and not w.readable_by(Path(m.source), uid, gid)
+        and not Path(m.source).is_relative_to(ctx.worktree.path)
+    ]
+    if (uid, gid) != me and plan.options.container_user is None and unreadable:
+        notes.append(
+            f"runs as uid {me[0]}: {unreadable[0]} cannot be read by uid {uid}"
+            " (make it readable by others to replay as a non-root user)"
+        )
+        uid, gid = me
+    top_level = any("/" not in a.path for a in plan.original.outputs.artifacts)
+    folders = (
+        [ctx.worktree.path] if top_level else w.outermost(ctx.cwd / d for d in plan.output_dirs)
+    )
+    if not top_level and (uid, gid) != me:
+        w.open_to_others(ctx.worktree.path)  # read-only to the container's user
+    size = output_bytes(plan)
+    walls = NodeWalls(
+        uid,
+        gid,
+        tuple(str(f) for f in folders),
+        size,
+        want_cpus=plan.original.hardware.cpu_count,
+    )
+    notes.append(
+        f"walls on the node: user {uid}:{gid}, memory {sandbox.memory_limit or 'from the job'},"
+        f" CPUs {f'{sandbox.cpus:g}' if sandbox.cpus else 'from the job'},"
+        f" {len(folders)} writable folder(s) of {size} bytes"
+    )
+    return dataclasses.replace(sandbox, user=f"{uid}:{gid}"), walls, notes
+
+
 class SlurmBackend(Backend):
     name = "slurm"
     summary = "image by digest, sandboxed, as a Slurm batch job"
@@ -153,11 +209,14 @@ class SlurmBackend(Backend):
         sopts = slurm_options(opts.backend_options)
         spool = spool_dir(sopts, ctx.store.path)
         ctx.emit("pull", "start", f"{plan.image} (pulled by the compute node)")
+        # memory and CPUs as given; where not, the job script sizes them on the node
         sandbox = replay_sandbox(plan)
         gpus = sandbox.gpus
+        mounts = replay_mounts(ctx)
+        sandbox, walls, wall_notes = node_walls(ctx, sandbox, mounts)
         container = dk.DockerExecutor(
             plan.image,  # by digest: the node pulls exactly this image
-            replay_mounts(ctx),
+            mounts,
             container_workdir(plan.workdir),
             sandbox,
         )
@@ -176,6 +235,7 @@ class SlurmBackend(Backend):
             memory=slurm_memory(opts.memory_limit) if opts.memory_limit else None,
             image_info=image,  # the same dict: the job's `docker image inspect` fills it in
             probe_cache=ctx.store.path.parent / "image-probes",
+            walls=walls,
         )
         where = ", ".join(
             f"{k} {v}"
@@ -187,7 +247,7 @@ class SlurmBackend(Backend):
             )
             if v
         )
-        notes = [f"spool {spool}"]
+        notes = [f"spool {spool}", *wall_notes]
         if gpus:
             notes.append(f"requesting --gres=gpu:{gpus} (the recorded GPU count)")
         msg = f"Slurm job for {plan.image}" + (f" ({where})" if where else "")

@@ -356,6 +356,8 @@ def docker_cli_args(kwargs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             args += ["--memory", str(value)]
         elif key == "memswap_limit":
             args += ["--memory-swap", str(value)]
+        elif key == "nano_cpus":
+            args += ["--cpus", f"{int(value) / 1e9:g}"]
         elif key == "device_requests":
             for req in value:
                 caps = [c for group in (req.get("Capabilities") or []) for c in group]
@@ -400,7 +402,10 @@ trap 'stop SIGTERM' TERM
 trap 'stop SIGINT' INT
 GPUS=()
 {gpus}
-docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" \\
+WALLS=()
+unbound() {{ :; }}
+{walls}
+docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" "${{WALLS[@]}}" \\
 {docker_args} \\
   {image} \\
 {command} \\
@@ -408,6 +413,7 @@ docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" \\
 pid=$!
 wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
+unbound
 date -u +%s.%N > end
 docker image inspect --format '{{{{json .}}}}' {image} > image.json 2>/dev/null || true
 # What the image holds, with a MAC keyed by this job's secret (only this script and
@@ -425,6 +431,136 @@ fi
 echo "$rc" > exit_code.tmp && mv -f exit_code.tmp exit_code
 exit "$rc"
 """
+
+
+_WALLS = """\
+# The walls (replay_tui.replay.backends.docker.walls), sized here on the node: memory
+# and CPUs from this job's allocation unless given, the container's user, and each
+# folder it may write a tmpfs of a fixed size mounted here (root only), its content
+# copied back onto the shared folder underneath when the container has ended.
+U={uid}; G={gid}; MEM={memory}; CPUS={cpus}; WANT={want}
+if [ -z "$MEM" ]; then
+  if [ "${{SLURM_MEM_PER_NODE:-0}}" -ge 6 ] 2>/dev/null; then MEM="${{SLURM_MEM_PER_NODE}}m"
+  else MEM="$(( $(awk '/^MemTotal:/ {{print $2}}' /proc/meminfo) / 2048 ))m"; fi
+  WALLS+=(--memory "$MEM" --memory-swap "$MEM")
+fi
+if [ -z "$CPUS" ]; then
+  have=$(nproc)
+  given=${{SLURM_CPUS_ON_NODE:-0}}
+  if [ "$given" -ge 1 ] 2>/dev/null && [ "$given" -lt "$have" ]; then have=$given; fi
+  CPUS=${{WANT:-$have}}
+  if [ "$CPUS" -gt "$have" ]; then CPUS=$have; fi
+  WALLS+=(--cpus "$CPUS")
+fi
+read -ra me < <(sed 's/.*) //' /proc/$$/stat)
+TAG="replay-tui-walls.$$.${{me[19]}}"
+BOUND=()
+bound() {{  # FOLDER SIZE: a tmpfs of SIZE bytes over FOLDER, what it held copied in
+  local d=$1 stash rc
+  stash=$(mktemp -d "${{d%/}}.walls-XXXXXX") || return 1
+  if ! cp -a -- "$d/." "$stash/" \\
+    || ! mount -t tmpfs -o "size=$2,mode=0700,uid=$U,gid=$G,nosuid,nodev" "$TAG" "$d"; then
+    rm -rf -- "$stash"; return 1
+  fi
+  if cp -a -- "$stash/." "$d/" && chown -R -h -- "$U:$G" "$d"; then BOUND+=("$d"); rc=0
+  else umount -- "$d" 2>/dev/null || umount --lazy -- "$d"; rc=1; fi  # over its bound
+  rm -rf -- "$stash"; return $rc
+}}
+unbound() {{  # what each folder holds, back on the folder underneath; then unmounted
+  local i d stash p s
+  for (( i=${{#BOUND[@]}}-1; i>=0; i-- )); do
+    d=${{BOUND[i]}}
+    stash=$(mktemp -d "${{d%/}}.walls-XXXXXX") && cp -a -- "$d/." "$stash/"
+    umount -- "$d" 2>/dev/null || umount --lazy -- "$d"
+    if [ -n "$stash" ] && [ -d "$stash" ]; then
+      # underneath: no link is left to write through, nor what the run removed or
+      # replaced by another kind; a file it did not touch keeps its identity (cp -u)
+      find "$d" -mindepth 1 -depth -print0 | while IFS= read -r -d '' p; do
+        s="$stash/${{p#"$d"/}}"
+        if [ -L "$p" ] || [ -L "$s" ] || {{ [ -d "$p" ] && [ ! -d "$s" ]; }} \\
+          || {{ [ ! -d "$p" ] && [ ! -f "$s" ]; }}; then rm -rf -- "$p"; fi
+      done
+      cp -a -u -- "$stash/." "$d/"; rm -rf -- "$stash"
+    fi
+  done
+  BOUND=()
+}}
+FOLDERS=({folders})
+OUTPUT_BYTES=null
+WHY=
+if [ "$(id -u)" != 0 ]; then WHY="mounting a size-bounded folder needs root"
+elif ! command -v mount >/dev/null || ! command -v umount >/dev/null; then
+  WHY="mount(8) is not on PATH"
+else
+  for f in "${{FOLDERS[@]}}"; do
+    bound "$f" {size} || {{ WHY="cannot mount a {size}-byte tmpfs over an output folder"; break; }}
+  done
+  if [ -z "$WHY" ]; then
+    bound {handoff} {handoff_bytes} || WHY="cannot bound the handoff folder"
+  fi
+  if [ -n "$WHY" ]; then unbound; else OUTPUT_BYTES={size}; fi
+fi
+if [ -n "$WHY" ] && [ "$(id -u)" = 0 ]; then  # plain folders, the container's user's
+  for f in "${{FOLDERS[@]}}" {handoff}; do chown -R -h -- "$U:$G" "$f"; done
+fi
+printf '{{"memory_limit": "%s", "cpus": %s, "output_bytes": %s, "not_bounded": "%s"}}\\n' \\
+  "$MEM" "$CPUS" "$OUTPUT_BYTES" "$WHY" > walls.json
+"""
+
+
+@dataclass(frozen=True)
+class NodeWalls:
+    """What the job script needs to raise the walls on the node: the container's user,
+    the folders it may write (bounded at ``size`` bytes each), the recorded CPU count
+    (capped there at the job's allocation) and whether memory and CPUs were given."""
+
+    uid: int
+    gid: int
+    folders: tuple[str, ...]
+    size: int
+    want_cpus: int | None = None
+
+
+def walls_block(walls: NodeWalls, handoff: Path, memory: str | None, cpus: float | None) -> str:
+    """The job script's lines that raise ``walls`` (see :data:`_WALLS`)."""
+    from replay_tui.replay.backends.docker.walls import HANDOFF_BYTES
+
+    return _WALLS.format(
+        uid=int(walls.uid),
+        gid=int(walls.gid),
+        memory=shlex.quote(memory or ""),
+        cpus=shlex.quote(f"{cpus:g}" if cpus else ""),
+        want=int(walls.want_cpus) if walls.want_cpus else "",
+        folders=" ".join(shlex.quote(f) for f in walls.folders),
+        size=int(walls.size),
+        handoff=shlex.quote(str(handoff)),
+        handoff_bytes=HANDOFF_BYTES,
+    )
+
+
+_WALL_MEMORY = re.compile(r"^[0-9]{1,12}[bkmg]?$")
+
+
+def read_walls(raw: bytes) -> dict[str, Any]:
+    """The walls the job script says it raised (``walls.json``, untrusted: a file in the
+    spool), checked field by field; what does not check is left out."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("walls.json is not an object")
+    got: dict[str, Any] = {}
+    mem = data.get("memory_limit")
+    if isinstance(mem, str) and _WALL_MEMORY.match(mem):
+        got["memory_limit"] = mem
+    cpus = data.get("cpus")
+    if isinstance(cpus, (int, float)) and not isinstance(cpus, bool) and 0 < cpus <= 1 << 16:
+        got["cpus"] = float(cpus)
+    size = data.get("output_bytes")
+    if isinstance(size, int) and not isinstance(size, bool) and 0 < size < 1 << 62:
+        got["output_bytes"] = size
+    why = data.get("not_bounded")
+    if isinstance(why, str) and why and why.isprintable():
+        got["not_bounded"] = why[:300]
+    return got
 
 
 def _lines(words: Sequence[str], indent: str = "  ") -> str:
@@ -458,6 +594,7 @@ def job_script(
     want_probe: bool,
     gpus: bool,
     token: str,
+    walls: str = "# no walls asked for",
 ) -> str:
     args = list(docker_args)
     if "--gpus" in args:  # the job's allocated GPUs, not every GPU of the node
@@ -473,6 +610,7 @@ def job_script(
         jobdir=shlex.quote(str(jobdir)),
         token=shlex.quote(token),
         gpus=gpu_lines,
+        walls=walls,
         docker_args=_lines(args),
         image=shlex.quote(image),
         command=_lines(list(command), "  "),
@@ -771,6 +909,26 @@ class SlurmExecutor:
     probe_cache: Path | None = None
     """Where this host keeps what an image holds (Python, packages, OS), by image digest:
     beside the store, never in the spool.  A job probes only an image not in it."""
+    walls: NodeWalls | None = None
+    """The walls the job script raises on the node (None: only the container's flags)."""
+    node_walls: dict[str, Any] = field(default_factory=dict)
+    """The walls the job script says it raised (``walls.json``, checked)."""
+
+    @property
+    def sandbox_info(self) -> dict[str, Any]:
+        """The walls as the replay manifest records them (``ReplayInfo.sandbox``): the
+        memory and CPUs the node gave the container, its user, each folder's bound."""
+        if self.walls is None:
+            return {}
+        sb = self.container.sandbox
+        got = self.node_walls
+        return {
+            "memory_limit": got.get("memory_limit") or sb.memory_limit,
+            "cpus": got.get("cpus") or sb.cpus,
+            "user": sb.user or f"{os.getuid()}:{os.getgid()}",
+            "pids_limit": sb.pids_limit,
+            "output_bytes": got.get("output_bytes"),
+        }
 
     def _probe_key(self) -> str | None:
         image = str(self.container.image)
@@ -887,6 +1045,9 @@ class SlurmExecutor:
             argv += [f"--gres=gpu:{self.gpus}"]
         if self.memory:
             argv += ["--mem", self.memory]
+        cpus = getattr(self.container.sandbox, "cpus", None)
+        if cpus:  # --cpus: the job is allocated as many, and the container gets them
+            argv += ["--cpus-per-task", str(max(1, math.ceil(cpus)))]
         argv += list(o.sbatch_args)
         argv.append(str(script))
         return argv
@@ -913,6 +1074,14 @@ class SlurmExecutor:
             args, command = docker_cli_args(kwargs)
         except ValueError as e:
             raise InfraError(f"cannot express the sandbox as docker run flags: {e}") from None
+        walls = "# no walls asked for"
+        if self.walls is not None:
+            sb = self.container.sandbox
+            if (self.walls.uid, self.walls.gid) != (os.geteuid(), os.getegid()):
+                from replay_tui.replay.backends.docker.walls import open_to_others
+
+                open_to_others(job.path / "sdk")  # in the job's 0700 folder: others stop there
+            walls = walls_block(self.walls, spec.handoff_dir, sb.memory_limit, sb.cpus)
         script = job.path / "job.sh"
         text = job_script(
             job.path,
@@ -922,6 +1091,7 @@ class SlurmExecutor:
             want_probe=self._cached_probe() is None,
             gpus=self.gpus > 0,
             token=job.token,
+            walls=walls,
         )
         job.create("job.sh", text, mode=0o700)
         argv = self.sbatch_argv(job.path, script, spec.timeout_s)
@@ -1100,6 +1270,9 @@ class SlurmExecutor:
             self.job_info["reason"] = st.reason
 
     def _read_node_files(self, job: JobFolder) -> None:
+        if self.walls is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.node_walls = read_walls(job.read("walls.json"))
         with contextlib.suppress(OSError, ValueError, AttributeError):
             where = json.loads(job.read("where.json"))
             if isinstance(where.get("node"), str) and where["node"].isprintable():
