@@ -47,21 +47,57 @@ if TYPE_CHECKING:
     metavar="ID",
     help="The replay whose verdict the bundle carries (default: the latest completed one).",
 )
+@click.option(
+    "--model-files",
+    "model_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Also write the run's model files (its artifacts, from the store's copies) into"
+    " the new folder DIR, for `model_signing verify key` against the bundle's model.sig.",
+)
 @json_option
 @click.pass_obj
 @handled
 def export(
-    obj: Ctx, run: str, out: Path, key: Path | None, replay_ref: str | None, as_json: bool
+    obj: Ctx,
+    run: str,
+    out: Path,
+    key: Path | None,
+    replay_ref: str | None,
+    model_dir: Path | None,
+    as_json: bool,
 ) -> None:
-    """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signature."""
+    """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signatures
+    (the bundle's own statement, SLSA provenance, a model signature), ML-BOM."""
     from replay_tui.evidence.export import describe_export, export_bundle
+    from replay_tui.evidence.modelsig import export_model_files, model_target
 
+    if model_dir is not None:
+        model_dir = model_target(model_dir)
     res = export_bundle(obj.store, run, out, key_path=key, replay=replay_ref)
+    folder = None
+    if model_dir is not None:
+        from storage.objects import ObjectStore
+
+        manifest = obj.store.manifest(res.run_id)
+        folder = export_model_files(ObjectStore.beside(obj.store.path).root, manifest, model_dir)
     if as_json:
-        echo_json(res.to_dict())
+        body = res.to_dict()
+        if folder is not None:
+            body["model_files"] = {"path": str(folder.path), "files": folder.files}
+        echo_json(body)
         return
     for line in describe_export(res, key):  # the TUI's export says the same
         click.echo(line)
+    if folder is not None:
+        click.echo(f"  model files: {folder.files} written to {folder.path}")
+        if res.model_signed:
+            pub = _public_half(key) if key is not None else Path("KEY.pub")
+            click.echo(
+                f"  check them with: model_signing verify key --signature"
+                f" {res.path}/model.sig --public_key {pub} {folder.path}"
+            )
 
 
 def _public_half(private: Path) -> Path:

@@ -13,6 +13,8 @@ Layout::
     report.md, report.html         the human report (the page is standalone)
     signer.pub                     the public key (when signed)
     provenance.slsa.intoto.jsonl   DSSE envelope of the SLSA v1 provenance (``slsa.py``)
+    model.sig                      OpenSSF model signature of the run's model files
+                                   (``modelsig.py``; when signed with an ECDSA key)
     SHA256SUMS                     sha256 of every file above (``sha256sum -c``)
     provenance.intoto.jsonl        DSSE envelope of an in-toto Statement v1
 
@@ -32,8 +34,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
+
 from replay_tui.errors import BadInput
-from replay_tui.evidence import checksums, keys, report, slsa
+from replay_tui.evidence import checksums, keys, modelsig, report, slsa
 from replay_tui.evidence.gather import Evidence, gather, log_bytes
 from replay_tui.evidence.statement import (
     ENVELOPE_NAME,
@@ -63,6 +67,8 @@ class ExportResult:
     ledger_head: str | None = None  # the store's ledger head when exported (an anchor)
     verdict_text: str = ""
     """The verdict as printed (``Evidence.verdict_text``): says why there is none."""
+    model_signed: bool = False
+    """The bundle holds an OpenSSF model signature (``model.sig``) of the model files."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +82,7 @@ class ExportResult:
             "sha256sums_sha256": self.sums_sha256,
             "ledger_head": self.ledger_head,
             "bundle_id": self.bundle_id,
+            "model_signed": self.model_signed,
         }
 
 
@@ -249,6 +256,11 @@ def export_bundle(
             slsa.SLSA_PREDICATE_TYPE,
         )
         _write(tmp, slsa.SLSA_NAME, envelope_bytes(envelope(slsa_statement, private_key)))
+        model_sig = None
+        if isinstance(private_key, ec.EllipticCurvePrivateKey):  # model_signing: ECDSA only
+            model_sig = modelsig.sign_model(m, private_key)
+            if model_sig is not None:
+                _write(tmp, modelsig.MODEL_SIG_NAME, model_sig)
         names, _ = checksums.bundle_files(tmp)
         sums = checksums.render(checksums.hash_files(tmp, names))
         _write(tmp, checksums.SUMS_NAME, sums)
@@ -292,6 +304,7 @@ def export_bundle(
         bid,
         ledger_head=head,
         verdict_text=ev.verdict_text(),
+        model_signed=model_sig is not None,
     )
 
 

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from securesystemslib.dsse import Envelope
 
 from replay_tui.door import LIMITS, Refused, open_under, read_under
 from replay_tui.errors import BadInput, ReplayTuiError
-from replay_tui.evidence import checksums, keys
+from replay_tui.evidence import checksums, keys, modelsig
 from replay_tui.evidence.slsa import SLSA_NAME, SLSA_PREDICATE_TYPE
 from replay_tui.evidence.statement import (
     ENVELOPE_NAME,
@@ -262,6 +264,7 @@ def verify_bundle(
     replays = _dig(predicate, "replay", "replays")
     chk.replays = len(replays) if isinstance(replays, list) else 0
     chk.statements.append(_check_slsa(path, chk, stmt))
+    chk.statements.append(_check_model_sig(path, chk, stmt))
     # -- the checksum list, against the statement
     raw_sums = _read(path, checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
     listed: dict[str, str] = {}
@@ -531,4 +534,57 @@ def _check_slsa(path: Path, chk: BundleCheck, main: dict[str, Any] | None) -> St
         True,
         True,
         f"{_how_signed(chk)}; same subjects and run as the bundle's statement",
+    )
+
+
+def _check_model_sig(path: Path, chk: BundleCheck, main: dict[str, Any] | None) -> StatementCheck:
+    """``model.sig``: signed by the bundle's (ECDSA) key, naming exactly the model files
+    of the manifest the bundle's statement signs."""
+    name, ptype = modelsig.MODEL_SIG_NAME, modelsig.MODEL_PREDICATE_TYPE
+    raw = _read(path, name, modelsig.MAX_MODEL_SIG_BYTES, chk)
+    if raw is None:
+        why = (
+            "absent: the bundle is not signed"
+            if not chk.signed
+            else "absent: model_signing takes ECDSA keys only, and this bundle's key is Ed25519"
+            if isinstance(chk.signing_key, Ed25519PublicKey)
+            else "absent: the run has no hashed model files, or the bundle predates it"
+        )
+        return StatementCheck(name, ptype, False, False, why)
+
+    def not_checked(detail: str, problem: Problem | None = None) -> StatementCheck:
+        if problem is not None:
+            chk.problems.append(problem)
+        return StatementCheck(name, ptype, True, False, detail)
+
+    if raw == b"":
+        return not_checked("it could not be read")
+    key = chk.signing_key
+    if not chk.signed:
+        return not_checked(
+            "present while the bundle is not signed",
+            Problem(name, "added", "a model signature in a bundle that is not signed"),
+        )
+    if key is None:
+        return not_checked("the bundle's own signature did not check, so neither did this")
+    if not isinstance(key, ec.EllipticCurvePublicKey):
+        return not_checked(
+            "beside an Ed25519 signature",
+            Problem(name, "signature", "an Ed25519-signed bundle has no model signature"),
+        )
+    if main is None:
+        return not_checked("the bundle's statement could not be read")
+    artifacts = _dig(main, "predicate", "manifest", "outputs", "artifacts")
+    try:
+        n = modelsig.check_model_signature(raw, key, artifacts)
+    except modelsig.ModelSignatureError as e:
+        kind: ProblemKind = "signature" if "signature" in str(e) or "key" in str(e) else "changed"
+        return not_checked("it does not check", Problem(name, kind, str(e)))
+    return StatementCheck(
+        name,
+        ptype,
+        True,
+        True,
+        f"{_how_signed(chk)}; names the {n} model file(s) of the signed manifest"
+        " (model_signing verify key checks the files)",
     )

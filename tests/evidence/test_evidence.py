@@ -100,6 +100,7 @@ def test_exported_bundle_verifies_and_is_recorded(
             "gaps.json",
             f"logs/{replay_id}.log",
             "manifest.json",
+            "model.sig",
             "provenance.slsa.intoto.jsonl",
             f"replays/{replay_id}.json",
             "report.html",
@@ -172,7 +173,7 @@ def test_flipping_one_byte_in_any_file_fails_naming_it(
     bundle: Path, keypair: tuple[Path, Path], tmp_path: Path
 ) -> None:
     files = _files(bundle)
-    assert len(files) == 11
+    assert len(files) == 12
     for name in files:
         size = (bundle / name).stat().st_size
         for offset in sorted({0, size // 2, size - 1}):
