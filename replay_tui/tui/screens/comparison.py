@@ -30,6 +30,7 @@ from replay_tui.tui.widgets.footer import LeanFooter
 from replay_tui.tui.widgets.plot import LinePlot, Series
 from replay_tui.tui.widgets.style import (
     Palette,
+    cut,
     fit,
     number,
     plain,
@@ -77,10 +78,9 @@ def artifact_result(x: ArtifactDiff) -> str:
     """One artifact row's outcome in words: its state (``compare.states``), then what
     was seen."""
     seen = _artifact_seen(x)
-    state = words(x.state)
-    if x.state in ("identical", "not_judged", None) or seen == state:
-        return seen
-    return f"{state}: {seen}"
+    if x.state not in ("within_noise", "outside_noise", "volatile"):
+        return seen  # the words say it (same sha256, bytes differ, only in B ...)
+    return f"{words(x.state)}: {seen}"
 
 
 def _artifact_seen(x: ArtifactDiff) -> str:
@@ -212,12 +212,13 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 else ""
             )
         )
-        if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
-            sub = f"{c.headline}\n{sub}"  # DIVERGED: its first reason, in the same words
         compact = self.app.size.height < 30
+        if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
+            head = c.headline  # DIVERGED: its first reason, in the same words
+            sub = f"{cut(head, self.app.size.width - 6) if compact else head}\n{sub}"
         tiny = self.app.size.height < 24  # 60x20: the header keeps to 4 rows of 20
         if tiny:
-            sub = c.headline if c.verdict in MEANING else sub.splitlines()[-1]
+            sub = sub.splitlines()[0]  # the headline alone
         banner = self.query_one(VerdictBanner)
         banner.show(c.verdict, sub, compact=compact, tiny=tiny)  # escapes
         # What the manifests already explain a divergence by leads (no seed recorded...).
@@ -521,9 +522,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
                 key=m.name,
             )
         if not metrics:
-            table.add_row(
-                "", Text("no metrics on either side", style=palette.muted), *[""] * 7
-            )
+            table.add_row("", Text("no metrics on either side", style=palette.muted), *[""] * 7)
         self._counts["metrics"] = state_counts([m.state for m in metrics])
         self._label_tabs()
         first = next(
@@ -616,14 +615,13 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             t.append("histories bitwise equal  ", style=palette.muted)
         t.append_text(plot.legend())  # B dashed, A solid: told apart without colour
         noise = self.view.comparison.noise
-        floored = noise is not None and any(
-            e.floored for e in noise.endpoints if e.metric == name
-        )
+        floored = noise is not None and any(e.floored for e in noise.endpoints if e.metric == name)
         if floored and noise is not None:
             from replay_tui.compare.noise_rule import floored_words
 
             first = next(e for e in noise.endpoints if e.metric == name and e.floored)
-            t.append(f"\n{floored_words(first)}", style=palette.muted)
+            label = "final" if first.endpoint == "final" else "tail mean"
+            t.append(f"\n{label}: {floored_words(first)}", style=palette.muted)
         elif banded and not plot.showing_distance:
             t.append("\nn: the distance from the replicas' mean", style=palette.muted)
         title.update(t)
