@@ -15,6 +15,7 @@ Layout::
     provenance.slsa.intoto.jsonl   DSSE envelope of the SLSA v1 provenance (``slsa.py``)
     model.sig                      OpenSSF model signature of the run's model files
                                    (``modelsig.py``; when signed with an ECDSA key)
+    bom.cdx.json                   CycloneDX 1.6 ML-BOM: model, datasets, packages, verdict
     SHA256SUMS                     sha256 of every file above (``sha256sum -c``)
     provenance.intoto.jsonl        DSSE envelope of an in-toto Statement v1
 
@@ -37,7 +38,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from replay_tui.errors import BadInput
-from replay_tui.evidence import checksums, keys, modelsig, report, slsa
+from replay_tui.evidence import checksums, keys, mlbom, modelsig, report, slsa
 from replay_tui.evidence.gather import Evidence, gather, log_bytes
 from replay_tui.evidence.statement import (
     ENVELOPE_NAME,
@@ -239,8 +240,14 @@ def export_bundle(
             data = log_bytes(store, lm)
             if data is not None:
                 _write(tmp, f"logs/{lm.run_id}.log", data)
-        _write(tmp, "report.md", report.markdown(ev, exported_at).encode())
-        _write(tmp, "report.html", report.html_page(ev, exported_at).encode())
+        audit = report.Audit(  # what an auditor reads first: the signer, the anchor
+            keys.key_id(private_key.public_key()) if private_key is not None else None,
+            integrity.ledger_head(store.conn),
+            bisects,
+        )
+        _write(tmp, "report.md", report.markdown(ev, exported_at, audit).encode())
+        _write(tmp, "report.html", report.html_page(ev, exported_at, audit).encode())
+        _write(tmp, mlbom.BOM_NAME, _json(mlbom.ml_bom(ev, exported_at, _tool_version())))
         kid = None
         if private_key is not None:
             kid = keys.key_id(private_key.public_key())
