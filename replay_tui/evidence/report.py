@@ -11,17 +11,23 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.compare.gaps import Gap
+from replay_tui.compare.states import FAILING, PASSING, with_states, words
 from replay_tui.evidence.gather import Evidence, ReplayEntry
 from replay_tui.evidence.svg import metric_svg
 from replay_tui.safety import escape_control
 from storage.manifest import ArtifactInfo, RunManifest
 
-State = Literal["same", "differs", "info"]
+if TYPE_CHECKING:
+    from replay_tui.compare.verdict import Comparison
+
+State = str
+"""A row's state: a field's ``same``/``differs``/``info``, or an output's item state as
+the comparison judged it (``compare.states``: ``within_noise``, ``outside_noise`` ...)."""
 
 VERDICT_TEXT = {
     "IDENTICAL": "every artifact's sha256 and every metric are bit-for-bit equal",
@@ -69,15 +75,26 @@ def _art(x: ArtifactInfo | None) -> str | None:
     return f"stale ({x.stale})" if x.stale is not None else x.sha256
 
 
-def side_by_side(a: RunManifest, b: RunManifest | None) -> list[Row]:
-    """Original and replay, field by field; ``info`` rows describe and are not judged."""
+def side_by_side(
+    a: RunManifest, b: RunManifest | None, comparison: Comparison | None = None
+) -> list[Row]:
+    """Original and replay, field by field; ``info`` rows describe and are not judged.
+    With the pair's ``comparison``, each artifact and metric row carries the state the
+    comparison gave that item (never judged again here)."""
     rows: list[Row] = []
+    judged_as: dict[tuple[str, str], str] = {}
+    if comparison is not None and b is not None:
+        c = with_states(comparison)
+        judged_as |= {("artifacts", x.path): x.state for x in c.artifacts if x.state}
+        judged_as |= {("metrics", m.name): m.state for m in c.metrics if m.state}
 
     def add(section: str, label: str, va: object, vb: object, judged: bool = True) -> None:
         sa = _s(va)
         sb = _s(vb) if b is not None else "—"
         if not judged or b is None:
             state: State = "info"
+        elif (section, label) in judged_as:
+            state = judged_as[(section, label)]
         else:
             state = "same" if va == vb else "differs"
         rows.append(Row(section, label, sa, sb, state))
@@ -134,11 +151,26 @@ def side_by_side(a: RunManifest, b: RunManifest | None) -> list[Row]:
     return rows
 
 
+_BEYOND = "beyond the fixed tolerance: "
+
+
 def _reasons(latest: ReplayEntry | None) -> list[str]:
     c = latest.comparison if latest is not None else None
     if c is None:
         return []
-    return [f"probable cause: {x}" for x in c.probable_causes] + list(c.reasons)
+    reasons = list(c.reasons)
+    if c.verdict == "WITHIN_NOISE":  # a body stored before the words said what they are
+        reasons = [
+            f"within noise, beyond the fixed tolerance only: {r[len(_BEYOND) :]}"
+            if r.startswith(_BEYOND)
+            else r
+            for r in reasons
+        ]
+    return (
+        [f"probable cause: {x}" for x in c.probable_causes]
+        + [f"shared by both runs (not what tells them apart): {x}" for x in c.shared_causes]
+        + reasons
+    )
 
 
 def _verdict_line(ev: Evidence) -> tuple[str, str]:
@@ -149,6 +181,9 @@ def _verdict_line(ev: Evidence) -> tuple[str, str]:
             + (f" (its partial outputs compared {latest.verdict})" if latest.verdict else "")
         )
     v = ev.verdict
+    cmp = latest.comparison if latest is not None else None
+    if v in ("DIVERGED", "INCOMPLETE") and cmp is not None and cmp.reasons:
+        return v, cmp.headline + _noise_clause(ev)  # its first reason, in the same words
     if v:
         return v, VERDICT_TEXT.get(v, "") + _noise_clause(ev)
     if ev.replays:
@@ -184,6 +219,125 @@ def _all_gaps(ev: Evidence) -> list[tuple[str, Gap]]:
         out += [("replay", g) for g in latest.gaps]
         out += [("original vs replay", g) for g in latest.pair_gaps]
     return out
+
+
+# -- sections ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    """One more section of the report, in both forms: its title, its Markdown lines (each
+    already escaped with ``md``) and its HTML (already escaped with ``h``).  A module that
+    adds a section builds one of these and passes it to :func:`markdown` and
+    :func:`html_page`."""
+
+    title: str
+    markdown: Sequence[str]
+    html: str
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What the export knows that the store's evidence does not: who signs, the store's
+    ledger head, and the bisects with this run as GOOD or BAD (``RunStore.bisects_of``)."""
+
+    key_id: str | None = None
+    ledger_head: str | None = None
+    bisects: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
+def candidate_sentence(ev: Evidence) -> str:
+    """Which run is the candidate, and why, in one sentence."""
+    latest = ev.latest
+    if latest is None:
+        return (
+            f"There is no candidate: the original {ev.original.run_id} has no completed replay"
+            " with a verdict, so nothing here was judged."
+        )
+    cmp = latest.comparison
+    rid = latest.run_id or "(unknown)"
+    how = (
+        "chosen with export --replay"
+        if ev.chosen is not None
+        else "the latest completed replay with a verdict and determinism as recorded"
+    )
+    if cmp is not None and cmp.floor is not None:
+        f = cmp.floor
+        cand = cmp.a_run if f.candidate == "a" else cmp.b_run
+        if cand == rid:
+            return (
+                f"The candidate is the replay {rid} ({how}): it is not one of the {f.k}"
+                f" replicas of noise floor #{f.fact_id}, so it was judged against their spread."
+            )
+        return (
+            f"The candidate is the run {cand}: its comparison with the replay {rid} ({how})"
+            f" took the replay as one of the {f.k} replicas of noise floor #{f.fact_id}, so"
+            f" {cand} was judged against their spread."
+        )
+    return (
+        f"The candidate is replay {rid}: it is {how}, compared with the original"
+        f" {ev.original.run_id}."
+    )
+
+
+def _bisect_line(b: Mapping[str, Any]) -> str:
+    body = b.get("body")
+    body = body if isinstance(body, Mapping) else {}
+    causes = [c for c in str(b.get("causes") or "").split(",") if c]
+    if b.get("outcome") == "cause":
+        answer = "cause found: " + (", ".join(causes) if causes else "see its verdict")
+    else:
+        answer = "unexplained: no single difference accounts for it"
+    verdict = body.get("verdict")
+    return (
+        f"bisect #{b.get('id')} ({str(b.get('created_at') or '')[:19]}): GOOD"
+        f" {b.get('good_run')}, BAD {b.get('bad_run')}; {answer}"
+        + (f" — {verdict}" if isinstance(verdict, str) and verdict else "")
+    )
+
+
+def auditor_section(ev: Evidence, audit: Audit | None) -> Section:
+    """What an auditor reads first: the candidate and why, the signer's key id, the
+    store's ledger head, and every bisect in the bundle with its answer."""
+    audit = audit or Audit()
+    signer = (
+        f"signed with key {audit.key_id} (its public half is in the bundle)"
+        if audit.key_id
+        else "not signed (export --key signs the bundle)"
+    )
+    head = (
+        f"{audit.ledger_head} (verify-store --anchor takes it)"
+        if audit.ledger_head
+        else "not recorded"
+    )
+    bisects = [_bisect_line(b) for b in audit.bisects]
+    items = [
+        ("Candidate", [candidate_sentence(ev)]),
+        ("Signer", [signer]),
+        ("Store ledger head", [head]),
+        (
+            f"Bisects in this bundle ({len(bisects)})",
+            bisects or ["none: no bisect had this run as GOOD or BAD (bisects.json absent)"],
+        ),
+    ]
+    md: list[str] = []
+    html_parts = ['<dl class="auditor">']
+    for title, lines in items:
+        md.append(
+            f"**{title}.** "
+            + ("" if len(lines) > 1 or title.startswith("Bisects") else _md(lines[0]))
+        )
+        if len(lines) > 1 or title.startswith("Bisects"):
+            md += [f"- {_md(x)}" for x in lines]
+        md.append("")
+        html_parts.append(f"<dt>{_h(title)}</dt>")
+        html_parts += [f"<dd>{_h(x)}</dd>" for x in lines]
+    html_parts.append("</dl>")
+    return Section("For the auditor", md[:-1], "".join(html_parts))
+
+
+SectionBuilder = Callable[[Evidence], Section]
+"""How another module adds a section: a function of the evidence."""
 
 
 # -- Markdown ---------------------------------------------------------------------------
@@ -225,7 +379,14 @@ def _replay_rows(ev: Evidence) -> list[list[object]]:
 REPLAY_HEADERS = ("replay run", "when", "backend", "status", "verdict", "determinism", "reason")
 
 
-def markdown(ev: Evidence, exported_at: str) -> str:
+def markdown(
+    ev: Evidence,
+    exported_at: str,
+    audit: Audit | None = None,
+    sections: Sequence[Section] = (),
+) -> str:
+    """The report in Markdown; ``audit``: what the export knows (the signer, the ledger
+    head, the bisects); ``sections``: more sections, each before "Checking this bundle"."""
     m = ev.original
     verdict, why = _verdict_line(ev)
     latest = ev.latest
@@ -246,7 +407,7 @@ def markdown(ev: Evidence, exported_at: str) -> str:
         "## Original and latest replay, side by side",
         "",
     ]
-    rows = side_by_side(m, latest.manifest if latest else None)
+    rows = side_by_side(m, latest.manifest if latest else None, _cmp(ev))
     lines += _md_table(
         ["section", "field", "original", "replay", ""],
         [[r.section, r.label, r.original, r.replay, _mark(r.state)] for r in rows],
@@ -265,6 +426,8 @@ def markdown(ev: Evidence, exported_at: str) -> str:
         )
     else:
         lines.append("None.")
+    for section in [auditor_section(ev, audit), *sections]:
+        lines += ["", f"## {section.title}", "", *section.markdown]
     lines += [
         "",
         "## Checking this bundle",
@@ -277,7 +440,26 @@ def markdown(ev: Evidence, exported_at: str) -> str:
 
 
 def _mark(state: State) -> str:
-    return {"same": "same", "differs": "DIFFERS", "info": ""}[state]
+    """A row's last cell: a field's ``same``/``differs``, an output's state in words
+    (only a failed state in capitals)."""
+    if state in ("same", "info"):
+        return "same" if state == "same" else ""
+    if state == "differs":
+        return "differs"
+    return words(state).upper() if state in FAILING else words(state)
+
+
+def _row_class(state: State) -> str:
+    if state in PASSING:
+        return "reproduced"
+    if state in FAILING:
+        return "failed"
+    return state if state in ("same", "differs", "info") else "info"
+
+
+def _cmp(ev: Evidence) -> Comparison | None:
+    latest = ev.latest
+    return latest.comparison if latest is not None else None
 
 
 # -- HTML -------------------------------------------------------------------------------
@@ -293,7 +475,8 @@ code, td.v { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monos
 .verdict { font-size: 20px; font-weight: 700; padding: 12px 16px; border-radius: 6px;
   margin: 8px 0; border: 2px solid; }
 .verdict small { display: block; font-size: 14px; font-weight: 400; }
-.verdict-identical, .verdict-equivalent { background: #dafbe1; border-color: #1a7f37; }
+.verdict-identical, .verdict-equivalent, .verdict-within_noise { background: #dafbe1;
+  border-color: #1a7f37; }
 .verdict-diverged { background: #ffebe9; border-color: #cf222e; }
 .verdict-incomplete, .verdict-none { background: #fff8c5; border-color: #9a6700; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0; }
@@ -301,9 +484,12 @@ th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical
 td.v { word-break: break-all; }
 td.section, td.state { white-space: nowrap; }
 th { background: #f6f8fa; }
-tr.differs td { background: #ffebe9; }
-tr.same td.state { color: #1a7f37; }
-tr.differs td.state { color: #cf222e; font-weight: 700; }
+tr.failed td { background: #ffebe9; }
+tr.same td.state, tr.reproduced td.state { color: #1a7f37; }
+tr.differs td.state { color: #9a6700; }
+tr.failed td.state { color: #cf222e; font-weight: 700; }
+.auditor dt { font-weight: 700; margin-top: 6px; }
+.auditor dd { margin-left: 16px; }
 td.section { color: #57606a; }
 .sev-critical { color: #cf222e; font-weight: 700; }
 .sev-warning { color: #9a6700; font-weight: 700; }
@@ -399,6 +585,68 @@ def _metric_caption(
     return "; ".join(parts)
 
 
+def distance_series(
+    points: Sequence[tuple[int, float]] | None, band: Band
+) -> list[tuple[int, float]] | None:
+    """``points`` as their distance from the replicas' mean (the band's middle) at the
+    band's steps."""
+    if points is None:
+        return None
+    mean = {int(s): (lo + hi) / 2 for s, lo, hi in band}
+    return [(int(s), float(v) - mean[int(s)]) for s, v in points if int(s) in mean]
+
+
+def _floored_words(name: str, cmp: Comparison | None) -> str | None:
+    """Where a half-width of ``name`` was raised to the numerical floor, that in words."""
+    if cmp is None or cmp.noise is None:
+        return None
+    from replay_tui.compare.noise_rule import NoiseParams, floored_words
+
+    params = NoiseParams(alpha=cmp.alpha)
+    for e in cmp.noise.endpoints:
+        if e.metric == name and e.floored:
+            return floored_words(e, params)
+    return None
+
+
+def _distance_figure(
+    name: str,
+    original: RunManifest,
+    replay: RunManifest | None,
+    nb: NoiseBand,
+    cmp: Comparison | None,
+) -> str:
+    """The metric as its distance from the replicas' mean, the band as ±h around zero:
+    a band of 0.1 % of the value fills the plot."""
+    band, exit_step = nb
+    centred = [(s, lo - (lo + hi) / 2, hi - (lo + hi) / 2) for s, lo, hi in band]
+    hist_b = replay.outputs.metric_history.get(name) if replay is not None else None
+    svg = metric_svg(
+        name,
+        distance_series(original.outputs.metric_history[name], band) or [],
+        distance_series(hist_b, band),
+        centred,
+        exit_step,
+        xmlns=False,
+        distance=True,
+    )
+    state = None
+    if cmp is not None:
+        metric = next((x for x in with_states(cmp).metrics if x.name == name), None)
+        state = metric.state if metric is not None else None
+    parts = [f"<code>{_h(name)}</code>: distance from the replicas' mean, the band ±h"]
+    if state is not None:
+        parts.append(f"judged {_h(words(state))}")
+    if exit_step is not None:
+        parts.append(f"leaves the noise band at step {exit_step}")
+    floored = _floored_words(name, cmp)
+    if floored:
+        parts.append(_h(floored))
+    return (
+        f'<figure class="metric distance">{svg}<figcaption>{"; ".join(parts)}</figcaption></figure>'
+    )
+
+
 def _metrics_section(ev: Evidence) -> list[str]:
     """One plot per metric the original logged a history of: original solid, the latest
     replay dashed, the noise band (when known) shaded."""
@@ -413,7 +661,12 @@ def _metrics_section(ev: Evidence) -> list[str]:
     bands = _noise_bands(ev)
     out.append(
         '<p class="meta">Each metric by step: the original solid, the latest replay dashed'
-        + (", the replicas' noise band shaded" if bands else "")
+        + (
+            ", the replicas' noise band shaded; a metric judged against the noise floor also"
+            " as its distance from the replicas' mean, the band as ±h around zero"
+            if bands
+            else ""
+        )
         + ". Values that are not finite are left out.</p>"
     )
     out.append('<div class="metrics">')
@@ -432,6 +685,8 @@ def _metrics_section(ev: Evidence) -> list[str]:
             f'<figure class="metric">{svg}'
             f"<figcaption>{_metric_caption(name, m, rep, nb)}</figcaption></figure>"
         )
+        if nb is not None and nb[0]:
+            out.append(_distance_figure(name, m, rep, nb, _cmp(ev)))
     out.append("</div>")
     left = len(names) - MAX_PLOTS
     if left > 0:
@@ -442,7 +697,13 @@ def _metrics_section(ev: Evidence) -> list[str]:
     return out
 
 
-def html_page(ev: Evidence, exported_at: str) -> str:
+def html_page(
+    ev: Evidence,
+    exported_at: str,
+    audit: Audit | None = None,
+    sections: Sequence[Section] = (),
+) -> str:
+    """The standalone page; ``audit`` and ``sections`` as for :func:`markdown`."""
     m = ev.original
     verdict, why = _verdict_line(ev)
     latest = ev.latest
@@ -472,14 +733,14 @@ def html_page(ev: Evidence, exported_at: str) -> str:
         f" <code>{_h(' '.join(m.argv))}</code> (workdir <code>{_h(m.workdir)}</code>)</p>"
     )
     parts += _metrics_section(ev)
-    rows = side_by_side(m, latest.manifest if latest else None)
+    rows = side_by_side(m, latest.manifest if latest else None, _cmp(ev))
     parts.append("<h2>Original and latest replay, side by side</h2>")
     parts.append(
         _html_table(
             ["section", "field", "original", "replay", ""],
             [[r.section, r.label, r.original, r.replay, _mark(r.state)] for r in rows],
             cls="side-by-side",
-            row_classes=[r.state for r in rows],
+            row_classes=[_row_class(r.state) for r in rows],
             cell_classes=["section", "", "v", "v", "state"],
         )
     )
@@ -503,6 +764,8 @@ def html_page(ev: Evidence, exported_at: str) -> str:
         )
     else:
         parts.append("<p>None.</p>")
+    for section in [auditor_section(ev, audit), *sections]:
+        parts.append(f"<h2>{_h(section.title)}</h2>{section.html}")
     parts.append(
         "<h2>Checking this bundle</h2><p><code>replay-tui verify DIR --key KEY.pub</code>"
         " re-hashes every file and checks the signature offline;"

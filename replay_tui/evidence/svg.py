@@ -278,6 +278,7 @@ def metric_svg(
     width: int = 640,
     height: int = 240,
     xmlns: bool = True,
+    distance: bool = False,
 ) -> str:
     """One metric's history as a standalone ``<svg>`` element (valid XML and HTML).
 
@@ -288,7 +289,8 @@ def metric_svg(
     step N".  Steps are on x, values on y; NaN and infinite values are left out.
     ``xmlns`` False leaves out the namespace declaration, for an ``<svg>`` inline in an
     HTML page (whose parser puts it in the SVG namespace itself): the page then holds no
-    URL at all.
+    URL at all.  ``distance``: the points are distances from the replicas' mean and the
+    band is ``±h`` around zero (the title, the legend and a zero line say so).
     """
     width = max(240, int(width))
     height = max(120, int(height))
@@ -303,7 +305,7 @@ def metric_svg(
         xs.append(float(exit_step))
 
     title = f"{name}: original" + (" and latest replay" if replay is not None else "")
-    title += " by step"
+    title += " minus the replicas' mean, by step" if distance else " by step"
     descs = [_series_desc("original", orig_pts, orig_dropped)]
     if replay is not None:
         descs.append(_series_desc("replay", rep_pts, rep_dropped))
@@ -339,7 +341,13 @@ def metric_svg(
         bottom=height - _MARGIN_BOTTOM,
     )
     out += _axes(frame, xticks, yticks)
-    out += _legend(frame, replay is not None, bool(band_pts))
+    out += _legend(frame, replay is not None, bool(band_pts), distance)
+    if distance and frame.y0 < 0 < frame.y1:  # the replicas' mean
+        y = _c(frame.py(0.0))
+        out.append(
+            f'<line class="mean" x1="{_c(frame.left)}" y1="{y}" x2="{_c(frame.right)}"'
+            f' y2="{y}" stroke="{BAND_COLOUR}" stroke-width="1" stroke-dasharray="1 3"/>'
+        )
 
     if band_pts:
         shown = _downsample_band(band_pts, frame)
@@ -403,14 +411,14 @@ def _axis_text(x: str, y: str, text: str, align: str = 'text-anchor="middle"') -
     return f'<text x="{x}" y="{y}" {align} fill="{AXIS_COLOUR}">{text}</text>'
 
 
-def _legend(frame: _Frame, has_replay: bool, has_band: bool) -> list[str]:
+def _legend(frame: _Frame, has_replay: bool, has_band: bool, distance: bool = False) -> list[str]:
     """The legend in words beside a sample of each line: colour is never the only cue."""
     y = 14
     items = [("original — solid", "original")]
     if has_replay:
         items.append(("replay — dashed", "replay"))
     if has_band:
-        items.append(("noise band — shaded", "band"))
+        items.append(("noise band ±h — shaded" if distance else "noise band — shaded", "band"))
     out = ['<g class="legend">']
     x = frame.left
     for label, kind in items:

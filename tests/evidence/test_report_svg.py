@@ -321,7 +321,8 @@ def test_page_draws_the_noise_band_when_evidence_carries_one(
     assert len(band) == 100 and band[0] == (50, band[0][1], band[0][2])
     assert exit_step is not None and 3000 <= exit_step <= 4000
     page = report.html_page(ev, "2024-01-01T00:00:00Z")
-    assert page.count('class="noise-band"') == 1
+    # the values with the band, and their distance from the replicas' mean with ±h
+    assert page.count('class="noise-band"') == 2 and page.count('class="metric distance"') == 1
     assert f"leaves noise band at step {exit_step}" in page
 
 
@@ -384,8 +385,8 @@ def test_plots_render_in_headless_chromium(
     assert dom.returncode == 0, dom.stderr[-2000:]
     out = dom.stdout
     # parsed as SVG in the page, not as text: the elements are in the DOM
-    assert out.count("<svg") == 2 and out.count("</svg>") == 2
-    assert out.count("<polyline") == 4 and out.count('class="noise-band"') == 1
+    assert out.count("<svg") == 3 and out.count("</svg>") == 3  # loss also as its distance
+    assert out.count("<polyline") == 6 and out.count('class="noise-band"') == 2
     assert re.search(r'<polyline class="replay"[^>]*stroke-dasharray="[0-9 ]+"', out)
     assert "leaves noise band at step" in out
     assert "<title>loss: original and latest replay by step</title>" in out
