@@ -16,6 +16,7 @@ Layout::
     model.sig                      OpenSSF model signature of the run's model files
                                    (``modelsig.py``; when signed with an ECDSA key)
     bom.cdx.json                   CycloneDX 1.6 ML-BOM: model, datasets, packages, verdict
+    annex_iv.json                  the EU AI Act Annex IV map (``annex.py``)
     SHA256SUMS                     sha256 of every file above (``sha256sum -c``)
     provenance.intoto.jsonl        DSSE envelope of an in-toto Statement v1
 
@@ -38,7 +39,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from replay_tui.errors import BadInput
-from replay_tui.evidence import checksums, keys, mlbom, modelsig, report, slsa
+from replay_tui.evidence import annex, checksums, keys, mlbom, modelsig, report, slsa
 from replay_tui.evidence.gather import Evidence, gather, log_bytes
 from replay_tui.evidence.statement import (
     ENVELOPE_NAME,
@@ -268,6 +269,9 @@ def export_bundle(
             model_sig = modelsig.sign_model(m, private_key)
             if model_sig is not None:
                 _write(tmp, modelsig.MODEL_SIG_NAME, model_sig)
+        present, _ = checksums.bundle_files(tmp)
+        held = {annex.ANNEX_NAME, *present, *(n.split("/", 1)[0] + "/" for n in present)}
+        _write(tmp, annex.ANNEX_NAME, _json(annex.annex_map(ev, held)))
         names, _ = checksums.bundle_files(tmp)
         sums = checksums.render(checksums.hash_files(tmp, names))
         _write(tmp, checksums.SUMS_NAME, sums)

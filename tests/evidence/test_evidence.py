@@ -96,6 +96,7 @@ def test_exported_bundle_verifies_and_is_recorded(
         [
             "SHA256SUMS",
             ENVELOPE_NAME,
+            "annex_iv.json",
             "bom.cdx.json",
             "comparison.json",
             "gaps.json",
@@ -174,7 +175,7 @@ def test_flipping_one_byte_in_any_file_fails_naming_it(
     bundle: Path, keypair: tuple[Path, Path], tmp_path: Path
 ) -> None:
     files = _files(bundle)
-    assert len(files) == 13
+    assert len(files) == 14
     for name in files:
         size = (bundle / name).stat().st_size
         for offset in sorted({0, size // 2, size - 1}):
