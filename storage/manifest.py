@@ -276,6 +276,14 @@ class DeterminismInfo(_Model):
     nondeterministic_ops: list[Str] = Field(default_factory=list, max_length=MAX_LIST)
 
 
+class InterpreterInfo(_Model):
+    """The Python a recorded command ran: its path as found, version, virtual env."""
+
+    path: Str
+    version: Label | None = None
+    virtual_env: Str | None = None
+
+
 class EnvironmentInfo(_Model):
     """Software environment of the process that trained."""
 
@@ -289,6 +297,8 @@ class EnvironmentInfo(_Model):
     os: Label | None = None
     kernel: Label | None = None
     hostname: Label | None = None
+    # added later: the interpreter the command ran (record); left out when unset
+    interpreter: InterpreterInfo | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class GpuInfo(_Model):

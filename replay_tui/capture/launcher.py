@@ -103,6 +103,8 @@ class Executor(Protocol):
 class LocalExecutor:
     """Runs the command as a child process of this one."""
 
+    infra_fault: str | None = None  # the command could not start: the host's fault
+
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
         env = dict(os.environ)
         env.update(spec.env)
@@ -138,6 +140,7 @@ class LocalExecutor:
                     start_new_session=True,
                 )
             except OSError as e:
+                self.infra_fault = f"the command cannot start: {spec.argv[0]!r}: {e.strerror}"
                 spec.log_path.write_text(f"cannot start {spec.argv[0]!r}: {e.strerror}\n")
                 on_line(f"cannot start {spec.argv[0]!r}: {e.strerror}")
                 return ExecResult(127, "failed", started, utc_now(), 0.0, f"cannot start: {e}")
@@ -890,8 +893,10 @@ def build_manifest(
     capture: Mapping[str, Any] | None = None,
     argv_config: ArgvConfig | None = None,
     frameworks: Findings | None = None,
+    interpreter: str | None = None,
 ) -> RunManifest:
     from replay_tui.capture.frameworks import apply_findings
+    from replay_tui.capture.interpreter import interpreter_info
     from storage.manifest import manifest_from_data
 
     g = outside.git
@@ -967,6 +972,9 @@ def build_manifest(
             "os": env_view.get("os") or probes.os_description(),
             "kernel": probes.kernel(),
             "hostname": probes.hostname(),
+            "interpreter": interpreter_info(
+                interpreter, env_view.get("python_version") or outside.python.python_version
+            ),
         },
         "hardware": {
             "cpu_model": probes.cpu_model(),
@@ -1334,6 +1342,7 @@ def record(
             capture=capture_info(opts),
             argv_config=argv_cfg,
             frameworks=out.frameworks,
+            interpreter=None if opts.image else interpreter,
         )
         marks.mark("manifest")
         kept_log = keep_run(

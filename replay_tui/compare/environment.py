@@ -60,6 +60,7 @@ _RULES: tuple[tuple[str, EnvClass], ...] = (
     ("environment.kernel", "other"),
     ("data[*].path", "other"),
     ("randomness.seed_handed", "other"),  # what record --seed claimed, not what ran
+    ("environment.interpreter", "other"),  # the path a recording found its Python at
     ("image", "numeric"),
     ("hardware", "numeric"),
     ("environment", "numeric"),
