@@ -214,7 +214,9 @@ def compare_artifacts(
     by_a = {x.path: x for x in artifacts_a}
     by_b = {x.path: x for x in artifacts_b}
     # names a framework makes unique per run (event files, version_N/, checkpoint-N/)
-    paired = unique_names.pair(by_a.keys() - by_b.keys(), by_b.keys() - by_a.keys())
+    wrote_a = {p for p, x in by_a.items() if x.stale is None}  # a stale file is no output
+    wrote_b = {p for p, x in by_b.items() if x.stale is None}
+    paired = unique_names.pair(wrote_a - wrote_b, wrote_b - wrote_a)
     by_b = {paired.get(p, p): x for p, x in by_b.items()}
     out: list[ArtifactDiff] = []
     for path in sorted(by_a.keys() | by_b.keys()):

@@ -91,3 +91,16 @@ def test_framework_unique_names_are_paired_by_what_they_are() -> None:
     assert unique_names.pair(
         ["out/checkpoint-2/x", "out/checkpoint-4/x"], ["out/checkpoint-3/x", "out/checkpoint-5/x"]
     ) == {"out/checkpoint-3/x": "out/checkpoint-2/x", "out/checkpoint-5/x": "out/checkpoint-4/x"}
+
+
+def test_a_run_that_found_an_earlier_version_folder_pairs_its_own() -> None:
+    """Recorded with out/ holding an earlier run (version_0, stale), the run wrote
+    version_1; its replay, from an empty out/, wrote version_0."""
+    a = [
+        ArtifactInfo(path="out/lightning_logs/version_0/metrics.csv", stale="left before"),
+        ArtifactInfo(path="out/lightning_logs/version_1/metrics.csv", sha256="e" * 64),
+    ]
+    b = [ArtifactInfo(path="out/lightning_logs/version_0/metrics.csv", sha256="e" * 64)]
+    diffs = {d.path: d for d in compare_artifacts(a, b, rtol=1e-5, atol=1e-8)}
+    assert diffs["out/lightning_logs/version_1/metrics.csv"].status == "match"
+    assert diffs["out/lightning_logs/version_0/metrics.csv"].status == "stale"
