@@ -289,3 +289,55 @@ def test_a_bounded_folder_a_killed_replay_left_is_unmounted_by_the_next(
     finally:
         subprocess.run(["umount", str(left)], capture_output=True)
         shutil.rmtree(left.parent.parent, ignore_errors=True)
+
+
+def test_record_image_runs_within_walls_and_keeps_what_it_did_not_write(
+    image: str, engine: Any, tmp_path: Path
+) -> None:
+    repo = _repo(tmp_path, WAIT_FOR_GO)
+    (repo / "out").mkdir()
+    (repo / "out" / "old.txt").write_text("left by an earlier run")
+    before = (repo / "out" / "old.txt").stat()
+    store = tmp_path / "store" / "runs.db"
+    seen: dict[str, Any] = {}
+    done = threading.Event()
+
+    def inspect_then_go() -> None:
+        while not done.is_set():
+            for c in engine.containers.list(filters={"label": "io.replay-tui.run"}):
+                ours = str(repo) in json.dumps(c.attrs["Mounts"])  # this test's, no other's
+                if ours and c.status == "running" and b"FACTS" in c.logs(stdout=True):
+                    seen.setdefault("attrs", c.attrs)
+                    c.exec_run(["touch", "/tmp/go"])
+            done.wait(0.1)
+
+    t = threading.Thread(target=inspect_then_go, daemon=True)
+    t.start()
+    try:
+        proc = replay_tui(
+            store, "record", "--json", "--image", image, "--artifact", "out/*",
+            "--", "python3", "probe.py", cwd=repo,
+        )  # fmt: skip
+    finally:
+        done.set()
+        t.join(timeout=10)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert seen, f"the test never saw the record container running: {proc.stderr[-2000:]}"
+    host = seen["attrs"]["HostConfig"]
+    assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]
+    assert host["NanoCpus"] > 0
+    assert seen["attrs"]["Config"]["User"] == "65534:65534"  # root records, nobody inside
+    rid = json.loads(proc.stdout)["run_id"]
+    facts = json.loads(_log(store, rid).split("FACTS ", 1)[1].splitlines()[0])
+    assert (facts["uid"], facts["gid"]) == (65534, 65534)
+    # what it wrote is in the repository once the bounded folder is gone; what an earlier
+    # run left there is the same file, still told apart (stale), never claimed as written
+    assert (repo / "out" / "result.txt").read_text() == "ok"
+    after = (repo / "out" / "old.txt").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert not [p for p, _ in our_mounts() if p.startswith(str(repo))]
+    with RunStore(store) as s:
+        m = s.manifest(rid)
+    arts = {a.path: a for a in m.outputs.artifacts}
+    assert arts["out/result.txt"].sha256 is not None and arts["out/result.txt"].stale is None
+    assert arts["out/old.txt"].stale is not None

@@ -11,6 +11,7 @@ user, and size-bounded folders for what it writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -263,6 +264,12 @@ class DockerExecutor:
     """Each bounded output folder's size in bytes (None: not bounded)."""
     infra_fault: str | None = None
     """Why the machine, not the run, ended it (killed at the memory limit)."""
+    close_after_run: bool = False
+    """Unmount the bounded folders as the run ends, what the run changed copied back
+    (``record --image``, whose caller reads the folders after the run)."""
+    bound_at_run: list[tuple[Path, int]] = field(default_factory=list)
+    """Folders (and sizes) :attr:`walls` bounds as the run starts, not before: the
+    caller notes what they hold first (``record --image``)."""
 
     @property
     def sandbox_info(self) -> dict[str, Any]:
@@ -332,14 +339,30 @@ class DockerExecutor:
         return kwargs
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
+        try:
+            return self._run(spec, on_line, should_cancel)
+        finally:
+            if self.close_after_run and self.walls is not None:
+                self.walls.close(keep=True, changed_only=True)
+
+    def _run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
         import docker
 
         c = self.docker_client or client()
         img = ensure_image(c, self.image)
         if self.walls is not None:
-            from replay_tui.replay.backends.docker.walls import HANDOFF_BYTES
+            from replay_tui.replay.backends.docker.walls import HANDOFF_BYTES, CannotMount
 
-            self.walls.bound(spec.handoff_dir, HANDOFF_BYTES)
+            try:
+                for folder, size in self.bound_at_run:
+                    self.walls.bound(folder, size)
+                self.walls.bound(spec.handoff_dir, HANDOFF_BYTES)
+            except CannotMount:
+                if not self.bound_at_run:
+                    raise
+                self.walls.close(keep=True, changed_only=True)  # as the invoking user
+                self.walls = None
+                self.sandbox = dataclasses.replace(self.sandbox, user=None)
         kwargs = self.create_kwargs(spec)
         sb = self.sandbox
         started, t0 = utc_now(), time.monotonic()
@@ -538,10 +561,60 @@ def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecu
         if not p.is_relative_to(root):
             mounts.append(Mount(str(p), str(p), True))
     container_cwd = CONTAINER_ROOT if workdir == "." else f"{CONTAINER_ROOT}/{workdir}"
-    ex = DockerExecutor(img.id, mounts, container_cwd, Sandbox(), c)
+    sandbox, bounded, folders = record_walls(img, mounts, opts)
+    ex = DockerExecutor(img.id, mounts, container_cwd, sandbox, c, walls=bounded)
+    ex.close_after_run, ex.bound_at_run = True, folders
     info = image_info(c, image_ref)
-
     return ex, lambda: info
+
+
+def record_walls(
+    img: Any, mounts: list[Mount], opts: RecordOptions
+) -> tuple[Sandbox, Any, list[tuple[Path, int]]]:
+    """``record --image``'s walls, as a replay's (:mod:`.walls`): a memory limit (half of
+    this host's) and a CPU limit (half of its CPUs), and a non-root user where the image
+    allows: the invoking user, or when that is root the image's own non-root ``USER``,
+    else ``nobody``, whose output folders are then tmpfs folders owned by it (bounded at
+    ``--output-budget``, else at the memory limit, which their pages count against),
+    mounted as the run starts, what the run changed copied back when it ends.  Root
+    stays the user when a folder the run reads is not readable by others, or this host
+    refuses the mount.  Returns the sandbox, the bounded folders and what they bound."""
+    from replay_tui.replay.backends.docker import walls as w
+
+    host = w.host_memory_bytes()
+    memory = w.default_memory(host)
+    sandbox = Sandbox(memory_limit=memory, cpus=w.default_cpus(None, w.host_cpus()))
+    me = (os.geteuid(), os.getegid())
+    uid, gid = w.choose_user((img.attrs.get("Config") or {}).get("User") or None)
+    writable = [Path(m.source) for m in mounts if m.kind == "bind" and not m.read_only]
+    readable = [Path(m.source) for m in mounts if m.kind == "bind" and m.read_only and m.source]
+    if (uid, gid) == me or w.BoundedFolders.possible() is not None:
+        return sandbox, None, []
+    if not all(_readable_tree(p, uid, gid) for p in readable):
+        return sandbox, None, []  # the run would not read its code or data as that user
+    size = opts.output_budget or (w.size_bytes(memory) if memory else w.MIN_OUTPUT_BYTES)
+    folders = [(f, max(w.MIN_OUTPUT_BYTES, size)) for f in w.outermost(writable)]
+    return dataclasses.replace(sandbox, user=f"{uid}:{gid}"), w.BoundedFolders(uid, gid), folders
+
+
+def _readable_tree(path: Path, uid: int, gid: int, limit: int = 20000) -> bool:
+    """Whether ``uid:gid`` can read ``path`` and everything below it (up to ``limit``
+    entries, ``.git`` left out); False when there are more."""
+    from replay_tui.replay.backends.docker.walls import readable_by
+
+    if not readable_by(path, uid, gid):
+        return False
+    if not path.is_dir() or path.is_symlink():
+        return True
+    seen = 0
+    for base, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in (*dirs, *files):
+            seen += 1
+            p = Path(base) / name
+            if seen > limit or (not p.is_symlink() and not readable_by(p, uid, gid)):
+                return False
+    return True
 
 
 def _exists(c: Any, ref: str) -> bool:

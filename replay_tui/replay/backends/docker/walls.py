@@ -287,9 +287,12 @@ class BoundedFolders:
                 with contextlib.suppress(OSError):
                     os.lchown(Path(base) / name, self.uid, self.gid)
 
-    def close(self, *, keep: bool = False) -> None:
+    def close(self, *, keep: bool = False, changed_only: bool = False) -> None:
         """Unmount every folder (innermost first); ``keep``: copy what each held into
-        the folder underneath first (a checkout kept for inspection)."""
+        the folder underneath first (a checkout kept for inspection).  ``changed_only``
+        (with ``keep``): a file the run left as it was copied in stays the file it was
+        underneath (same inode: what it left there is told apart from what it wrote),
+        what it removed is removed there, and no link there is written through."""
         for path in sorted(self.mounted, key=lambda p: -len(p.parts)):
             stash = None
             if keep:
@@ -300,9 +303,67 @@ class BoundedFolders:
                 continue
             if stash is not None:
                 with contextlib.suppress(OSError):
-                    shutil.copytree(stash, path, symlinks=True, dirs_exist_ok=True)
+                    if changed_only:
+                        sync_into(stash, path)
+                    else:
+                        shutil.copytree(stash, path, symlinks=True, dirs_exist_ok=True)
                 shutil.rmtree(stash, ignore_errors=True)
         self.mounted.clear()
+
+
+def _kind(st: os.stat_result) -> str:
+    import stat
+
+    return "dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+
+
+def sync_into(src: Path, dest: Path) -> None:
+    """Make the folder ``dest`` hold what ``src`` holds: an entry of ``dest`` that ``src``
+    lacks, has as another kind, or that is a link, is removed; a regular file of the same
+    size and modification time is left as it is; everything else is copied."""
+    for base, dirs, files in os.walk(dest, topdown=False):
+        for name in (*files, *dirs):
+            d = Path(base) / name
+            s = src / d.relative_to(dest)
+            try:
+                dst, sst = d.lstat(), s.lstat()
+                same = _kind(dst) == _kind(sst) != "other"
+            except OSError:
+                same = False
+            if not same:
+                if d.is_dir() and not d.is_symlink():
+                    shutil.rmtree(d, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        d.unlink()
+    for base, dirs, files in os.walk(src):
+        rel = Path(base).relative_to(src)
+        for name in dirs:
+            s, d = Path(base) / name, dest / rel / name
+            if s.is_symlink():  # listed with the folders, never followed
+                with contextlib.suppress(FileExistsError):
+                    os.symlink(os.readlink(s), d)
+                continue
+            with contextlib.suppress(FileExistsError):
+                d.mkdir()
+            with contextlib.suppress(OSError):
+                shutil.copystat(s, d, follow_symlinks=False)
+        for name in files:
+            s, d = Path(base) / name, dest / rel / name
+            sst = s.lstat()
+            if _kind(sst) == "other" and not s.is_symlink():
+                continue  # a pipe, a socket: nothing to keep
+            try:
+                dst = d.lstat()
+                if (dst.st_size, dst.st_mtime_ns) == (sst.st_size, sst.st_mtime_ns):
+                    continue
+                d.unlink()
+            except FileNotFoundError:
+                pass
+            if s.is_symlink():
+                os.symlink(os.readlink(s), d)
+            else:
+                shutil.copy2(s, d, follow_symlinks=False)
 
 
 def outermost(paths: Iterable[Path]) -> list[Path]:
