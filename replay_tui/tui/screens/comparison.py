@@ -576,6 +576,7 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             band=[(float(p.step), p.lo, p.hi) for p in band.points] if band else None,
         )
         self._plot_title(name, metric, band is not None, marker, out_of_tol, ha or hb)
+        self.refresh_bindings()  # n: only with a band
 
     def _plot_title(
         self,
@@ -768,6 +769,9 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         self.dismiss()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "noise_view":  # offered only for a metric the floor gave a band
+            plots = self.query(LinePlot)
+            return bool(plots) and plots.first().has_band
         if action == "bisect":  # bisect replays A with B's factors: two originals only
             v = self.view
             return v is not None and v.a.kind != "replay" and v.b.kind != "replay"
