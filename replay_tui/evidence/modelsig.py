@@ -48,7 +48,12 @@ MAX_MODEL_SIG_BYTES = 64 * 1024 * 1024
 
 
 class ModelSignatureError(ValueError):
-    """The model signature is malformed, made with another key, or does not verify."""
+    """The model signature is malformed, made with another key, or does not verify;
+    ``kind`` says which (``malformed``, ``signature``, ``changed``: as ``verify`` reports)."""
+
+    def __init__(self, message: str, kind: str = "malformed") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def model_files(m: RunManifest) -> list[tuple[str, str]]:
@@ -156,10 +161,12 @@ def check_model_signature(raw: bytes, public_key: ec.EllipticCurvePublicKey, art
         raise ModelSignatureError(f"{len(raw)} bytes: larger than any signature written here")
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ModelSignatureError(f"not JSON: {e}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ModelSignatureError(f"not JSON: {type(e).__name__}") from None
     if not isinstance(data, dict) or canonical_json(data) + b"\n" != raw:
-        raise ModelSignatureError("bytes differ from the signature's canonical form (edited)")
+        raise ModelSignatureError(
+            "bytes differ from the signature's canonical form (edited)", "changed"
+        )
     if data.get("mediaType") != SIGSTORE_BUNDLE_TYPE:
         raise ModelSignatureError(f"mediaType is not {SIGSTORE_BUNDLE_TYPE}")
     env = data.get("dsseEnvelope")
@@ -167,34 +174,36 @@ def check_model_signature(raw: bytes, public_key: ec.EllipticCurvePublicKey, art
         raise ModelSignatureError("no DSSE envelope of an in-toto statement")
     sigs = env.get("signatures")
     if not isinstance(sigs, list) or len(sigs) != 1 or not isinstance(sigs[0], dict):
-        raise ModelSignatureError("a model signature holds exactly one signature")
+        raise ModelSignatureError("a model signature holds exactly one signature", "signature")
     material = data.get("verificationMaterial")
     hint = _get(_get(material, "publicKey"), "hint")
     if hint != key_hint(public_key):
-        raise ModelSignatureError("made with another key (its publicKey.hint is not the key's)")
+        raise ModelSignatureError(
+            "made with another key (its publicKey.hint is not the key's)", "signature"
+        )
     payload = _b64(env.get("payload"), "the payload")
     try:
         sig = _b64(sigs[0].get("sig"), "the signature")
         public_key.verify(sig, pae(payload), ec.ECDSA(hashes.SHA256()))
     except InvalidSignature:
         raise ModelSignatureError(
-            "the signature does not verify: the file list was altered"
+            "the signature does not verify: the file list was altered", "signature"
         ) from None
     try:
         stmt = json.loads(payload)
-    except ValueError as e:
-        raise ModelSignatureError(f"the payload is not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise ModelSignatureError(f"the payload is not JSON: {type(e).__name__}") from None
     files = _files_of(artifacts)
     want = model_statement("", files)
     if not isinstance(stmt, dict) or stmt.get("predicateType") != MODEL_PREDICATE_TYPE:
         raise ModelSignatureError(f"predicateType is not {MODEL_PREDICATE_TYPE}")
     if stmt.get("predicate") != want["predicate"]:
-        raise ModelSignatureError("the files it names are not the run's model files")
+        raise ModelSignatureError("the files it names are not the run's model files", "changed")
     subject = stmt.get("subject")
     if not isinstance(subject, list) or len(subject) != 1 or not isinstance(subject[0], dict):
         raise ModelSignatureError("a model signature has exactly one subject")
     if subject[0].get("digest") != want["subject"][0]["digest"]:
-        raise ModelSignatureError("its subject digest is not that of the files it names")
+        raise ModelSignatureError("its subject digest is not that of the files it names", "changed")
     return len(files)
 
 

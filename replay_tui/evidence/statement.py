@@ -83,6 +83,8 @@ def read_envelope(raw: bytes) -> Envelope:
         again = envelope_bytes(env)
     except EnvelopeError:
         raise
+    except RecursionError:
+        raise EnvelopeError("not a DSSE envelope: nested too deep") from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise EnvelopeError(f"not a DSSE envelope: {type(e).__name__}: {e}") from None
     if again != raw:
@@ -96,6 +98,8 @@ def statement_of(env: Envelope, predicate_type: str = PREDICATE_TYPE) -> dict[st
         raise EnvelopeError(f"payloadType is {env.payload_type!r}, not {PAYLOAD_TYPE!r}")
     try:
         stmt = json.loads(env.payload.decode("utf-8"))
+    except RecursionError:
+        raise EnvelopeError("the payload is not JSON: nested too deep") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise EnvelopeError(f"the payload is not JSON: {e}") from None
     if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:

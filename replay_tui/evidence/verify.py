@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -137,6 +137,10 @@ class ReportLine:
 
 
 MAX_PROBLEM_LINES = 20
+COVERED_DOCUMENTS = (
+    ("bom.cdx.json", "CycloneDX 1.6 ML-BOM"),
+    ("annex_iv.json", "EU AI Act Annex IV map"),
+)
 
 
 def _no_verdict(chk: BundleCheck) -> str:
@@ -265,6 +269,12 @@ def verify_bundle(
     chk.replays = len(replays) if isinstance(replays, list) else 0
     chk.statements.append(_check_slsa(path, chk, stmt))
     chk.statements.append(_check_model_sig(path, chk, stmt))
+    for name, what in COVERED_DOCUMENTS:
+        if name in files:
+            chk.notes.append(
+                f"{name} ({what}) is no signed statement of its own: {checksums.SUMS_NAME},"
+                " which the signed statement names, covers it"
+            )
     # -- the checksum list, against the statement
     raw_sums = _read(path, checksums.SUMS_NAME, MAX_SUMS_BYTES, chk)
     listed: dict[str, str] = {}
@@ -578,7 +588,7 @@ def _check_model_sig(path: Path, chk: BundleCheck, main: dict[str, Any] | None) 
     try:
         n = modelsig.check_model_signature(raw, key, artifacts)
     except modelsig.ModelSignatureError as e:
-        kind: ProblemKind = "signature" if "signature" in str(e) or "key" in str(e) else "changed"
+        kind = cast(ProblemKind, e.kind if e.kind in get_args(ProblemKind) else "malformed")
         return not_checked("it does not check", Problem(name, kind, str(e)))
     return StatementCheck(
         name,
