@@ -142,3 +142,20 @@ def test_metrics_file_naming_a_trainer_state_reads_it_as_one(tmp_path: Path) -> 
     assert read_metrics_file(tmp_path, "trainer_state.json").finals == {}  # no settings
     f = read_outputs(tmp_path, [], [], metrics_file="trainer_state.json")
     assert f.files["trainer_state.json"].points == {"loss": [(2, 1.5, None)]}
+
+
+def test_lightning_cli_config_gives_seed_and_determinism(tmp_path: Path) -> None:
+    d = tmp_path / "out" / "lightning_logs" / "version_0"
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(
+        "seed_everything: 7\ntrainer:\n  deterministic: true\n  max_epochs: 2\nmodel:\n  lr: 0.05\n"
+    )
+    (tmp_path / "out" / "config.yaml").write_text("seed_everything: 9\n")  # not LightningCLI's
+    f = read_outputs(tmp_path, ["out/**"], [])
+    assert f.seed == 7 and f.seed_from == "out/lightning_logs/version_0/config.yaml"
+    assert f.deterministic is True
+    assert f.config["trainer"] == {"deterministic": True, "max_epochs": 2}
+    (d / "config.yaml").write_text("!!python/object/apply:os.system ['touch pwned']\n")
+    monkey = read_outputs(tmp_path, ["out/**"], [])
+    assert "not YAML" in monkey.unread["out/lightning_logs/version_0/config.yaml"]
+    assert not (tmp_path / "pwned").exists()

@@ -3,10 +3,11 @@
 After the command ended, the run's output folders (the first folder of each artifact
 glob) and the files the globs matched are searched for the files the frameworks write:
 TensorBoard event files (``events.out.tfevents.*``), Lightning's ``metrics.csv`` and
-``hparams.yaml``, Hugging Face's ``trainer_state.json`` and ``training_args.bin``.  Each
-is read through :mod:`replay_tui.door` within its own byte limit and a limit of points;
-a file the run did not write (left by an earlier run: :mod:`replay_tui.capture.stale`)
-is not read.  Each reader imports its framework's package only when a file of its kind
+``hparams.yaml`` (and the ``config.yaml`` LightningCLI saves beside them, which holds
+``seed_everything`` and ``trainer.deterministic``), Hugging Face's ``trainer_state.json``
+and ``training_args.bin``.  Each is read through :mod:`replay_tui.door` within its own
+byte limit and a limit of points; a file the run did not write (left by an earlier run:
+:mod:`replay_tui.capture.stale`) is not read.  Each reader imports its framework's package only when a file of its kind
 was found.  What they give: metric histories by step (settings such as ``logging_steps``
 are never metrics), the program's own configuration, the seed it set and whether it
 asked for deterministic algorithms.  A file that gives no metric, or that is refused,
@@ -16,6 +17,7 @@ is listed with why (``outputs.metric_files_unread``): a gap names it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -35,6 +37,7 @@ LIMITS: dict[str, int] = {
     "TensorBoard event file": 256 << 20,
     "Lightning metrics.csv": 64 << 20,
     "Lightning hparams.yaml": 1 << 20,
+    "LightningCLI config.yaml": 1 << 20,
     "Hugging Face trainer_state.json": 64 << 20,
     "Hugging Face training_args.bin": 4 << 20,
 }
@@ -53,6 +56,8 @@ def kind_of(rel: str) -> str | None:
         return "Lightning metrics.csv"
     if name == "hparams.yaml":
         return "Lightning hparams.yaml"
+    if name == "config.yaml" and re.fullmatch(r"version_\d+", PurePosixPath(rel).parent.name):
+        return "LightningCLI config.yaml"  # what LightningCLI saves in the run's log folder
     if name == "trainer_state.json":
         return "Hugging Face trainer_state.json"
     if name == "training_args.bin":
@@ -221,6 +226,18 @@ def _read_one(cwd: Path, rel: str, kind: str, f: Findings) -> None:
         from replay_tui.capture.frameworks.lightning import read_hparams
 
         _config(f, rel, read_hparams(raw, rel))
+    elif kind == "LightningCLI config.yaml":
+        from replay_tui.capture.frameworks.lightning import read_cli_config
+
+        values = read_cli_config(raw, rel)
+        _config(f, rel, values)
+        seed = values.get("seed_everything")
+        if type(seed) is int and 0 <= seed <= 2**53 - 1:
+            f.seed, f.seed_from = seed, rel
+        trainer = values.get("trainer")
+        det = trainer.get("deterministic") if isinstance(trainer, dict) else None
+        if det is True or det == "warn":  # Trainer(deterministic=True or "warn")
+            f.deterministic = True
     elif kind == "Hugging Face trainer_state.json":
         from replay_tui.capture.frameworks.huggingface import read_trainer_state
 

@@ -96,3 +96,20 @@ def _plain(v: Any, depth: int = 0) -> bool:
             isinstance(k, str) and _plain(x, depth + 1) for k, x in v.items()
         )
     return False
+
+
+def read_cli_config(raw: bytes, rel: str) -> dict[str, Any]:
+    """The ``config.yaml`` LightningCLI saves in the run's log folder: its sections
+    (``seed_everything``, ``trainer``, ``model``, ``data``...) as plain values."""
+    import yaml
+
+    from replay_tui.door import Refused
+
+    try:
+        data = yaml.safe_load(raw.decode("utf-8", "replace"))
+    except yaml.YAMLError as e:
+        first = str(e).splitlines()[0]
+        raise Refused(f"LightningCLI config.yaml {rel}: not YAML ({first})") from None
+    if not isinstance(data, dict):
+        raise Refused(f"LightningCLI config.yaml {rel}: not a mapping")
+    return {str(k): v for k, v in data.items() if _plain(v)}
