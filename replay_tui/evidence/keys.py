@@ -119,8 +119,11 @@ def generate(
             if p.is_dir():
                 raise BadInput(f"{p} is a folder")
             p.unlink()
-    if not private_path.parent.is_dir():
-        raise BadInput(f"folder {private_path.parent} does not exist")
+    for folder in {private_path.parent, public_path.parent}:  # a new folder: made, 0700
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput(f"cannot make folder {folder}: {e.strerror or e}") from None
     key: PrivateKey = (
         Ed25519PrivateKey.generate()
         if kind == "ed25519"
