@@ -7,10 +7,10 @@ TensorBoard event files (``events.out.tfevents.*``), Lightning's ``metrics.csv``
 ``seed_everything`` and ``trainer.deterministic``), Hugging Face's ``trainer_state.json``
 and ``training_args.bin``.  Each is read through :mod:`replay_tui.door` within its own
 byte limit and a limit of points; a file the run did not write (left by an earlier run:
-:mod:`replay_tui.capture.stale`) is not read.  Each reader imports its framework's package only when a file of its kind
-was found.  What they give: metric histories by step (settings such as ``logging_steps``
-are never metrics), the program's own configuration, the seed it set and whether it
-asked for deterministic algorithms.  A file that gives no metric, or that is refused,
+:mod:`replay_tui.capture.stale`) is not read.  Each reader imports its framework's
+package only when a file of its kind was found.  What they give: metric histories by
+step (settings such as ``logging_steps`` are never metrics), the program's own
+configuration, the seed it set and whether it asked for deterministic algorithms.  A file that gives no metric, or that is refused,
 is listed with why (``outputs.metric_files_unread``): a gap names it.
 """
 
