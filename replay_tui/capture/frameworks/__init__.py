@@ -10,8 +10,9 @@ byte limit and a limit of points; a file the run did not write (left by an earli
 :mod:`replay_tui.capture.stale`) is not read.  Each reader imports its framework's
 package only when a file of its kind was found.  What they give: metric histories by
 step (settings such as ``logging_steps`` are never metrics), the program's own
-configuration, the seed it set and whether it asked for deterministic algorithms.  A file that gives no metric, or that is refused,
-is listed with why (``outputs.metric_files_unread``): a gap names it.
+configuration, the seed it set and whether it asked for deterministic algorithms.  A
+file that gives no metric, or that is refused, is listed with why
+(``outputs.metric_files_unread``): a gap names it.
 """
 
 from __future__ import annotations
