@@ -113,6 +113,22 @@ def test_cosign_verifies_it_and_the_policy_requires_the_image_digest(
     assert policy_denies(stmt, "0" * 64) == [f"the run did not use image sha256:{'0' * 64}"]
 
 
+def test_cosign_verifies_the_bundles_own_statement_too(
+    bundle: Path, keypair: tuple[Path, Path]
+) -> None:
+    main = bundle / "provenance.intoto.jsonl"
+    subject = statement(bundle, main.name)["subject"][0]["digest"]["sha256"]
+    r = subprocess.run(
+        [
+            cosign(), "verify-blob-attestation", "--key", str(keypair[1]),
+            "--type", "https://replay-tui.dev/provenance/replay/v1", "--signature", str(main),
+            "--insecure-ignore-tlog", "--digest", subject, "--digestAlg", "sha256",
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0 and "Verified OK" in r.stderr + r.stdout, r.stderr
+
+
 def test_cosign_verifies_an_ed25519_signed_bundle_too(
     replayed_store: tuple[Path, str], tmp_path: Path
 ) -> None:
