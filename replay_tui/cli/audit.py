@@ -223,6 +223,7 @@ def verify(
     " and that has none yet (then the original is judged against it).",
 )
 @click.option("--quiet", is_flag=True, help="Only the summary.")
+@click.option("--wide", is_flag=True, help="The table whole: no column cut or left out.")
 @click.option(
     "--junit",
     "junit",
@@ -243,6 +244,7 @@ def drill(
     options: ReplayOptions,
     replicas: int,
     quiet: bool,
+    wide: bool,
     junit: Path | None,
     as_json: bool,
 ) -> None:
@@ -276,7 +278,7 @@ def drill(
     if as_json:
         echo_json(rep.to_dict())
     else:
-        click.echo(render.drill_table(rep))
+        click.echo(render.drill_table(rep, None if wide else "terminal"))
     sys.exit(rep.exit_code)
 
 

@@ -394,15 +394,16 @@ def drill_table(rep: DrillReport, width: int | Literal["terminal"] | None = "ter
     (``terminal``: :func:`~replay_tui.textfmt.output_width`; None: whole)."""
     if width == "terminal":
         width = output_width()
+    whole = width is None  # --wide: the name and the reason whole
     rows = [
         [
             short(i.run_id, 13),
-            cut(i.name or "-", 24),
+            cut(i.name or "-", None if whole else 24),
             i.status.replace("_", " "),
             i.word,
             short(i.replay_run, 13),
             duration(i.duration_s),
-            cut(i.reason or "", 60),
+            cut(i.reason or "", None if whole else 60),
         ]
         for i in rep.items
     ]
@@ -410,7 +411,7 @@ def drill_table(rep: DrillReport, width: int | Literal["terminal"] | None = "ter
     fitted = fit_table(DRILL_FIT, rows, width)
     lines = [
         *fitted.lines,
-        *(left_out(fitted.dropped, width, "`drill --json` has them") if width else []),
+        *(left_out(fitted.dropped, width, "`drill --wide` shows them") if width else []),
         *wrap_line(
             f"drill #{rep.drill_id}: {sum(i.status == 'reproduced' for i in rep.items)} of"
             f" {len(rep.items)} reproduced (pick {rep.pick}{seed_note}, {rep.candidates}"

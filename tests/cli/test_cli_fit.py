@@ -184,8 +184,9 @@ def test_a_drill_table_fits(columns: int) -> None:
     assert "ab" * 32 in text  # the anchor is never cut: wrapped whole onto its own line
     if columns == 80:
         assert "left out to fit 80 columns" in text
-    whole = drill_table(rep, None)
-    assert LONG_NAME[:23] + "…" in whole and "beyond the noise floor" in whole
+    whole = drill_table(rep, None)  # drill --wide: nothing cut, nothing left out
+    assert LONG_NAME in whole and "beyond the noise floor, step 1200" in whole
+    assert "left out" not in whole and "…" not in whole
 
 
 def test_fit_table_cuts_then_drops_by_rank_and_never_cuts_the_floor() -> None:
