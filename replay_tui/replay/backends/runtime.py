@@ -16,10 +16,11 @@ A replay asks a runtime four things, whichever it is:
    identity that does not match the digest asked for is refused
    (:class:`IdentityMismatch`), naming which one differed.
 
-Podman (``backends/podman/runtime.py``) and Apptainer (``backends/apptainer/runtime.py``)
-are one module each behind this seam.  Docker's replays keep their own executor
-(``backends/docker/engine.py``, the Docker SDK), whose behaviour and manifests predate the
-seam; :func:`oci_run_flags` is the Docker-compatible flag set Podman takes.
+Docker (``backends/docker/runtime.py``), Podman (``backends/podman/runtime.py``) and
+Apptainer (``backends/apptainer/runtime.py``) are one module each behind this seam.  The
+docker backend's replays keep their own executor (``backends/docker/engine.py``, the
+Docker SDK), whose behaviour and manifests predate the seam; :func:`oci_run_flags` is the
+Docker-compatible flag set Docker's and Podman's command lines take.
 """
 
 from __future__ import annotations

@@ -31,9 +31,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replay_tui.errors import InfraError
 from replay_tui.replay.backends.runtime import (
+    ContainerRuntime,
     ImageIdentity,
     RunRequest,
     check_identity,
@@ -288,3 +290,7 @@ class ApptainerRuntime:
 
     def finish(self, name: str) -> str | None:
         return None
+
+
+if TYPE_CHECKING:  # the seam's protocol, checked by mypy
+    _satisfies: ContainerRuntime = ApptainerRuntime(Path("."))

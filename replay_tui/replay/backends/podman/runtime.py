@@ -17,9 +17,11 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from replay_tui.errors import InfraError
 from replay_tui.replay.backends.runtime import (
+    ContainerRuntime,
     ImageIdentity,
     RunRequest,
     check_identity,
@@ -204,3 +206,7 @@ class PodmanRuntime:
                 " (OOMKilled; pass a larger --memory)"
             )
         return None
+
+
+if TYPE_CHECKING:  # the seam's protocol, checked by mypy
+    _satisfies: ContainerRuntime = PodmanRuntime()
