@@ -190,6 +190,29 @@ TRAINING_ENV_NAMES: Final[tuple[str, ...]] = (
 """Variables that change what training computes: ``record`` records each one that is
 set, and a replay passes each one on (``replay_tui.replay.envpolicy``)."""
 
-TRAINING_ENV_PREFIXES: Final[tuple[str, ...]] = ("NCCL_", "PYTORCH_")
-"""Families ``record`` records whole; a replay passes on only their members that name no
-plugin, library, file or command to load (``envpolicy``'s patterns)."""
+TRAINING_ENV_PREFIXES: Final[tuple[str, ...]] = (
+    "NCCL_",
+    "PYTORCH_",
+    "TORCH_",
+    "TORCHINDUCTOR_",
+    "ACCELERATE_",
+    "PL_",
+    "HF_",
+)
+"""Families ``record`` records whole (the frameworks' switches that change what is
+computed: ``ACCELERATE_USE_CPU``, ``ACCELERATE_MIXED_PRECISION``, ``PL_GLOBAL_SEED``,
+``NCCL_ALGO``, ``TORCH_DETERMINISTIC``...), credentials left out
+(:data:`SECRET_ENV_WORDS`); a replay passes on only their members that name no plugin,
+library, file or command to load (``envpolicy``'s patterns), and a local replay clears
+the ones the original did not have (:func:`is_training_env`)."""
+
+SECRET_ENV_WORDS: Final[tuple[str, ...]] = ("TOKEN", "SECRET", "PASSWORD", "KEY", "AUTH")
+"""A variable of a recorded family whose name holds one of these is a credential
+(``HF_TOKEN``): never recorded, never passed on."""
+
+
+def is_training_env(name: str) -> bool:
+    """Whether ``record`` records ``name`` when it is set (a training variable)."""
+    if any(w in name for w in SECRET_ENV_WORDS):
+        return False
+    return name in TRAINING_ENV_NAMES or name.startswith(TRAINING_ENV_PREFIXES)

@@ -56,6 +56,7 @@ from replay_tui.sdk import (
     randomness_group,
 )
 from storage.ledger import utc_now
+from storage.vocabulary import is_training_env
 
 if TYPE_CHECKING:
     from replay_tui.capture.frameworks import Findings
@@ -94,6 +95,10 @@ class ExecSpec:
     handoff_dir: Path
     log_path: Path
     timeout_s: float | None = None
+    clear_training_env: bool = False
+    """A replay on this host: the host's own training variables (``ACCELERATE_USE_CPU``,
+    ``OMP_NUM_THREADS``...: ``storage.vocabulary.is_training_env``) are cleared, so the
+    command sees the recorded ones (``env``) and no others."""
 
 
 class Executor(Protocol):
@@ -106,7 +111,11 @@ class LocalExecutor:
     infra_fault: str | None = None  # the command could not start: the host's fault
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
-        env = dict(os.environ)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not (spec.clear_training_env and is_training_env(k))
+        }
         env.update(spec.env)
         started, t0 = utc_now(), time.monotonic()
         interrupted = timed_out = False

@@ -76,6 +76,7 @@ _RULES: tuple[tuple[str, EnvClass], ...] = (
     ("env", "numeric"),
     ("argv", "numeric"),
     ("workdir", "numeric"),
+    ("launch", "numeric"),  # world size: another share of each batch, another reduction
 )
 
 _BRACKETS = re.compile(r"\[[^\]]*\]")

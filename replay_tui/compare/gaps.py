@@ -615,6 +615,32 @@ _VERSION_FIELDS = (
 
 
 @pair_rule
+def topology_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
+    """World size changes the numbers: each process sees another share of every batch,
+    and gradients are reduced in another order (torchrun, accelerate, deepspeed)."""
+    la, lb = a.launch, b.launch
+    if la is None and lb is None:
+        return
+    shown = []
+    for what in ("processes_per_node", "nodes"):
+        # a command started directly is one process on one node; a launcher's unknown
+        # count is unknown, not a difference
+        va = getattr(la, what) if la is not None else 1
+        vb = getattr(lb, what) if lb is not None else 1
+        if va is not None and vb is not None and va != vb:
+            shown.append(f"{what.replace('_', ' ')} {va} vs {vb}")
+    if shown:
+        yield Gap(
+            "PAIR_TOPOLOGY_DIFFERS",
+            "critical",
+            "launch",
+            "the launch topology differs (" + ", ".join(shown) + "): each process sees"
+            " another share of the batch and gradients are reduced in another order",
+            "replay with the recorded topology (the same launcher and process counts)",
+        )
+
+
+@pair_rule
 def environment_pair(a: RunManifest, b: RunManifest) -> Iterator[Gap]:
     for attr, label, code in _VERSION_FIELDS:
         va, vb = getattr(a.environment, attr), getattr(b.environment, attr)

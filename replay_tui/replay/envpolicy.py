@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from replay_tui.errors import BadInput
 from replay_tui.safety import escape_control
-from storage.vocabulary import TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES
+from storage.vocabulary import SECRET_ENV_WORDS, TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES
 
 # Exact names that change what training computes, and nothing else: the one list
 # ``record`` records from too (storage.vocabulary).
@@ -127,6 +127,8 @@ def env_allowed(name: str, extra: Iterable[str] = ()) -> bool:
         return False
     if name in ALLOWED_ENV or name in set(extra):
         return True
+    if any(w in name for w in SECRET_ENV_WORDS):  # a credential (HF_TOKEN): never
+        return False
     return any(p.match(name) for p in _ALLOWED_PATTERNS) and not _NEVER.search(name)
 
 

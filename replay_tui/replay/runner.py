@@ -509,7 +509,15 @@ def stage_run(ctx: ReplayContext) -> None:
         )
     warm_tensor_comparison(m)
     result = ctx.prepared.executor.run(
-        ExecSpec(plan.argv, ctx.cwd, env, ctx.handoff, ctx.log_path, plan.options.timeout_s),
+        ExecSpec(
+            plan.argv,
+            ctx.cwd,
+            env,
+            ctx.handoff,
+            ctx.log_path,
+            plan.options.timeout_s,
+            clear_training_env=True,
+        ),
         line,
         ctx.should_cancel,
     )

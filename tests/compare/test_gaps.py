@@ -346,6 +346,16 @@ PAIR: dict[str, tuple[tuple[Edit, Edit], tuple[Edit, Edit]]] = {
         (nothing, setter("determinism.deterministic_algorithms", False)),
         (nothing, setter("determinism.deterministic_algorithms", None)),
     ),
+    "PAIR_TOPOLOGY_DIFFERS": (
+        (
+            setter("launch", {"launcher": "torchrun", "processes_per_node": 2, "nodes": 1}),
+            setter("launch", {"launcher": "torchrun", "processes_per_node": 1, "nodes": 1}),
+        ),
+        (
+            setter("launch", {"launcher": "torchrun", "processes_per_node": 1, "nodes": 1}),
+            nothing,  # one process through torchrun is one process
+        ),
+    ),
 }
 
 
