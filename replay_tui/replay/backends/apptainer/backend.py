@@ -65,5 +65,21 @@ class ApptainerBackend(RuntimeBackend, Backend):
             store_path = ctx.store.path
         return ApptainerRuntime(sif_cache(store_path, given))
 
+    def image_problem(self, ref: str, client: Any = None) -> str | None:
+        """Why ``ref`` cannot be run (not by digest, no apptainer here), or None: the SIF
+        is converted when a replay runs, into the cache that replay names."""
+        import shutil
+
+        from replay_tui.errors import InfraError
+        from replay_tui.replay.backends.runtime import requested_digest
+
+        try:
+            requested_digest(ref)
+        except InfraError as e:
+            return e.message
+        if shutil.which("apptainer") is None:
+            return "apptainer is not installed on this host (scripts/apptainer-env.sh)"
+        return None
+
     def recorded_image(self, image: ImageIdentity) -> dict[str, Any] | None:
         return None  # the recorded image: its digest is what the SIF was proven built from

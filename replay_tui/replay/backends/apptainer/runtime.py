@@ -107,6 +107,8 @@ class ApptainerRuntime:
     binary: str = "apptainer"
     conversions: list[float] = field(default_factory=list)
     """Seconds of each conversion this runtime made (none: the SIF came from the cache)."""
+    empties: list[str] = field(default_factory=list)
+    """The empty folders bound over a ``.git`` folder, removed when the run is over."""
 
     def _apptainer(self) -> str:
         found = shutil.which(self.binary)
@@ -214,6 +216,7 @@ class ApptainerRuntime:
             if m.kind == "tmpfs":  # an empty read-only folder over it (a .git folder)
                 source = tempfile.mkdtemp(prefix="replay-tui-empty-")
                 os.chmod(source, 0o555)
+                self.empties.append(source)
             for p in (source, m.target):
                 if _BAD_PATH.search(p):
                     raise InfraError(f"{p!r} holds a comma or colon: apptainer cannot bind it")
@@ -289,6 +292,10 @@ class ApptainerRuntime:
             os.killpg(proc.pid, 9)
 
     def finish(self, name: str) -> str | None:
+        for folder in self.empties:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+        self.empties.clear()
         return None
 
 
