@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any, Final, Literal, cast, get_args
 
 from replay_tui.compare.distance import weight_rel_l2
+from replay_tui.compare.gaps import Gap
 from replay_tui.compare.noise_rule import (
     JudgementStatus,
     LeftOut,
@@ -470,6 +471,42 @@ class StoredFloor:
             in_sample,
             self.body_sha256,
         )
+
+
+UNRELATED_REL_L2 = 1.0
+"""Replicas whose weights are this far apart (relative L2) did not start from the same
+weights.  Two independent draws of one initialisation are about sqrt(2) = 1.41 apart;
+replicas of one seed whose reduction order is the only noise are 1e-3 to 1e-1 apart
+(``examples/train_noisy.py``: 0.0014-0.0052)."""
+
+
+def unrelated_replicas(floor: NoiseFloor) -> float | None:
+    """The closest two replicas' weight distance when even they are as far apart as
+    independent initialisations (:data:`UNRELATED_REL_L2`), else None."""
+    pairs = floor.weights_pairwise
+    if not pairs:
+        return None
+    closest = min(pairs)
+    return closest if closest >= UNRELATED_REL_L2 else None
+
+
+def unrelated_gap(floor: NoiseFloor) -> Gap | None:
+    """A critical gap for a floor whose replicas do not start from the same weights: what
+    they spread over is not noise but unrelated models (the seed does not reach the
+    model), and a judgement against it says nothing."""
+    closest = unrelated_replicas(floor)
+    if closest is None:
+        return None
+    return Gap(
+        "FLOOR_REPLICAS_UNRELATED",
+        "critical",
+        "noise_floor.weights_pairwise",
+        "the replicas do not start from the same weights: the seed does not reach the model"
+        f" (even the closest two replicas' weights are {closest:.2f} apart in relative L2;"
+        " independent initialisations are about 1.41 apart), so their spread is not noise",
+        "seed before the model is built (replay_tui.seed_everything(), or the framework's"
+        " seed call first), then measure the floor again (replay --times 3)",
+    )
 
 
 def floor_line(floor: StoredFloor | None) -> str:

@@ -39,9 +39,9 @@ from replay_tui.compare.metrics import MetricDiff, compare_metrics
 from replay_tui.compare.states import assign_states
 from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
 from replay_tui.door import glob_match, glob_parts
+from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING, verdict_exit
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict
-from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING, verdict_exit
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.records import GapCounts
@@ -415,7 +415,7 @@ def compare_runs(
         judgement = noise.judge(a if noise.candidate == "a" else b)
         floor_ref = noise.ref()
         verdict, reasons = _noise_verdict(judgement, noise, arts, f)
-        pair = [*pair, *_too_wide_gaps(judgement, noise)]
+        pair = [*pair, *_too_wide_gaps(judgement, noise), *_unrelated(noise)]
     arts, mets, judgement = assign_states(arts, mets, judgement)
     causes = probable_causes(own_a, pair, own_b) if verdict == "DIVERGED" else []
     shared = shared_causes(own_a, own_b) if verdict == "DIVERGED" else []
@@ -520,6 +520,14 @@ def _noise_verdict(
     if blockers:
         return "DIVERGED", [*blockers, head, *why, *f.divergent, *f.notes]
     return "DIVERGED", [*why[:1], head, *why[1:], *f.divergent, *f.notes]
+
+
+def _unrelated(noise: NoiseContext) -> tuple[Gap, ...]:
+    """FLOOR_REPLICAS_UNRELATED when the floor's replicas are unrelated draws."""
+    from replay_tui.compare.floor import unrelated_gap
+
+    gap = unrelated_gap(noise.stored.floor)
+    return (gap,) if gap is not None else ()
 
 
 def _too_wide_gaps(j: NoiseJudgement, noise: NoiseContext) -> tuple[Gap, ...]:

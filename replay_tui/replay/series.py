@@ -25,6 +25,7 @@ from replay_tui.compare.floor import (
     FloorRecord,
     Spread,
     measure_floor,
+    unrelated_gap,
 )
 from replay_tui.compare.noise_rule import NoiseFloor
 from replay_tui.compare.tolerance import Tolerance
@@ -411,6 +412,9 @@ def _measure(
             + (f"; self-check: {check.message}" if check is not None else ""),
         )
     )
+    gap = unrelated_gap(floor)
+    if gap is not None:
+        emit(ReplayEvent("compare", "note", f"{gap.message}; {gap.remediation}"))
     again = rejudge_earlier(store, original_id, fid, {r.run_id for r in replicas}, tol)
     if again:
         emit(

@@ -157,3 +157,33 @@ def test_a_stored_comparison_keeps_its_gap_counts_and_floor_typed(
     back = comparison_from_dict(body)
     assert back.gap_counts == c.gap_counts and back.to_dict() == body
     assert isinstance(back.floor, FloorRef) and back.floor.k == 3 and not back.floor.in_sample
+
+
+def test_replicas_as_far_apart_as_independent_initialisations_are_not_noise(
+    make_manifest: MakeManifest,
+) -> None:
+    """Item 6 of the frameworks issue: the HF program built its model before its seed took
+    effect, its replicas were unrelated draws (weights rel L2 about sqrt(2)), and
+    ``replay --times 3`` said WITHIN_NOISE with no warning.  Fixed numbers: replicas 1.39
+    to 1.42 apart are unrelated; 0.003 to 0.005 apart are one seed's noise."""
+    from replay_tui.compare.floor import unrelated_gap, unrelated_replicas
+
+    runs = [_run(make_manifest, v) for v in REPLICAS]
+    histories = [dict(r.outputs.metric_history) for r in runs]
+    finals = [dict(r.outputs.metrics) for r in runs]
+    far = NoiseFloor.from_replicas(histories, finals, weights_pairwise=[1.40, 1.42, 1.39])
+    near = NoiseFloor.from_replicas(histories, finals, weights_pairwise=[0.003, 0.005, 0.004])
+    assert unrelated_replicas(far) == 1.39 and unrelated_replicas(near) is None
+    gap = unrelated_gap(far)
+    assert gap is not None and gap.severity == "critical"
+    assert gap.message.startswith(
+        "the replicas do not start from the same weights: the seed does not reach the model"
+    )
+    a, b = _run(make_manifest, 1.5330), _run(make_manifest, 1.5325)
+    for floor, flagged in ((far, True), (near, False)):
+        stored = StoredFloor(7, "orig", "2026-11-28T00:00:00.000Z", floor, None)
+        c = compare_runs(a, b, noise=NoiseContext(stored, "b", NoiseParams()))
+        assert c.noise is not None
+        assert ("FLOOR_REPLICAS_UNRELATED" in {g.code for g in c.gaps}) is flagged
+        if flagged:
+            assert c.gap_counts["pair"].critical >= 1
