@@ -23,7 +23,14 @@ import pytest
 from replay_tui.replay.backends.docker.walls import our_mounts
 from storage.store import RunStore
 from tests.replay.test_slurm import _cluster_problem
-from tests.security.test_sandbox_walls import FILL_OUT, WAIT_FOR_GO, _ingest, _log, _repo
+from tests.security.test_sandbox_walls import (
+    ALLOCATE,
+    FILL_OUT,
+    WAIT_FOR_GO,
+    _ingest,
+    _log,
+    _repo,
+)
 from tests.support.training import replay_tui
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker, pytest.mark.slow]
@@ -144,3 +151,64 @@ def test_a_write_past_the_slurm_jobs_output_bound_gets_enospc(
     spool = store.parent / "slurm-spool"
     assert not [p for p, _ in our_mounts() if p.startswith(str(spool))]  # all unmounted
     assert code in (0, 1)
+
+
+def test_a_slurm_job_killed_for_memory_is_an_infrastructure_result_naming_the_limit(
+    image: str, engine: Any, tmp_path: Path
+) -> None:
+    repo = _repo(tmp_path, ALLOCATE)
+    store = tmp_path / "store" / "runs.db"
+    rid = _ingest(store, repo, image)
+    code, rep, out = _replay(store, rid, "--memory", "96m")
+    assert code == 3, out[-3000:]  # the machine's wall ended it: not "not reproduced"
+    r = rep["replays"][0]
+    assert r["replay_status"] == "infra-error"
+    assert "memory limit of 96m" in r["reason"] and "oom" in r["reason"]
+    assert r["verdict"] == "INCOMPLETE"
+    with RunStore(store) as s:
+        assert s.get_run(rid).last_verdict is None  # never judged
+        m = s.manifest(r["replay_run"])
+    assert m.replay is not None and m.replay.sandbox is not None
+    assert m.replay.sandbox.memory_limit == "96m"
+
+
+SLEEP = """\
+import os, time
+os.makedirs('out', exist_ok=True)
+print('working', flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_job_script_killed_before_it_unmounted_leaves_no_bounded_folder(
+    image: str, engine: Any, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.replay.test_slurm import _running_job
+    from tests.support.training import cli_env
+
+    repo = _repo(tmp_path, SLEEP)
+    store = tmp_path / "store" / "runs.db"
+    rid = _ingest(store, repo, image)
+    argv = [str(Path(sys.executable).parent / "replay-tui"), "--store", str(store)]
+    argv += ["replay", rid, "--json", "--backend", "slurm", "--repo", str(repo)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=cli_env())  # fmt: skip
+    spool = store.parent / "slurm-spool"
+    job_id = ""
+    try:
+        job_id, _ = _running_job(spool)
+        assert [p for p, _ in our_mounts() if p.startswith(str(spool))]  # bounded while it runs
+        # SIGKILL to the batch script: it never gets to unmount what it mounted
+        subprocess.run(["scancel", "--batch", "--signal=KILL", job_id], check=True, timeout=60)
+        _out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if job_id:  # the container the killed script started runs on: the test ends it
+            for c in engine.containers.list(all=True, filters={"name": f"replay-tui-{job_id}"}):
+                c.remove(force=True)
+    assert proc.returncode in (1, 3), err[-3000:]  # ended, not as reproduced
+    assert not [p for p, _ in our_mounts() if p.startswith(str(spool))], err[-3000:]

@@ -209,6 +209,9 @@ class SlurmBackend(Backend):
         sopts = slurm_options(opts.backend_options)
         spool = spool_dir(sopts, ctx.store.path)
         ctx.emit("pull", "start", f"{plan.image} (pulled by the compute node)")
+        from replay_tui.replay.backends.docker.walls import sweep_mounts
+
+        sweep_mounts(lambda note: ctx.emit("pull", "note", note))  # killed jobs' folders
         # memory and CPUs as given; where not, the job script sizes them on the node
         sandbox = replay_sandbox(plan)
         gpus = sandbox.gpus

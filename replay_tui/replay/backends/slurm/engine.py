@@ -405,6 +405,7 @@ GPUS=()
 WALLS=()
 unbound() {{ :; }}
 {walls}
+T0=$(date +%s)
 docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" "${{WALLS[@]}}" \\
 {docker_args} \\
   {image} \\
@@ -413,6 +414,11 @@ docker run --rm --pull missing --quiet --name "$NAME" "${{GPUS[@]}}" "${{WALLS[@
 pid=$!
 wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done
+# killed at its memory limit: the engine's own "oom" event for this container says so
+if [ "$rc" = 137 ] && [ -n "$(docker events --since "$T0" --until "$(( $(date +%s) + 1 ))" \\
+  --filter "container=$NAME" --filter event=oom --format x 2>/dev/null | head -c 1)" ]; then
+  echo 1 > oom.tmp && mv -f oom.tmp oom
+fi
 unbound
 date -u +%s.%N > end
 docker image inspect --format '{{{{json .}}}}' {image} > image.json 2>/dev/null || true
@@ -1250,6 +1256,10 @@ class SlurmExecutor:
             raise KeyboardInterrupt
         tail.pump(final=True)
         slurm_out.pump(final=True)
+        if self.walls is not None:  # a job script killed before it unmounted (this node)
+            from replay_tui.replay.backends.docker.walls import sweep_mounts
+
+            sweep_mounts(lambda note: on_line(f"[slurm] {note}"))
         self._read_node_files(job)
         result = self._result(
             job_id, job, state, started, t0, cancelled, cancel_reason, timed_out, spec
@@ -1330,6 +1340,16 @@ class SlurmExecutor:
         code = rc if rc is not None else _slurm_exit(st.exit_code)
         if state == "COMPLETED" and code == 0:
             return ExecResult(0, "succeeded", started, utc_now(), duration, None, env_view)
+        if code == 137 and job.exists("oom") and not (timed_out or cancelled):
+            # the machine's wall ended it, not the program: no verdict on reproduction
+            limit = self.sandbox_info.get("memory_limit") or "the node's"
+            self.infra_fault = (
+                f"{where}: out of memory: the container was killed at its memory limit of"
+                f" {limit} (an oom event of the engine; pass a larger --memory)"
+            )
+            return ExecResult(
+                code, "failed", started, utc_now(), duration, self.infra_fault, env_view
+            )
         if timed_out:
             status, reason = "timed_out", f"timed out after {spec.timeout_s:g}s: {where} {state}"
         elif state == "TIMEOUT":
