@@ -164,8 +164,10 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("~", "a field differs; no effect on numbers expected"),
             ("?", "a field unknown on one side (a comparison's fields)"),
             ("·", "a field expected to differ (ids, times)"),
-            ("Artifacts (2/4 ✓)", "2 of 4 judged artifacts reproduced (identical, within"
-             " tolerance or within noise)"),
+            (
+                "Artifacts (2/4 ✓)",
+                "2 of 4 judged artifacts reproduced (identical, within tolerance or within noise)",
+            ),
             ("Metrics (3/4 ✓)", "3 of 4 judged metrics reproduced (t: timing, not judged)"),
             ("✓ ≈ ✗ ?", "identical or within tolerance / within noise / outside / missing"),
             ("~ ·", "an artifact declared volatile (listed) / not judged (a log's bytes)"),
