@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.style import Style
 
-from replay_tui.tui.widgets.plot import BAND_GLYPH, Series, render_plot
+from replay_tui.tui.widgets.plot import BAND_GLYPH, Series, distance_view, render_plot
 from replay_tui.tui.widgets.verdict_banner import block_letters
 
 PLAIN = Style()
@@ -47,3 +47,36 @@ def test_within_noise_has_its_own_block_letters() -> None:
     within = block_letters("WITHIN_NOISE")
     assert len(within) == 3 and within != block_letters("IDENTICAL")
     assert all(len(row) == len(within[0]) for row in within)
+
+
+def test_the_distance_view_makes_a_thin_band_fill_the_plot() -> None:
+    """A band of 0.1 % of the value: a row at most among the values, every row of the
+    plot as the distance from the replicas' mean (the band as ±h around zero)."""
+    mean = [(float(s), 2.0 - s / 100) for s in range(0, 101, 10)]
+    band = [(x, y - 0.001 * y, y + 0.001 * y) for x, y in mean]
+    a = [(x, y + 0.0003 * y) for x, y in mean]
+    b = [(x, y - 0.0002 * y) for x, y in mean]
+
+    def rows_with_band(
+        series: list[Series], shade: list[tuple[float, float, float]], on: bool
+    ) -> int:
+        text = render_plot(
+            series,
+            60,
+            12,
+            styles=(PLAIN, PLAIN),
+            both=PLAIN,
+            marker_style=PLAIN,
+            axis=PLAIN,
+            band=shade,
+            band_style=PLAIN,
+            band_in_range=on,
+        ).plain
+        return sum(BAND_GLYPH in line for line in text.splitlines())
+
+    raw = [Series("original", a), Series("replay", b)]
+    assert rows_with_band(raw, band, False) <= 1
+    series, shade = distance_view(raw, band)
+    assert all(abs(lo + hi) < 1e-12 for _, lo, hi in shade)  # ±h around zero
+    assert abs(series[0].points[0][1] - 0.0006) < 1e-12  # 0.03 % of 2.0 above the mean
+    assert rows_with_band(series, shade, True) >= 9  # of the 11 rows above the axis

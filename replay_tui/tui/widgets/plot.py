@@ -8,7 +8,10 @@ colour; where they differ, each keeps its own colour.  A marked step (where two
 histories leave tolerance, or a curve leaves the noise band) is drawn as a vertical line
 in the marker colour, with a ``▲`` tag under the axis.  An optional band (the replicas'
 noise band: ``(step, lo, hi)``) shades the cells it covers with ``░`` in the band
-colour, a shape as well as a colour, under the curves.
+colour, a shape as well as a colour, under the curves.  In the distance view
+(``LinePlot.distance``, the comparison's ``n``) each curve is its distance from the
+replicas' mean and the band is ``±h`` around zero, part of the y range, so a band of
+0.1 % of the value fills the plot (``distance_view``).
 
 The y axis has ticks at its top, middle and bottom, the x axis its first and last step
 and its title.  A focused plot takes keys: ``l`` switches the y axis between linear and
