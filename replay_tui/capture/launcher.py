@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -110,7 +110,13 @@ class LocalExecutor:
 
     infra_fault: str | None = None  # the command could not start: the host's fault
 
+    def __init__(self, interpreter: str | None = None) -> None:
+        self.interpreter = interpreter
+        """A replay's recorded interpreter, run where the command names ``python``."""
+
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
+        if self.interpreter is not None and spec.argv:
+            spec = replace(spec, argv=[self.interpreter, *spec.argv[1:]])
         env = {
             k: v
             for k, v in os.environ.items()
