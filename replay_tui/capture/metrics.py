@@ -117,7 +117,7 @@ def read_metrics_file(root: Path, rel: str) -> MetricSeries:
     JSONL: one object per line, either ``{"name": n, "step": s, "value": v}`` or
     ``{"step": s, "loss": v, "acc": w}``.
     """
-    from replay_tui.capture.frameworks import kind_of
+    from replay_tui.capture.framework_files import kind_of
     from replay_tui.door import read_under_or_none
 
     out = MetricSeries()

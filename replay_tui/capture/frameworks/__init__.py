@@ -18,12 +18,12 @@ file that gives no metric, or that is refused, is listed with why
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from replay_tui.capture.framework_files import kind_of as kind_of
 from replay_tui.capture.metrics import MetricSeries
 
 MAX_POINTS = 100_000
@@ -46,24 +46,6 @@ LIMITS: dict[str, int] = {
 
 SKIPPED_KEYS = frozenset({"step", "epoch", "global_step", "time", "timestamp"})
 """Columns and keys that index a history, never metrics of their own."""
-
-
-def kind_of(rel: str) -> str | None:
-    """The kind of framework file ``rel`` names (a key of :data:`LIMITS`), or None."""
-    name = PurePosixPath(rel).name
-    if name.startswith("events.out.tfevents."):
-        return "TensorBoard event file"
-    if name == "metrics.csv":
-        return "Lightning metrics.csv"
-    if name == "hparams.yaml":
-        return "Lightning hparams.yaml"
-    if name == "config.yaml" and re.fullmatch(r"version_\d+", PurePosixPath(rel).parent.name):
-        return "LightningCLI config.yaml"  # what LightningCLI saves in the run's log folder
-    if name == "trainer_state.json":
-        return "Hugging Face trainer_state.json"
-    if name == "training_args.bin":
-        return "Hugging Face training_args.bin"
-    return None
 
 
 METRIC_KINDS = (
