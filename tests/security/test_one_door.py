@@ -100,6 +100,29 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.checkout", "repo_lock"): (
         "the repository the user named, and the lock file the tool keeps in it"
     ),
+    # -- the sandbox walls (docker/walls.py): the tool's own tmpfs folders and checkout
+    ("replay_tui.replay.backends.docker.walls", "host_memory_bytes"): "/proc/meminfo: the kernel's",
+    ("replay_tui.replay.backends.docker.walls", "our_mounts"): (
+        "/proc/self/mountinfo: the kernel's list of mounts, to find the tool's own tmpfs"
+    ),
+    ("replay_tui.replay.backends.docker.walls", "BoundedFolders.bound"): (
+        "moves a checkout folder the tool made into the tmpfs it mounts over it and back:"
+        " links copied as links (symlinks=True), never followed; a FIFO or device is"
+        " refused by shutil (SpecialFileError); the tmpfs bounds the bytes"
+    ),
+    ("replay_tui.replay.backends.docker.walls", "BoundedFolders.close"): (
+        "copies the tool's own tmpfs back into the checkout the tool made: links as"
+        " links, special files refused by shutil; what is read of the files later goes"
+        " through the door (outputs are hashed there)"
+    ),
+    ("replay_tui.replay.backends.docker.walls", "sync_into"): (
+        "copies what the run changed from the tool's tmpfs into the tool's checkout: a"
+        " link is read as a link (readlink) and recreated, never followed"
+        " (follow_symlinks=False); the bytes are bounded by the tmpfs"
+    ),
+    ("replay_tui.replay.backends.docker.walls", "outermost"): (
+        "resolves the checkout folders the tool made, to find the outermost to bound"
+    ),
     ("replay_tui.replay.backends.docker.engine", "<module>"): (
         "this package's own folder (the SDK mount)"
     ),
@@ -134,6 +157,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("replay_tui.replay.debris", "_start_time"): "/proc/PID/stat: the kernel's",
     # -- evidence, importers, the demo, the SDK
+    ("replay_tui.evidence.modelsig", "export_model_files"): (
+        "creates each model file (O_EXCL, O_NOFOLLOW) in the new folder the user named;"
+        " the store's copies are read through the door"
+    ),
     ("replay_tui.evidence.keys", "_write_new"): (
         "creates a new key file: O_CREAT | O_EXCL, mode 0600 from the first byte"
     ),
