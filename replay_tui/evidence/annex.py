@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replay_tui.evidence.gather import Evidence
+from replay_tui.evidence.report import Section
 
 ANNEX_NAME = "annex_iv.json"
 SCHEMA = "https://replay-tui.dev/annex-iv/v1"
@@ -98,7 +99,7 @@ def items(ev: Evidence, members: Collection[str] | None = None) -> list[Item]:
     have = set(members) if members is not None else default_members(ev)
     hw, env, code = m.hardware, m.environment, m.code
     dev = [
-        Fact("manifest.json", "code.repo_url", _short(code.repo_url)),
+        Fact("manifest.json", "code.repo_url"),  # a URL the standalone page does not show
         Fact("manifest.json", "code.commit", code.commit),
         Fact("manifest.json", "code.dirty / code.diff_sha256", _short(code.diff_sha256)),
         Fact("manifest.json", "argv (the training command)", _short(" ".join(m.argv))),
@@ -233,19 +234,16 @@ def _md(text: str) -> str:
     return out
 
 
-def markdown_section(ev: Evidence, members: Collection[str] | None = None) -> str:
-    """The report's Markdown section (a ``##`` heading, a table, one row per item)."""
-    lines = [f"## {TITLE}", "", INTRO, "", "| item | asks | answered by | cannot answer |",
-             "|---|---|---|---|"]  # fmt: skip
+def _md_lines(ev: Evidence, members: Collection[str] | None) -> list[str]:
+    lines = [INTRO, "", "| item | asks | answered by | cannot answer |", "|---|---|---|---|"]
     for it in items(ev, members):
         facts = "<br>".join(_md(f.text()) for f in it.facts) or "nothing in the bundle"
         cannot = "<br>".join(_md(c) for c in it.cannot) or "-"
         lines.append(f"| {_md(it.ref)} ({it.status}) | {_md(it.asks)} | {facts} | {cannot} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def html_section(ev: Evidence, members: Collection[str] | None = None) -> str:
-    """The report page's section (``<section id="annex-iv">``), every value escaped."""
+def _html_body(ev: Evidence, members: Collection[str] | None) -> str:
     e = html.escape
     rows = []
     for it in items(ev, members):
@@ -257,9 +255,26 @@ def html_section(ev: Evidence, members: Collection[str] | None = None) -> str:
             f"<td><ul>{facts}</ul></td><td><ul>{cannot}</ul></td></tr>"
         )
     return (
-        f'<section id="annex-iv"><h2>{e(TITLE)}</h2><p>{e(INTRO)}</p>'
-        "<table><thead><tr><th>item</th><th>asks</th><th>answered by</th>"
-        "<th>cannot answer</th></tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table></section>\n"
+        f"<p>{e(INTRO)}</p>"
+        '<table class="annex-iv"><thead><tr><th>item</th><th>asks</th><th>answered by</th>'
+        "<th>cannot answer</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
+
+
+def markdown_section(ev: Evidence, members: Collection[str] | None = None) -> str:
+    """The report's Markdown section (a ``##`` heading, a table, one row per item)."""
+    return "\n".join([f"## {TITLE}", "", *_md_lines(ev, members)]) + "\n"
+
+
+def html_section(ev: Evidence, members: Collection[str] | None = None) -> str:
+    """The report page's section (``<section id="annex-iv">``), every value escaped."""
+    return (
+        f'<section id="annex-iv"><h2>{html.escape(TITLE)}</h2>{_html_body(ev, members)}</section>\n'
+    )
+
+
+def section(ev: Evidence, members: Collection[str] | None = None) -> Section:
+    """The map as a section of the report (``report.markdown`` and ``report.html_page``
+    take it in ``sections``): the same table as :func:`markdown_section` and
+    :func:`html_section`, under the report's own heading."""
+    return Section(TITLE, _md_lines(ev, members), _html_body(ev, members))

@@ -230,37 +230,52 @@ def export_bundle(
                     f"replays/{r.manifest.run_id}.json",
                     _json(r.manifest.model_dump(mode="json")),
                 )
-        _write(tmp, "comparison.json", _json(_comparison_doc(ev)))
+        written = {"comparison.json": _json(_comparison_doc(ev))}  # the SLSA byproducts
+        _write(tmp, "comparison.json", written["comparison.json"])
         _write(tmp, "gaps.json", _json(_gaps_doc(ev)))
         bisects = store.bisects_of(m.run_id)
         if bisects:  # bisects with this run as GOOD or BAD (replay-tui bisect)
             _write(tmp, "bisects.json", _json({"run_id": m.run_id, "bisects": bisects}))
         if ev.floor is not None:  # what WITHIN_NOISE was judged against, and how
-            _write(tmp, "noise_floor.json", _json({"run_id": m.run_id, **ev.floor.to_json()}))
+            written["noise_floor.json"] = _json({"run_id": m.run_id, **ev.floor.to_json()})
+            _write(tmp, "noise_floor.json", written["noise_floor.json"])
         for lm in [m, *(r.manifest for r in ev.replays if r.manifest is not None)]:
             data = log_bytes(store, lm)
             if data is not None:
                 _write(tmp, f"logs/{lm.run_id}.log", data)
+        model_signed = isinstance(private_key, ec.EllipticCurvePrivateKey) and bool(
+            modelsig.model_files(m)
+        )
+        so_far, _ = checksums.bundle_files(tmp)
+        held = {  # every member the bundle will hold, for the Annex IV map
+            *so_far,
+            *(n.split("/", 1)[0] + "/" for n in so_far if "/" in n),
+            "report.md",
+            "report.html",
+            mlbom.BOM_NAME,
+            slsa.SLSA_NAME,
+            annex.ANNEX_NAME,
+            checksums.SUMS_NAME,
+            ENVELOPE_NAME,
+            *([keys.BUNDLE_KEY_NAME] if private_key is not None else []),
+            *([modelsig.MODEL_SIG_NAME] if model_signed else []),
+        }
+        sections = [annex.section(ev, held)]
         audit = report.Audit(  # what an auditor reads first: the signer, the anchor
             keys.key_id(private_key.public_key()) if private_key is not None else None,
             integrity.ledger_head(store.conn),
             bisects,
         )
-        _write(tmp, "report.md", report.markdown(ev, exported_at, audit).encode())
-        _write(tmp, "report.html", report.html_page(ev, exported_at, audit).encode())
+        _write(tmp, "report.md", report.markdown(ev, exported_at, audit, sections).encode())
+        _write(tmp, "report.html", report.html_page(ev, exported_at, audit, sections).encode())
         _write(tmp, mlbom.BOM_NAME, _json(mlbom.ml_bom(ev, exported_at, _tool_version())))
         kid = None
         if private_key is not None:
             kid = keys.key_id(private_key.public_key())
             _write(tmp, keys.BUNDLE_KEY_NAME, keys.public_pem(private_key.public_key()))
-        members = {
-            n: (tmp / n).read_bytes()
-            for n in ("comparison.json", "noise_floor.json")
-            if (tmp / n).is_file()
-        }
         slsa_statement = make_statement(
             subjects(m),
-            slsa.slsa_predicate(ev, slsa.member_digests(members), _tool_version()),
+            slsa.slsa_predicate(ev, slsa.member_digests(written), _tool_version()),
             slsa.SLSA_PREDICATE_TYPE,
         )
         _write(tmp, slsa.SLSA_NAME, envelope_bytes(envelope(slsa_statement, private_key)))
@@ -269,8 +284,6 @@ def export_bundle(
             model_sig = modelsig.sign_model(m, private_key)
             if model_sig is not None:
                 _write(tmp, modelsig.MODEL_SIG_NAME, model_sig)
-        present, _ = checksums.bundle_files(tmp)
-        held = {annex.ANNEX_NAME, *present, *(n.split("/", 1)[0] + "/" for n in present)}
         _write(tmp, annex.ANNEX_NAME, _json(annex.annex_map(ev, held)))
         names, _ = checksums.bundle_files(tmp)
         sums = checksums.render(checksums.hash_files(tmp, names))

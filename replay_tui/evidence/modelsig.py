@@ -243,14 +243,13 @@ def export_model_files(objects_root: Path, m: RunManifest, dest: Path) -> ModelF
         target.parent.mkdir(parents=True, exist_ok=True)
         h = hashlib.sha256()
         try:
-            with (
-                open_under(objects_root, f"{sha[:2]}/{sha[2:]}", "run output") as src,
-                open(target, "xb") as out,
-            ):
-                for chunk in src.chunks():
-                    h.update(chunk)
-                    out.write(chunk)
-                    total += len(chunk)
+            with open_under(objects_root, f"{sha[:2]}/{sha[2:]}", "run output") as src:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "wb") as out:
+                    for chunk in src.chunks():
+                        h.update(chunk)
+                        out.write(chunk)
+                        total += len(chunk)
         except Refused as e:
             target.unlink(missing_ok=True)
             raise BadInput(

@@ -88,7 +88,8 @@ def test_hostile_manifest_values_are_escaped_in_both_sections(
 ) -> None:
     evil = "<script>alert(1)</script>|**x**"
     m = make_manifest()
-    m["code"]["repo_url"] = evil
+    m["code"]["branch"] = "b"
+    m["argv"] = ["python", evil]
     with RunStore(store_path) as store:
         store.ingest(manifest_from_data(m))
         ev = gather(store, m["run_id"])
@@ -98,8 +99,23 @@ def test_hostile_manifest_values_are_escaped_in_both_sections(
     md = annex.markdown_section(ev)
     assert "<script>" not in md and "\\|\\*\\*x\\*\\*" in md
     doc = json.loads((tmp_path / "b" / annex.ANNEX_NAME).read_text())
-    facts = {f["field"]: f["value"] for f in doc["items"][0]["answered_by"]}
-    assert facts["code.repo_url"] == evil  # the JSON holds the value as it is
     # not replayed: the validation item still answers from what the bundle holds
     val = doc["items"][4]
     assert val["answered_by"][0]["value"] == "not replayed"
+
+
+def test_the_report_carries_the_map_and_the_map_names_the_members_the_bundle_holds(
+    bundle: Path,
+) -> None:
+    md = (bundle / "report.md").read_text()
+    assert f"## {annex.TITLE}" in md and "labelling procedures" in md
+    page = (bundle / "report.html").read_text()
+    assert f"<h2>{annex.TITLE}</h2>" in page and 'class="annex-iv"' in page
+    assert md.index(annex.TITLE) < md.index("## Checking this bundle")
+    doc = json.loads((bundle / annex.ANNEX_NAME).read_text())
+    named = {f["member"] for i in doc["items"] for f in i["answered_by"]}
+    held = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
+    tops = {n.split("/", 1)[0] for n in held}
+    assert {n.split("/", 1)[0] for n in named} <= tops
+    # what the bundle holds is named where an item asks for it: model.sig, logs, replays
+    assert {"model.sig", "logs", "replays"} <= named
