@@ -73,25 +73,27 @@ class ArtifactDiff:
         return self.kind_a == "checkpoint" and self.kind_b == "checkpoint"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "kind_a": self.kind_a,
-            "kind_b": self.kind_b,
-            "sha256_a": self.sha256_a,
-            "sha256_b": self.sha256_b,
-            "size_a": self.size_a,
-            "size_b": self.size_b,
-            "tensor_sha256_a": self.tensor_sha256_a,
-            "tensor_sha256_b": self.tensor_sha256_b,
-            "checkpoint": self.checkpoint,
-            "note": self.note,
-            "error": self.error,
-            "stale_a": self.stale_a,
-            "stale_b": self.stale_b,
-            "tensors": None if self.tensors is None else self.tensors.to_dict(),
-        } | ({"volatile": self.volatile} if self.volatile is not None else {}) | (
-            {"state": self.state} if self.state is not None else {}
+        return (
+            {
+                "path": self.path,
+                "status": self.status,
+                "kind_a": self.kind_a,
+                "kind_b": self.kind_b,
+                "sha256_a": self.sha256_a,
+                "sha256_b": self.sha256_b,
+                "size_a": self.size_a,
+                "size_b": self.size_b,
+                "tensor_sha256_a": self.tensor_sha256_a,
+                "tensor_sha256_b": self.tensor_sha256_b,
+                "checkpoint": self.checkpoint,
+                "note": self.note,
+                "error": self.error,
+                "stale_a": self.stale_a,
+                "stale_b": self.stale_b,
+                "tensors": None if self.tensors is None else self.tensors.to_dict(),
+            }
+            | ({"volatile": self.volatile} if self.volatile is not None else {})
+            | ({"state": self.state} if self.state is not None else {})
         )
 
 

@@ -814,10 +814,10 @@ def shared_causes(original: Sequence[Gap], other: Sequence[Gap]) -> list[str]:
     seen: set[str] = set()
     out = []
     for g in original:
-        if g.code in CAUSES and g.severity != "info" and (g.code, g.field) in theirs:
-            if g.code not in seen:
-                seen.add(g.code)
-                out.append(f"{CAUSES[g.code]} ({g.code}, {g.field}): in both runs")
+        key = (g.code, g.field)
+        if g.code in CAUSES and g.severity != "info" and key in theirs and g.code not in seen:
+            seen.add(g.code)
+            out.append(f"{CAUSES[g.code]} ({g.code}, {g.field}): in both runs")
     return out
 
 

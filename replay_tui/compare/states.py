@@ -26,7 +26,7 @@ bytes are not touched).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, Literal, cast
+from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
     from replay_tui.compare.artifacts import ArtifactDiff
@@ -92,7 +92,10 @@ def words(state: str | None) -> str:
 
 def checked(v: object) -> ItemState | None:
     """A stored state, or None when it is not one of ``ITEM_STATES``."""
-    return cast(ItemState, v) if isinstance(v, str) and v in ITEM_STATES else None
+    for s in ITEM_STATES:
+        if v == s:
+            return s
+    return None
 
 
 def endpoint_state(e: EndpointResult) -> ItemState:
