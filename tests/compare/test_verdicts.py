@@ -7,6 +7,7 @@ written the way the runner writes them.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -154,9 +155,17 @@ def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproducti
     git(repo, "add", "uses_torch.py")
     git(repo, "commit", "-q", "-m", "torch")
     store = tmp_path / "store.db"
-    rec = replay_tui(store, "record", "--json", "--", "python3", "uses_torch.py", cwd=repo)
+    # recorded with a python3 of its own (it runs this interpreter, which has torch)
+    # that the replay host lacks: the replay runs the host's python3, as it says
+    own = tmp_path / "own-bin"
+    own.mkdir()
+    (own / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (own / "python3").chmod(0o755)
+    env = dict(os.environ, PATH=f"{own}:{os.environ.get('PATH', '')}")
+    rec = replay_tui(store, "record", "--json", "--", "python3", "uses_torch.py", cwd=repo, env=env)
     assert rec.returncode == 0, rec.stderr[-2000:]
     run_id = json.loads(rec.stdout)["run_id"]
+    (own / "python3").unlink()
     bare = dict(os.environ, PATH="/usr/bin:/bin")  # this host's python3 has no torch
     probe = subprocess.run(["python3", "-c", "import torch"], env=bare, capture_output=True)
     assert probe.returncode != 0, "the test needs a python3 on /usr/bin without torch"
