@@ -21,6 +21,7 @@ with no verdict yet is ``not-replayed`` (:data:`NOT_REPLAYED`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final, Literal
 
@@ -211,8 +212,21 @@ SECRET_ENV_WORDS: Final[tuple[str, ...]] = ("TOKEN", "SECRET", "PASSWORD", "KEY"
 (``HF_TOKEN``): never recorded, never passed on."""
 
 
+NAMES_A_THING_TO_LOAD: Final = (
+    "PLUGIN|LIB|PATH|FILE|DIR|SOCKET|CMD|COMMAND|EXEC|PRELOAD|SCRIPT|MODULE|HOOK|TOPO|HOME"
+    "|PROFILE|CACHE"
+)
+"""Words in a name of a recorded family that make it name a file, a folder, a library or
+a command (``HF_HOME``, ``TORCHINDUCTOR_CACHE_DIR``, ``NCCL_NET_PLUGIN``): where this
+host keeps things, not what training computes.  Never recorded, never passed on
+(``replay_tui.replay.envpolicy``)."""
+
+
 def is_training_env(name: str) -> bool:
-    """Whether ``record`` records ``name`` when it is set (a training variable)."""
-    if any(w in name for w in SECRET_ENV_WORDS):
+    """Whether ``record`` records ``name`` when it is set (a training variable): one of
+    the names, or a member of a family that names no credential and nothing to load."""
+    if name in TRAINING_ENV_NAMES:
+        return True
+    if any(w in name for w in SECRET_ENV_WORDS) or re.search(NAMES_A_THING_TO_LOAD, name):
         return False
-    return name in TRAINING_ENV_NAMES or name.startswith(TRAINING_ENV_PREFIXES)
+    return name.startswith(TRAINING_ENV_PREFIXES)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from storage.vocabulary import SECRET_ENV_WORDS, TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES
+from storage.vocabulary import TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES, is_training_env
 
 # Variables that change what training computes (storage.vocabulary, the one list a replay
 # passes on too).  Prefixes end with '_'.
@@ -33,10 +33,7 @@ def training_env(environ: Mapping[str, str], extra: Sequence[str] = ()) -> dict[
     """The variables of ``environ`` that affect training, plus the ones named in ``extra``."""
     out: dict[str, str] = {}
     for k, v in environ.items():
-        if k in extra or (
-            any((k.startswith(p) if p.endswith("_") else k == p) for p in TRAINING_ENV)
-            and not any(w in k for w in SECRET_ENV_WORDS)
-        ):
+        if k in extra or is_training_env(k):
             out[k] = v
     return dict(sorted(out.items()))
 

@@ -19,7 +19,12 @@ from collections.abc import Iterable, Mapping
 
 from replay_tui.errors import BadInput
 from replay_tui.safety import escape_control
-from storage.vocabulary import SECRET_ENV_WORDS, TRAINING_ENV_NAMES, TRAINING_ENV_PREFIXES
+from storage.vocabulary import (
+    NAMES_A_THING_TO_LOAD,
+    SECRET_ENV_WORDS,
+    TRAINING_ENV_NAMES,
+    TRAINING_ENV_PREFIXES,
+)
 
 # Exact names that change what training computes, and nothing else: the one list
 # ``record`` records from too (storage.vocabulary).
@@ -28,10 +33,7 @@ ALLOWED_ENV = frozenset(TRAINING_ENV_NAMES)
 # Prefix families ``record`` captures.  Only their members matching these patterns pass;
 # the ones that name a plugin, library, file or command to load never do.
 _ALLOWED_PATTERNS = tuple(re.compile(rf"^{p}[A-Z0-9_]+$") for p in TRAINING_ENV_PREFIXES)
-_NEVER = re.compile(
-    r"(PLUGIN|LIB|PATH|FILE|DIR|SOCKET|CMD|COMMAND|EXEC|PRELOAD|SCRIPT|MODULE|HOOK|TOPO|"
-    r"HOME|PROFILE)"
-)
+_NEVER = re.compile(f"({NAMES_A_THING_TO_LOAD})")
 
 # Names a user can never allow: each makes a runtime load code, or changes its loader,
 # or the replay sets it itself.  The one list: ``--allow-env`` refuses them (exit 2), and
