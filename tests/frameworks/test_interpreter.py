@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from storage.store import RunStore
-from tests.support.training import cli_env, git, replay_tui
+from tests.support.training import cli_env, program_repo, replay_tui
 
 PROGRAM = """\
 from pathlib import Path
@@ -21,13 +21,7 @@ print("step 0 loss 1.0")
 
 
 def test_interpreter_recorded_and_a_command_that_cannot_start_is_infra(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text(PROGRAM)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "program")
+    repo = program_repo(tmp_path / "repo", {"train.py": PROGRAM})
     store = tmp_path / "store" / "runs.db"
     rec = replay_tui(
         store, "record", "--json", "--artifact", "out/**", "--", "python", "train.py", cwd=repo
@@ -56,13 +50,7 @@ def test_a_recorded_interpreter_that_is_gone_is_said_and_a_command_that_cannot_s
     """Recorded with a ``python`` of its own (a link in a folder first on PATH), which is
     gone by the replay, on a host whose PATH has no python at all: the replay says the
     recorded interpreter is not here, and the command that cannot start is exit 3."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text(PROGRAM)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "program")
+    repo = program_repo(tmp_path / "repo", {"train.py": PROGRAM})
     own = tmp_path / "own-bin"
     own.mkdir()
     (own / "python").symlink_to(sys.executable)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.training import cli_env, git, replay_tui
+from tests.support.training import cli_env, program_repo, record_run, replay_tui
 
 PROGRAM = """\
 import os, pathlib
@@ -27,31 +27,11 @@ print("step 1 loss", 0.5 if device == "cpu" else 0.7)
 
 
 def _repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "prog.py").write_text(PROGRAM)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "a program that reads an accelerate switch")
-    return repo
+    return program_repo(tmp_path / "repo", {"prog.py": PROGRAM}, "an accelerate switch")
 
 
 def _record(store: Path, repo: Path, env: dict[str, str]) -> str:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        "--",
-        "python",
-        "prog.py",
-        cwd=repo,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return str(json.loads(proc.stdout)["run_id"])
+    return record_run(store, repo, "--artifact", "out/*", "--", "python", "prog.py", env=env)
 
 
 def _replay(store: Path, rid: str, env: dict[str, str]) -> dict[str, object]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.training import git, replay_tui
+from tests.support.training import program_repo, record_run, replay_tui
 
 PROGRAM = """\
 import os, pathlib
@@ -28,31 +28,11 @@ print("step 1 loss 0.5")
 
 
 def _repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "prog.py").write_text(PROGRAM)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "a program whose answer changes")
-    return repo
+    return program_repo(tmp_path / "repo", {"prog.py": PROGRAM}, "a program whose answer changes")
 
 
 def _record(store: Path, repo: Path, *extra: str) -> str:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        *extra,
-        "--",
-        "python",
-        "prog.py",
-        cwd=repo,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return str(json.loads(proc.stdout)["run_id"])
+    return record_run(store, repo, "--artifact", "out/*", *extra, "--", "python", "prog.py")
 
 
 def test_a_plain_output_that_differs_makes_the_replay_diverged(tmp_path: Path) -> None:

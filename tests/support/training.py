@@ -43,6 +43,26 @@ def make_repo(path: Path) -> Path:
     return path
 
 
+def program_repo(path: Path, files: dict[str, str], message: str = "program") -> Path:
+    """A real git repository of ``files`` (name -> text) in one commit, ``out/`` ignored."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, text in files.items():
+        (path / name).write_text(text)
+    (path / ".gitignore").write_text("out/\n")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", message)
+    return path
+
+
+def record_run(store: Path, repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """``record --json ARGS...`` in ``repo`` (ARGS ends with ``--`` and the command);
+    the run id, the command having succeeded."""
+    proc = replay_tui(store, "record", "--json", *args, cwd=repo, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return str(json.loads(proc.stdout)["run_id"])
+
+
 def write_data(path: Path, seed: int, n: int = 256) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     g = np.random.default_rng(seed)
