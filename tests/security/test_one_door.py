@@ -100,6 +100,20 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.checkout", "repo_lock"): (
         "the repository the user named, and the lock file the tool keeps in it"
     ),
+    # -- the container runtimes' seam and Apptainer's SIF cache (the tool's own files)
+    ("replay_tui.replay.backends.runtime", "_pump"): "writes the run's log file the tool made",
+    ("replay_tui.replay.backends.apptainer.runtime", "sha256_file"): (
+        "hashes the SIF the tool converted into its own cache folder (checked to be the"
+        " user's, not a link): O_NOFOLLOW, regular files only, streamed"
+    ),
+    ("replay_tui.replay.backends.apptainer.runtime", "ApptainerRuntime.ensure_sif"): (
+        "the lock file the tool keeps beside its own SIF (O_NOFOLLOW, 0600): no content read"
+    ),
+    ("replay_tui.replay.backends.docker.walls", "copy_holes"): (
+        "copies a file a run wrote from the tool's own tmpfs into the tool's checkout:"
+        " O_NOFOLLOW | O_NONBLOCK, regular files only (fstat), holes kept as holes (the"
+        " door refuses a sparse output when it reads it)"
+    ),
     # -- the sandbox walls (docker/walls.py): the tool's own tmpfs folders and checkout
     ("replay_tui.replay.backends.docker.walls", "host_memory_bytes"): "/proc/meminfo: the kernel's",
     ("replay_tui.replay.backends.docker.walls", "our_mounts"): (

@@ -322,7 +322,8 @@ def test_a_docker_replay_refuses_a_sparse_output_and_stops_at_the_budget(
     assert (
         "refused: out/part-007.bin: not hashed or kept: its 256 KiB would bring this run's"
         " outputs 2 bytes past the output budget of 2 MiB (set by"
-        " REPLAY_TUI_OUTPUT_BUDGET); raise it with REPLAY_TUI_OUTPUT_BUDGET=SIZE" in seen
+        " REPLAY_TUI_OUTPUT_BUDGET); raise it with --output-budget SIZE or"
+        " REPLAY_TUI_OUTPUT_BUDGET=SIZE" in seen
     ), seen[-3000:]
     # the replay could not be checked in full: said so, never a reproduction
     assert proc.returncode == 1, seen[-3000:]

@@ -27,6 +27,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
@@ -254,7 +255,9 @@ class BoundedFolders:
         try:
             held = list(path.iterdir())
             if held:
-                shutil.copytree(path, stash, symlinks=True, dirs_exist_ok=True)
+                shutil.copytree(
+                    path, stash, symlinks=True, dirs_exist_ok=True, copy_function=copy_holes
+                )
             opts = f"size={size},mode=0700,uid={self.uid},gid={self.gid},nosuid,nodev"
             proc = subprocess.run(
                 ["mount", "-t", "tmpfs", "-o", opts, _me_tag(), str(path)],
@@ -270,7 +273,9 @@ class BoundedFolders:
             self.sizes[str(path)] = size
             if held:
                 try:
-                    shutil.copytree(stash, path, symlinks=True, dirs_exist_ok=True)
+                    shutil.copytree(
+                        stash, path, symlinks=True, dirs_exist_ok=True, copy_function=copy_holes
+                    )
                 except OSError as e:
                     raise InfraError(
                         f"{path} holds more than its bound of {size} bytes before the run:"
@@ -298,7 +303,9 @@ class BoundedFolders:
             if keep:
                 stash = Path(tempfile.mkdtemp(prefix=".walls-", dir=path.parent))
                 with contextlib.suppress(OSError):
-                    shutil.copytree(path, stash, symlinks=True, dirs_exist_ok=True)
+                    shutil.copytree(
+                        path, stash, symlinks=True, dirs_exist_ok=True, copy_function=copy_holes
+                    )
             if not _umount(str(path)):
                 continue
             if stash is not None:
@@ -306,7 +313,9 @@ class BoundedFolders:
                     if changed_only:
                         sync_into(stash, path)
                     else:
-                        shutil.copytree(stash, path, symlinks=True, dirs_exist_ok=True)
+                        shutil.copytree(
+                            stash, path, symlinks=True, dirs_exist_ok=True, copy_function=copy_holes
+                        )
                 shutil.rmtree(stash, ignore_errors=True)
         self.mounted.clear()
 
@@ -315,6 +324,48 @@ def _kind(st: os.stat_result) -> str:
     import stat
 
     return "dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+
+
+def copy_holes(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str:
+    """Copy the regular file ``src`` to ``dst`` (new) byte for byte where it has data and
+    with holes where it has none (``SEEK_DATA``/``SEEK_HOLE``), then its times and mode:
+    a sparse file a run wrote into its tmpfs (an 8 GiB ``truncate``) stays sparse on the
+    host's disk, where the door then refuses it, instead of being written out densely by
+    a plain copy.  No link is followed (``O_NOFOLLOW``); a pipe, a socket or a device is
+    refused (``O_NONBLOCK``, ``fstat``); a file already at ``dst`` is replaced, not written
+    through."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(src, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise shutil.SpecialFileError(f"{src} is not a regular file")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dst)  # replaced, never written through (a link there is removed)
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            pos = 0
+            while pos < st.st_size:
+                try:
+                    start = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:  # ENXIO: only a hole is left
+                    break
+                end = os.lseek(fd, start, os.SEEK_HOLE)
+                while start < end:
+                    chunk = os.pread(fd, min(1 << 20, end - start), start)
+                    if not chunk:
+                        break
+                    os.pwrite(out, chunk, start)
+                    start += len(chunk)
+                pos = end
+            os.ftruncate(out, st.st_size)
+            os.fchmod(out, stat.S_IMODE(st.st_mode))
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    return str(dst)
 
 
 def sync_into(src: Path, dest: Path) -> None:
@@ -363,7 +414,7 @@ def sync_into(src: Path, dest: Path) -> None:
             if s.is_symlink():
                 os.symlink(os.readlink(s), d)
             else:
-                shutil.copy2(s, d, follow_symlinks=False)
+                copy_holes(s, d)
 
 
 def outermost(paths: Iterable[Path]) -> list[Path]:
