@@ -238,6 +238,28 @@ def container_env(spec_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def oci_finish(cli: str, name: str) -> str | None:
+    """Remove the finished container ``name`` with ``cli`` (docker or podman, which share
+    these commands), first asking whether it was killed at its memory limit: the
+    infrastructure fault to report, or None."""
+    proc = subprocess.run(
+        [cli, "container", "inspect", "--format", "{{.State.OOMKilled}}", name],
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    oom = proc.returncode == 0 and proc.stdout.strip() == b"true"
+    subprocess.run(
+        [cli, "rm", "--force", name], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    if oom:
+        return (
+            "out of memory: the container was killed at its memory limit"
+            " (OOMKilled; pass a larger --memory)"
+        )
+    return None
+
+
 def run_capped(argv: list[str], timeout: float = 120, env: dict[str, str] | None = None) -> str:
     """Run a runtime's own command and return its stdout (at most :data:`OUTPUT_LIMIT`
     characters), or InfraError with its stderr."""

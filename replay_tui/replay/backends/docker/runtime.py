@@ -30,6 +30,7 @@ from replay_tui.replay.backends.runtime import (
     RunRequest,
     check_identity,
     gpu_indices,
+    oci_finish,
     oci_run_flags,
     requested_digest,
     run_capped,
@@ -112,26 +113,7 @@ class DockerRuntime:
         )
 
     def finish(self, name: str) -> str | None:
-        docker = self._docker()
-        proc = subprocess.run(
-            [docker, "container", "inspect", "--format", "{{.State.OOMKilled}}", name],
-            capture_output=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-        oom = proc.returncode == 0 and proc.stdout.strip() == b"true"
-        subprocess.run(
-            [docker, "rm", "--force", name],
-            capture_output=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-        if oom:
-            return (
-                "out of memory: the container was killed at its memory limit"
-                " (OOMKilled; pass a larger --memory)"
-            )
-        return None
+        return oci_finish(self._docker(), name)
 
 
 if TYPE_CHECKING:  # the seam's protocol, checked by mypy

@@ -26,6 +26,7 @@ from replay_tui.replay.backends.runtime import (
     RunRequest,
     check_identity,
     gpu_indices,
+    oci_finish,
     oci_run_flags,
     requested_digest,
     run_capped,
@@ -186,26 +187,7 @@ class PodmanRuntime:
         )
 
     def finish(self, name: str) -> str | None:
-        podman = self._podman()
-        proc = subprocess.run(
-            [podman, "container", "inspect", "--format", "{{.State.OOMKilled}}", name],
-            capture_output=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-        oom = proc.returncode == 0 and proc.stdout.strip() == b"true"
-        subprocess.run(
-            [podman, "rm", "--force", name],
-            capture_output=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-        if oom:
-            return (
-                "out of memory: the container was killed at its memory limit"
-                " (OOMKilled; pass a larger --memory)"
-            )
-        return None
+        return oci_finish(self._podman(), name)
 
 
 if TYPE_CHECKING:  # the seam's protocol, checked by mypy
