@@ -200,12 +200,14 @@ def recorded(
 
 
 JUDGED_BY_A_RECORDED_FLOOR = (
-    "NOT EXISTS (SELECT 1 FROM comparisons c WHERE c.id = r.comparison_id"
+    # only a floor's verdicts can name one: the others skip the body's JSON (the runs page)
+    "(r.comparison_id IS NULL OR coalesce(r.verdict, '') NOT IN ('WITHIN_NOISE', 'DIVERGED')"
+    " OR NOT EXISTS (SELECT 1 FROM comparisons c WHERE c.id = r.comparison_id"
     " AND json_extract(c.body, '$.floor.fact_id') IS NOT NULL AND NOT EXISTS ("
     "SELECT 1 FROM noise_floors nf JOIN events e ON e.subject_sha256 = nf.body_sha256"
     " AND e.kind = 'noise_floor' WHERE nf.id = json_extract(c.body, '$.floor.fact_id')"
     " AND nf.body_sha256 = coalesce(json_extract(c.body, '$.floor.body_sha256'),"
-    " nf.body_sha256)))"
+    " nf.body_sha256))))"
 )
 """SQL over a replay fact ``r``: its comparison, if a noise floor judged it, names a floor
 that a ``noise_floor`` event records with the body hash the comparison kept.  A replay
