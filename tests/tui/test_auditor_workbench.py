@@ -65,7 +65,7 @@ HEAD = re.compile(r"\b\d+:[0-9a-f]{64}\b")
 
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("workbench2"))
+    return build_fixed_store(tmp_path_factory.mktemp("auditor-workbench"))
 
 
 @pytest.fixture
@@ -550,7 +550,7 @@ async def test_artifact_hashes_fit_or_are_left_to_the_lines_under_the_table(
 
 @pytest.fixture(scope="module")
 def snapfixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("workbench2-snapshots"))
+    return build_fixed_store(tmp_path_factory.mktemp("auditor-workbench-snapshots"))
 
 
 @pytest.mark.parametrize("size", SIZES)
