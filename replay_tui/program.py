@@ -21,10 +21,10 @@ from typing import NoReturn
 def import_tui() -> ModuleType:
     """The TUI's module (``replay_tui.tui.app``), imported with Python's cyclic collector
     off for the start: the app turns it back on once its first page is painted
-    (``replay_tui.tui.collector``)."""
-    from replay_tui.tui import collector
+    (``replay_tui.tui.start_heap``)."""
+    from replay_tui.tui import start_heap
 
-    collector.pause_for_start()
+    start_heap.pause_for_start()
     import replay_tui.tui.app
 
     return replay_tui.tui.app

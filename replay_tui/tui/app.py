@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from replay_tui.safety import escape_control
-from replay_tui.tui import collector
+from replay_tui.tui import start_heap
 from replay_tui.tui.messages import (
     OpenBisect,
     OpenComparison,
@@ -97,10 +97,10 @@ class ReplayApp(App[None]):
         self.push_screen(RunsScreen(self.store_path, notice=self.notice, first_page=first))
 
     def on_runs_page_shown(self, message: RunsPageShown) -> None:
-        collector.settle()  # the start is over: its heap leaves the collector's walks
+        start_heap.settle()  # the start is over: its heap leaves the collector's walks
 
     def on_unmount(self) -> None:
-        collector.release()
+        start_heap.release()
 
     # -- failures --------------------------------------------------------------------
 
