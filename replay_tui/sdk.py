@@ -350,7 +350,7 @@ def _save_handoff() -> None:
 # -- the run object -------------------------------------------------------------------
 
 
-def _uuid7() -> str:
+def uuid7() -> str:
     ms = int(time.time() * 1000)
     rand = secrets.randbits(74)
     n = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
@@ -376,7 +376,7 @@ class Run:
 
     def __init__(self, name: str = "", config: dict[str, Any] | None = None) -> None:
         self.name = name
-        self.run_id = _uuid7()
+        self.run_id = uuid7()
         self.started = time.time()
         self.config: dict[str, Any] = dict(config or {})
         self.metrics: dict[str, float] = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.bisect import factors as fx
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage.manifest import RunManifest, manifest_from_data
 from storage.store import Location
 
@@ -82,7 +82,7 @@ def build_probe(base: Side, donor: Side, swapped: Collection[str], base_role: st
     data: dict[str, Any] = b.model_dump(mode="json")
     for key in ("integrity", "config_hash"):
         data.pop(key, None)
-    data["run_id"] = _uuid7()
+    data["run_id"] = uuid7()
     data["kind"] = "original"
     data["replay_of"] = None
     data["replay"] = None

@@ -51,9 +51,9 @@ from replay_tui.sdk import (
     HANDOFF_ENV,
     INSIDE_FILE,
     SEED_ENV,
-    _uuid7,
     determinism_group,
     randomness_group,
+    uuid7,
 )
 from storage.ledger import utc_now
 from storage.vocabulary import is_training_env
@@ -461,7 +461,7 @@ def artifact_entries(
         if refused is not None and (rel not in over_budget or said < BUDGET_REFUSALS_SAID):
             said += rel in over_budget
             refused.append(why)
-        if _rel_path_ok(rel) and listed < MAX_REFUSED_LISTED:
+        if rel_path_ok(rel) and listed < MAX_REFUSED_LISTED:
             listed += 1  # in the manifest without a hash: an ARTIFACT_NO_HASH gap
             out.append({"path": rel, "sha256": None, "size_bytes": None, "kind": "file"})
     if refused is not None:
@@ -476,7 +476,7 @@ _IS_FOLDER = "is a folder"
 MAX_REFUSED_LISTED = 100
 
 
-def _rel_path_ok(rel: str) -> bool:
+def rel_path_ok(rel: str) -> bool:
     """Whether ``rel`` can stand in a manifest as an artifact path."""
     return (
         0 < len(rel) <= 1024
@@ -1280,7 +1280,7 @@ def record(
         if on_line is not None:
             on_line(text)
 
-    run_id = _uuid7()
+    run_id = uuid7()
     with tempfile.TemporaryDirectory(prefix="replay-tui-rec-") as tmp:
         handoff = Path(tmp) / "handoff"
         handoff.mkdir()

@@ -523,11 +523,11 @@ def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[di
     and why goes to ``run.refused``.  The code snapshot (``code/``) and W&B's own files
     are not outputs.
     """
-    from replay_tui.capture.launcher import _rel_path_ok
+    from replay_tui.capture.launcher import rel_path_ok
 
     out: list[dict[str, Any]] = []
     for rel in sorted(set(saved)):
-        if rel in USER_FILE_SKIP or rel.startswith("code/") or not _rel_path_ok(rel):
+        if rel in USER_FILE_SKIP or rel.startswith("code/") or not rel_path_ok(rel):
             continue
         member = f"files/{rel}"
         try:

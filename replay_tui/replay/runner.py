@@ -42,7 +42,7 @@ from replay_tui.replay.checkout import find_repo, make_worktree
 from replay_tui.replay.consent import check_local_consent
 from replay_tui.replay.context import OnEvent, ReplayBackend, ReplayContext, ReplayEvent
 from replay_tui.replay.plan import ReplayOptions, ReplayPlan, make_plan
-from replay_tui.sdk import HANDOFF_ENV, _uuid7
+from replay_tui.sdk import HANDOFF_ENV, uuid7
 from replay_tui.verdicts import (
     CANCELLED,
     COMPLETED,
@@ -196,7 +196,7 @@ def replay_manifest(
                 {base, None}, lambda note: on_event(ReplayEvent("plan", "note", note))
             )
             tmp = Path(tempfile.mkdtemp(prefix=debris.SCRATCH_PREFIX, dir=base))
-            attempt = _uuid7()
+            attempt = uuid7()
             claim = debris.claim(tmp, attempt=attempt, repo=repo_location)
             if persist:  # the ledger knows a replay was tried even if this process dies
                 store.put_blob(
@@ -611,7 +611,7 @@ def stage_hash(ctx: ReplayContext) -> None:
     if image is None and m.image and ctx.backend.pins_environment:
         image = m.image.model_dump()
     rm = build_manifest(
-        run_id=_uuid7(),
+        run_id=uuid7(),
         name=m.name,
         argv=plan.argv,
         tags=m.tags,

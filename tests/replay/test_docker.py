@@ -309,13 +309,13 @@ def test_outputs_at_the_top_of_the_workdir(store: Path, repo: Path, train_image:
     # record --image never mounts the real repository writable (a git hook, edited sources)
     assert proc.returncode == 2 and "never mounts the repository writable" in proc.stdout
     # a run that did write there (recorded elsewhere) replays in a writable throwaway checkout
-    from replay_tui.sdk import _uuid7
+    from replay_tui.sdk import uuid7
     from tests.support.training import git
 
     weights = hashlib.sha256(b"w").digest() * 64
     data = {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "status": "succeeded",
         "started_at": "2026-11-20T10:00:00.000Z",
         "argv": ["python3", "slow.py"],

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.support.training import git, make_repo, replay_tui
@@ -159,7 +159,7 @@ def test_a_replay_container_cannot_plant_hooks_or_leak_host_files(
     commit = git(repo, "rev-parse", "HEAD").strip()
     data: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "status": "succeeded",
         "exit_code": 0,
         "started_at": "2026-11-20T10:00:00.000Z",

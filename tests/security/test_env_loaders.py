@@ -21,7 +21,7 @@ import pytest
 from replay_tui.errors import BadInput
 from replay_tui.replay import envpolicy
 from replay_tui.replay.envpolicy import check_env, check_extra, env_allowed, is_loader
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from tests.support.training import git, make_repo, replay_tui
 
 ATTACK = ("GCONV_PATH", "GLIBC_TUNABLES", "PYTHONEXECUTABLE", "NODE_OPTIONS", "PERL5LIB")
@@ -96,7 +96,7 @@ def test_allow_env_of_a_loader_is_exit_2_on_the_command_line(store: Path, name: 
 def _manifest(repo: Path, env: dict[str, str]) -> dict[str, Any]:
     return {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "status": "succeeded",
         "exit_code": 0,
         "started_at": "2026-11-20T10:00:00.000Z",

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage.store import RunStore
 from tests.support.training import git, make_repo, replay_tui
 
@@ -38,7 +38,7 @@ def _foreign(repo: Path, argv: list[str], **extra: Any) -> dict[str, Any]:
     """A manifest as someone else would send it: claims this host and this user."""
     data: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "name": "harmless-baseline",
         "status": "succeeded",
         "exit_code": 0,

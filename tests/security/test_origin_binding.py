@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from replay_tui.replay.consent import run_origin
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage import integrity, ledger
 from storage.manifest import manifest_from_data
 from storage.records import GapCounts
@@ -45,7 +45,7 @@ def _foreign(repo: Path, argv: list[str]) -> dict[str, Any]:
     """A manifest as someone else would send it (claiming this host)."""
     return {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "name": "harmless-baseline",
         "status": "succeeded",
         "exit_code": 0,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from tests.support.runtimes import apptainer_first_replays, require
 from tests.support.training import git, make_repo, replay_tui
 
@@ -98,7 +98,7 @@ def _ingest(store: Path, repo: Path, marker: str) -> str:
         pytest.fail("REPLAY_TUI_TRAIN_DIGEST unset: source /var/lib/replay-tui-env/train-image.env")
     data: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "status": "succeeded",
         "exit_code": 0,
         "started_at": "2026-11-20T10:00:00.000Z",

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from replay_tui.replay.backends.docker.walls import MOUNT_SOURCE, our_mounts
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage.store import RunStore
 from tests.support.training import git, make_repo, replay_tui
 
@@ -104,7 +104,7 @@ def _ingest(store: Path, repo: Path, image: str, **extra: Any) -> str:
     """A run as someone else sent it: the probe in the pinned image, writing out/."""
     data: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "status": "succeeded",
         "exit_code": 0,
         "started_at": "2026-11-20T10:00:00.000Z",

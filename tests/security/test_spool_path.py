@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage.store import RunStore
 from tests.support.training import git
 
@@ -172,7 +172,7 @@ def _ingest(store: Path, tmp_path: Path, image: str, program: str) -> tuple[str,
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "program")
     commit = git(repo, "rev-parse", "HEAD").strip()
-    run_id = _uuid7()
+    run_id = uuid7()
     data = {
         "schema_version": 1,
         "run_id": run_id,

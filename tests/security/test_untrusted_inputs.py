@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from replay_tui.door import LIMITS
-from replay_tui.sdk import _uuid7
+from replay_tui.sdk import uuid7
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.conftest import MakeManifest
@@ -577,7 +577,7 @@ def _ingest(
     """Ingest a manifest (a foreign run) of ``argv`` at ``commit`` in ``image``."""
     data: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": _uuid7(),
+        "run_id": uuid7(),
         "status": "succeeded",
         "exit_code": 0,
         "started_at": "2026-11-20T10:00:00.000Z",
