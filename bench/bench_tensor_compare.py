@@ -27,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay_tui.compare.tensors import compare_checkpoints, tensor_digest
+from replay_tui.checkpoints.digest import tensor_digest
+from replay_tui.compare.tensors import compare_checkpoints
 
 PERTURBED = 3
 TARGET_RATIO = 2.0

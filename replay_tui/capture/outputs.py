@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from replay_tui.capture.hashing import ChangedWhileHashingError
 
 if TYPE_CHECKING:
-    from replay_tui.compare.tensors import Buffer
+    from replay_tui.checkpoints.formats import Buffer
     from storage.objects import ObjectStore, Staged
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
@@ -65,7 +65,7 @@ def tensor_digest_or_none(p: Path, data: Buffer | None = None) -> str | None:
     """The checkpoint's tensor digest, or None where it is no checkpoint we can read
     safely (the file's hash then stands alone)."""
     try:
-        from replay_tui.compare.tensors import tensor_digest
+        from replay_tui.checkpoints.digest import tensor_digest
 
         return tensor_digest(p) if data is None else tensor_digest(p, data=data)
     except Exception:
@@ -680,7 +680,7 @@ class EarlyOutputs:
         format (its suffix)."""
         import mmap
 
-        from replay_tui.compare.tensors import tensor_digest_torch_free
+        from replay_tui.checkpoints.digest import tensor_digest_torch_free
 
         fd = os.open(staged.tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:

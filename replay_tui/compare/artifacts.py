@@ -140,7 +140,8 @@ def _compare_checkpoint_pair(
         reason = "; ".join(w for w in (why_a, why_b) if w)
         return replace(base, checkpoint="unavailable", error=reason)
 
-    from replay_tui.compare.tensors import CheckpointError, compare_checkpoints
+    from replay_tui.checkpoints.formats import CheckpointError
+    from replay_tui.compare.tensors import compare_checkpoints
 
     try:
         diff = compare_checkpoints(pa, pb, rtol=rtol, atol=atol, top=top)

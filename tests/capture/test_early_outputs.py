@@ -29,7 +29,7 @@ from replay_tui.capture.launcher import (
     record,
 )
 from replay_tui.capture.outputs import EarlyOutputs, _Reach
-from replay_tui.compare.tensors import tensor_digest
+from replay_tui.checkpoints.digest import tensor_digest
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.support.manifests import comparable, fields_of

@@ -49,7 +49,9 @@ from replay_tui.capture.launcher import (
     TIMINGS_ENV,
     artifact_entries,
 )
-from replay_tui.compare.tensors import CheckpointError, _digest_without_torch, tensor_digest
+from replay_tui.checkpoints.digest import tensor_digest
+from replay_tui.checkpoints.digest import tensor_digest_torch_free as _digest_without_torch
+from replay_tui.checkpoints.formats import CheckpointError
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.support.manifests import comparable, fields_of
@@ -391,7 +393,7 @@ def test_the_torch_free_digest_imports_no_torch(tmp_path: Path) -> None:
     save_file({"w": fixed(torch.float32, 3, 4)}, str(tmp_path / "m.safetensors"))
     code = (
         "import sys; from pathlib import Path;"
-        "from replay_tui.compare.tensors import tensor_digest;"
+        "from replay_tui.checkpoints.digest import tensor_digest;"
         "ds = [tensor_digest(p, data=p.read_bytes()) for p in map(Path, sys.argv[1:])];"
         "print(json.dumps([ds, 'torch' in sys.modules]))"
     )

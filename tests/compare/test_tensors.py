@@ -14,16 +14,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from replay_tui.checkpoints.digest import tensor_digest
+from replay_tui.checkpoints.formats import CheckpointError, is_checkpoint
+from replay_tui.checkpoints.opening import open_checkpoint
 from replay_tui.compare import tensors
-from replay_tui.compare.tensors import (
-    CheckpointDiff,
-    CheckpointError,
-    TensorDiff,
-    compare_checkpoints,
-    is_checkpoint,
-    open_checkpoint,
-    tensor_digest,
-)
+from replay_tui.compare.tensors import CheckpointDiff, TensorDiff, compare_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -558,7 +553,8 @@ def test_compare_leaves_torch_threads_as_found(tmp_path: Path) -> None:
 
 def test_importing_the_module_does_not_import_torch() -> None:
     code = (
-        "import sys, replay_tui.compare.tensors as t; "
+        "import sys, replay_tui.compare.tensors, replay_tui.checkpoints.digest, "
+        "replay_tui.checkpoints.formats as t; "
         "assert 'torch' not in sys.modules, 'torch imported'; "
         "assert 'safetensors' not in sys.modules; print(t.is_checkpoint('x.pt'))"
     )

@@ -183,7 +183,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.importers.wandb", "WandbImporter.discover"): (
         "the run folders and --files-root the user named"
     ),
-    ("replay_tui.compare.tensors", "_detect_format"): (
+    ("replay_tui.checkpoints.formats", "detect_format"): (
         "the first 9 bytes of a checkpoint its caller checked: a kept object, a file the"
         " user named, or a run output just hashed as a regular file (O_NOFOLLOW); to move"
         " to the door with the tensor readers"

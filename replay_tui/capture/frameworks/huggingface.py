@@ -52,11 +52,12 @@ def read_trainer_state(raw: bytes, rel: str) -> FileMetrics:
 
 def read_training_args(raw: bytes, rel: str) -> dict[str, Any]:
     """The ``TrainingArguments`` the run was given, as plain values: read by the
-    restricted unpickler of checkpoints (``replay_tui.compare.tensors``), which names a
+    restricted unpickler of checkpoints (``replay_tui.checkpoints.unpickler``), which names a
     ``transformers`` or ``accelerate`` class without importing it and refuses any other
     global (``os.system``...).  Private fields (``_n_gpu``...) and values that are no
     plain value are left out."""
-    from replay_tui.compare.tensors import InertObject, read_pickled_record
+    from replay_tui.checkpoints.reader import read_pickled_record
+    from replay_tui.checkpoints.unpickler import InertObject
     from replay_tui.door import Refused
 
     kind = "Hugging Face training_args.bin"
@@ -80,7 +81,7 @@ _DROP = object()
 
 
 def _plain(v: Any, depth: int) -> Any:
-    from replay_tui.compare.tensors import InertObject
+    from replay_tui.checkpoints.unpickler import InertObject
 
     if depth > MAX_DEPTH:
         return _DROP
