@@ -1156,6 +1156,7 @@ _LATER = (
     "storage.manifest",
     "storage.store",
     "replay_tui.compare",
+    "replay_tui.checkpoints",
     "torch",
     "replay_tui.cli.runs",
     "replay_tui.cli.replay",
