@@ -48,6 +48,8 @@ from replay_tui.verdicts import (
     COMPLETED,
     INFRA_ERROR,
     INTERRUPTED,
+    ReplayStatus,
+    Verdict,
     counts_as_evidence,
     environment_failure,
     outcome_word,
@@ -76,11 +78,11 @@ __all__ = [
 STAGES = ("plan", "checkout", "verify", "pull", "run", "hash", "compare")
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ReplayOutcome:
     original: RunManifest
     replay: RunManifest | None
-    verdict: str | None
+    verdict: Verdict | None
     comparison: Comparison | None
     """The replay compared with its original (stored as ``comparison_id``); None when
     no comparison was made (a probe, a judgement deferred)."""
@@ -88,7 +90,7 @@ class ReplayOutcome:
     reason: str | None
     replay_fact_id: int | None
     duration_s: float
-    status: str = "completed"  # replay_tui.verdicts: completed / cancelled / interrupted ...
+    status: ReplayStatus = COMPLETED  # how far the replay got (replay_tui.verdicts)
     comparison_id: int | None = None  # the stored comparison of original and replay
     pending: Pending | None = None
     """Set when ``options.defer_judgement``: what :func:`judge_pending` needs."""
@@ -101,7 +103,7 @@ class Pending:
 
     original: RunManifest
     replay: RunManifest
-    status: str
+    status: ReplayStatus
     reason: str | None
     host_fault: str | None
     duration_s: float
@@ -237,14 +239,14 @@ def replay_manifest(
                 stage(ctx)
             if not persist:
                 return ReplayOutcome(
-                    original,
-                    ctx.replay,
-                    None,
-                    None,
-                    0,
-                    ctx.result.reason if ctx.result else None,
-                    None,
-                    time.monotonic() - t0,
+                    original=original,
+                    replay=ctx.replay,
+                    verdict=None,
+                    comparison=None,
+                    exit_code=0,
+                    reason=ctx.result.reason if ctx.result else None,
+                    replay_fact_id=None,
+                    duration_s=time.monotonic() - t0,
                 )
             return stage_compare(ctx)
         except KeyboardInterrupt:
@@ -676,7 +678,16 @@ def stage_compare(ctx: ReplayContext) -> ReplayOutcome:
     if ctx.plan.options.defer_judgement:
         ctx.emit("compare", "note", "judged once every replica has run")
         return ReplayOutcome(
-            m, rm, None, None, 1, reason, None, time.monotonic() - ctx.t0, status, None, pending
+            original=m,
+            replay=rm,
+            verdict=None,
+            comparison=None,
+            exit_code=1,
+            reason=reason,
+            replay_fact_id=None,
+            duration_s=time.monotonic() - ctx.t0,
+            status=status,
+            pending=pending,
         )
     return judge_pending(ctx.store, pending)
 
@@ -729,7 +740,18 @@ def judge_pending(
         p.emit("replay", "failed", p.host_fault)
     code = verdict_exit_code(status, verdict)
     t = time.monotonic() - p.t0
-    return ReplayOutcome(m, rm, verdict, cmp, code, reason, fid, t, status, cid)
+    return ReplayOutcome(
+        original=m,
+        replay=rm,
+        verdict=verdict,
+        comparison=cmp,
+        exit_code=code,
+        reason=reason,
+        replay_fact_id=fid,
+        duration_s=t,
+        status=status,
+        comparison_id=cid,
+    )
 
 
 def compare_and_store(
@@ -740,7 +762,7 @@ def compare_and_store(
     tolerance: Tolerance | None = None,
     set_verdict_on: str | None = "b",
     comparison: Comparison | None = None,
-) -> tuple[str, Comparison, int]:
+) -> tuple[Verdict, Comparison, int]:
     """Compare two runs with the full comparison, against the noise floor that speaks for
     the pair when one is stored (``compare.floor``), and store the result (its
     ``to_dict()``).  The verdict, the comparison and its id.
