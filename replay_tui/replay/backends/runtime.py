@@ -238,19 +238,59 @@ def container_env(spec_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def run_request(
+    spec: ExecSpec,
+    mounts: Sequence[Mount],
+    workdir: str,
+    sandbox: Sandbox,
+    name: str,
+    gpu_devices: list[str] | None = None,
+    sdk_source: str | None = None,
+) -> RunRequest:
+    """The sandboxed run of ``spec`` in any runtime: the replay's mounts, the handoff
+    folder writable, the SDK read-only (from ``sdk_source``, else this checkout's
+    package), the run's environment (:func:`container_env`), the owner labels."""
+    from replay_tui.replay.backends.docker import engine as dk
+
+    given = list(mounts)
+    given.append(dk.Mount(str(spec.handoff_dir), dk.HANDOFF_MOUNT, False))
+    given.append(dk.Mount(sdk_source or str(dk.SDK_DIR), f"{dk.SDK_MOUNT}/replay_tui", True))
+    return RunRequest(
+        argv=list(spec.argv),
+        env=container_env(spec.env),
+        workdir=workdir,
+        mounts=given,
+        sandbox=sandbox,
+        name=name,
+        labels=dk.owner_labels(),
+        gpu_devices=gpu_devices,
+    )
+
+
+def oci_oom_argv(cli: str, name: str) -> list[str]:
+    """What asks ``cli`` (docker or podman) whether the container ``name`` was killed at
+    its memory limit: it prints ``true`` then."""
+    return [cli, "container", "inspect", "--format", "{{.State.OOMKilled}}", name]
+
+
+def oci_rm_argv(cli: str, name: str) -> list[str]:
+    """What removes the finished container ``name`` with ``cli``."""
+    return [cli, "rm", "--force", name]
+
+
 def oci_finish(cli: str, name: str) -> str | None:
     """Remove the finished container ``name`` with ``cli`` (docker or podman, which share
     these commands), first asking whether it was killed at its memory limit: the
     infrastructure fault to report, or None."""
     proc = subprocess.run(
-        [cli, "container", "inspect", "--format", "{{.State.OOMKilled}}", name],
+        oci_oom_argv(cli, name),
         capture_output=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
     oom = proc.returncode == 0 and proc.stdout.strip() == b"true"
     subprocess.run(
-        [cli, "rm", "--force", name], capture_output=True, timeout=120, stdin=subprocess.DEVNULL
+        oci_rm_argv(cli, name), capture_output=True, timeout=120, stdin=subprocess.DEVNULL
     )
     if oom:
         return (
@@ -373,23 +413,16 @@ class RuntimeExecutor:
             self.walls.close(keep=keep)
 
     def request(self, spec: ExecSpec) -> RunRequest:
-        from replay_tui.replay.backends.docker import engine as dk
-
-        mounts = list(self.mounts)
-        mounts.append(dk.Mount(str(spec.handoff_dir), dk.HANDOFF_MOUNT, False))
-        mounts.append(dk.Mount(str(dk.SDK_DIR), f"{dk.SDK_MOUNT}/replay_tui", True))
         from replay_tui.replay.debris import me
 
         owner = me()
-        return RunRequest(
-            argv=list(spec.argv),
-            env=container_env(spec.env),
-            workdir=self.workdir,
-            mounts=mounts,
-            sandbox=self.sandbox,
-            name=f"replay-tui-{owner['pid']}-{int(time.time() * 1000) % 10**9}",
-            labels=dk.owner_labels(),
-            gpu_devices=self.gpu_devices,
+        return run_request(
+            spec,
+            self.mounts,
+            self.workdir,
+            self.sandbox,
+            f"replay-tui-{owner['pid']}-{int(time.time() * 1000) % 10**9}",
+            self.gpu_devices,
         )
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:

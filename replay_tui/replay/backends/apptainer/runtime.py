@@ -55,6 +55,11 @@ def is_local_registry(ref: str) -> bool:
     return host.rsplit(":", 1)[0] in LOCAL_REGISTRIES
 
 
+CONVERSIONS = "conversions.log"
+"""The cache's record of its conversions: one line per SIF built (``<digest> <seconds>
+<where>``), appended under the image's lock."""
+
+
 def sif_name(digest: str) -> str:
     """The cache's file for an OCI digest: ``<hex>.sif``."""
     return f"{digest.partition(':')[2]}.sif"
@@ -71,6 +76,25 @@ def nv_args(count: int, devices: list[str] | None = None) -> tuple[list[str], di
         "APPTAINERENV_CUDA_VISIBLE_DEVICES": visible,
         "APPTAINERENV_NVIDIA_VISIBLE_DEVICES": visible,
     }
+
+
+def parse_version(out: str) -> str:
+    """The version in ``apptainer --version``'s answer, or InfraError."""
+    m = _VERSION.search(out)
+    if m is None:
+        raise InfraError(f"apptainer --version said {out.strip()[:80]!r}")
+    return m.group(1)
+
+
+def parse_built_from(deffile: str) -> str | None:
+    """The digest a SIF's definition (``apptainer inspect --deffile``) says it was built
+    from (``From: …@sha256:…``), or None."""
+    m = _FROM.search(deffile)
+    if m is None:
+        return None
+    src = m.group(1).strip().strip("'\"")
+    _, sep, digest = src.rpartition("@")
+    return digest if sep and digest.startswith("sha256:") else None
 
 
 def _own_folder(path: Path) -> Path:
@@ -109,8 +133,16 @@ class ApptainerRuntime:
     """Seconds of each conversion this runtime made (none: the SIF came from the cache)."""
     empties: list[str] = field(default_factory=list)
     """The empty folders bound over a ``.git`` folder, removed when the run is over."""
+    on_node: bool = False
+    """The command lines are for another machine (a Slurm job's node): the binary is
+    named as it is, not looked up on this host."""
+    make_empty: Callable[[], str] | None = None
+    """Makes the empty folder bound over a ``.git`` folder (None: one in this host's
+    temporary folder; a Slurm job's is in its job folder, which the node sees)."""
 
     def _apptainer(self) -> str:
+        if self.on_node:
+            return self.binary
         found = shutil.which(self.binary)
         if found is None:
             raise InfraError(
@@ -130,22 +162,28 @@ class ApptainerRuntime:
             env["APPTAINER_NOHTTPS"] = "1"  # the local registry speaks plain HTTP
         return env
 
+    def version_argv(self) -> list[str]:
+        return [self._apptainer(), "--version"]
+
     def version(self) -> str:
-        out = run_capped([self._apptainer(), "--version"], env=self._env())
-        m = _VERSION.search(out)
-        if m is None:
-            raise InfraError(f"apptainer --version said {out.strip()[:80]!r}")
-        return m.group(1)
+        return parse_version(run_capped(self.version_argv(), env=self._env()))
+
+    def inspect_argv(self, sif: Path | str) -> list[str]:
+        """What prints the SIF's definition (its ``From:`` line names its source)."""
+        return [self._apptainer(), "inspect", "--deffile", str(sif)]
+
+    def build_argv(self, target: Path | str, ref: str) -> list[str]:
+        """What converts the OCI image ``ref`` to the SIF file ``target``."""
+        return [self._apptainer(), "build", "--force", str(target), f"docker://{ref}"]
+
+    def build_env(self, ref: str) -> dict[str, str]:
+        """The conversion's environment (its OCI cache in the SIF cache; plain HTTP only
+        for a registry on this host)."""
+        return self._env(ref)
 
     def built_from(self, sif: Path) -> str | None:
         """The digest the SIF's definition says it was built from (``From: …@sha256:…``)."""
-        out = run_capped([self._apptainer(), "inspect", "--deffile", str(sif)], env=self._env())
-        m = _FROM.search(out)
-        if m is None:
-            return None
-        src = m.group(1).strip().strip("'\"")
-        _, sep, digest = src.rpartition("@")
-        return digest if sep and digest.startswith("sha256:") else None
+        return parse_built_from(run_capped(self.inspect_argv(sif), env=self._env()))
 
     def convert(self, ref: str, target: Path, on_note: Callable[[str], None]) -> None:
         """Build ``target`` from ``docker://ref``: beside it first, renamed into place."""
@@ -155,17 +193,21 @@ class ApptainerRuntime:
         on_note(f"converting {ref} to a SIF file (once per image): {target}")
         t0 = time.monotonic()
         try:
-            run_capped(
-                [self._apptainer(), "build", "--force", str(tmp), f"docker://{ref}"],
-                timeout=3600,
-                env=self._env(ref),
-            )
+            run_capped(self.build_argv(tmp, ref), timeout=3600, env=self.build_env(ref))
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
         took = time.monotonic() - t0
         self.conversions.append(took)
+        with contextlib.suppress(OSError):  # the cache's record (the lock is held)
+            fd = os.open(
+                target.parent / CONVERSIONS,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
+            with os.fdopen(fd, "a") as log:
+                log.write(f"{requested_digest(ref)} {took:.1f} {os.uname().nodename}\n")
         on_note(f"converted in {took:.1f}s")
 
     def ensure_sif(self, ref: str, on_note: Callable[[str], None]) -> Path:
@@ -191,20 +233,27 @@ class ApptainerRuntime:
         return target
 
     def resolve(self, ref: str, on_note: Callable[[str], None]) -> ImageIdentity:
-        digest = requested_digest(ref)
         sif = self.ensure_sif(ref, on_note)
+        return self.identity_of(ref, sif, self.built_from(sif), sha256_file(sif), self.version())
+
+    def identity_of(
+        self, ref: str, sif: Path, built_from: str | None, sif_sha256: str, version: str
+    ) -> ImageIdentity:
+        """The identity of the SIF ``sif``, checked: the digest it says it was built from
+        must be the one asked for (IdentityMismatch naming *the SIF's built-from digest*
+        otherwise).  The one check, on this host and for a Slurm job's node."""
+        digest = requested_digest(ref)
         check_identity(
-            digest,
-            self.built_from(sif),
-            "the SIF's built-from digest",
-            f"what {sif} was built from",
+            digest, built_from, "the SIF's built-from digest", f"what {sif} was built from"
         )
+        if not re.fullmatch(r"[0-9a-f]{64}", sif_sha256):
+            raise InfraError(f"the sha256 of {sif} is not known ({sif_sha256[:80]!r})")
         return ImageIdentity(
             runtime=self.name,
-            version=self.version(),
+            version=version,
             reference=ref,
             requested_digest=digest,
-            sif_sha256=sha256_file(sif),
+            sif_sha256=sif_sha256,
             sif_built_from=digest,
             sif_path=sif,
         )
@@ -213,7 +262,9 @@ class ApptainerRuntime:
         flags: list[str] = []
         for m in req.mounts:
             source = m.source
-            if m.kind == "tmpfs":  # an empty read-only folder over it (a .git folder)
+            if m.kind == "tmpfs" and self.make_empty is not None:
+                source = self.make_empty()
+            elif m.kind == "tmpfs":  # an empty read-only folder over it (a .git folder)
                 source = tempfile.mkdtemp(prefix="replay-tui-empty-")
                 os.chmod(source, 0o555)
                 self.empties.append(source)

@@ -45,16 +45,25 @@ def cdi_devices(count: int, devices: list[str] | None = None) -> list[str]:
     """``--device nvidia.com/gpu=N`` for each GPU of the recorded count (CDI names)."""
     flags: list[str] = []
     for d in gpu_indices(count, devices):
-        flags += ["--device", f"nvidia.com/gpu={d}"]
+        flags += ["--device", f"{CDI_GPU}={d}"]
     return flags
+
+
+CDI_GPU = "nvidia.com/gpu"
+"""The CDI kind of an NVIDIA GPU: ``--device nvidia.com/gpu=N``."""
 
 
 @dataclass
 class PodmanRuntime:
     name: str = "podman"
     binary: str = "podman"
+    on_node: bool = False
+    """The command lines are for another machine (a Slurm job's node): the binary is
+    named as it is, not looked up on this host."""
 
     def _podman(self) -> str:
+        if self.on_node:
+            return self.binary
         found = shutil.which(self.binary)
         if found is None:
             raise InfraError(
@@ -63,9 +72,18 @@ class PodmanRuntime:
             )
         return found
 
+    def version_argv(self) -> list[str]:
+        return [self._podman(), "version", "--format", "{{.Client.Version}}"]
+
     def version(self) -> str:
-        out = run_capped([self._podman(), "version", "--format", "{{.Client.Version}}"])
-        return out.strip()[:64]
+        return run_capped(self.version_argv()).strip()[:64]
+
+    def pull_argv(self, ref: str) -> list[str]:
+        """``podman pull`` of ``ref`` by digest (plain HTTP only for a registry here)."""
+        argv = [self._podman(), "pull", "--quiet"]
+        if is_local_registry(ref):
+            argv.append("--tls-verify=false")
+        return [*argv, ref]
 
     def inspect(self, ref: str) -> dict[str, object] | None:
         """``podman image inspect`` of ``ref``, or None when Podman has no such image."""
@@ -86,16 +104,12 @@ class PodmanRuntime:
         return data[0]
 
     def resolve(self, ref: str, on_note: Callable[[str], None]) -> ImageIdentity:
-        digest = requested_digest(ref)
-        podman = self._podman()
+        requested_digest(ref)
         found = self.inspect(ref)
         if found is None:
-            argv = [podman, "pull", "--quiet"]
-            if is_local_registry(ref):
-                argv.append("--tls-verify=false")
             on_note(f"podman pull {ref}")
             try:
-                run_capped([*argv, ref], timeout=1800)
+                run_capped(self.pull_argv(ref), timeout=1800)
             except InfraError as e:
                 raise InfraError(
                     f"cannot pull {ref} with podman: {e.message}",
@@ -104,6 +118,14 @@ class PodmanRuntime:
             found = self.inspect(ref)
             if found is None:
                 raise InfraError(f"podman pulled {ref} but does not show it")
+        return self.identity_of(ref, found, self.version())
+
+    def identity_of(self, ref: str, found: dict[str, object], version: str) -> ImageIdentity:
+        """The identity of what ``podman image inspect`` said it holds for ``ref``
+        (``found``), checked: the digest Podman says must be the one asked for
+        (IdentityMismatch naming *podman's image digest* otherwise), and the image id
+        is what runs.  The one check, on this host and for a Slurm job's node."""
+        digest = requested_digest(ref)
         repo = ref.split("@", 1)[0]
         said = [str(found.get("Digest") or "")]
         said += [
@@ -122,7 +144,7 @@ class PodmanRuntime:
             raise InfraError(f"podman shows no image id for {ref}")
         return ImageIdentity(
             runtime=self.name,
-            version=self.version(),
+            version=version,
             reference=ref,
             requested_digest=digest,
             image_id=image_id if image_id.startswith("sha256:") else f"sha256:{image_id}",

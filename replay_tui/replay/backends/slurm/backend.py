@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from storage.store import RunStore
 
 
+RUNTIMES = ("docker", "podman", "apptainer")
+"""What a Slurm job can start (``--slurm-runtime``), in the order the default is chosen
+from what the cluster's nodes have."""
+
 OPTIONS: tuple[BackendOption, ...] = (
     BackendOption(
         "partition", "--slurm-partition", "Slurm partition", env="REPLAY_TUI_SLURM_PARTITION"
@@ -65,6 +69,15 @@ OPTIONS: tuple[BackendOption, ...] = (
         "Folder the compute nodes share with this host for job files, checkouts and outputs"
         " (default: slurm-spool beside the store)",
         env="REPLAY_TUI_SLURM_SPOOL",
+    ),
+    BackendOption(
+        "runtime",
+        "--slurm-runtime",
+        "What a job starts on the node: docker, podman or apptainer"
+        " (default: what the nodes have, as a probe job says)",
+        env="REPLAY_TUI_SLURM_RUNTIME",
+        choices=RUNTIMES,
+        label="container runtime",
     ),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -209,6 +222,15 @@ class SlurmBackend(Backend):
         sopts = slurm_options(opts.backend_options)
         spool = spool_dir(sopts, ctx.store.path)
         ctx.emit("pull", "start", f"{plan.image} (pulled by the compute node)")
+        probe_cache = ctx.store.path.parent / "image-probes"
+        runtime_notes: list[str] = []
+        runtime = sopts.runtime
+        if runtime is None:  # what the nodes have, as a probe job says (kept a day)
+            from replay_tui.replay.backends.slurm.runtimes import detect_runtime
+
+            detected = detect_runtime(sopts, spool, probe_cache, ctx.should_cancel)
+            runtime = detected.chosen
+            runtime_notes.append(detected.note())
         from replay_tui.replay.backends.docker.walls import sweep_mounts
 
         sweep_mounts(lambda note: ctx.emit("pull", "note", note))  # killed jobs' folders
@@ -223,6 +245,9 @@ class SlurmBackend(Backend):
             container_workdir(plan.workdir),
             sandbox,
         )
+        from replay_tui.replay.backends.slurm.runtimes import node_runtime
+
+        on_node = node_runtime(runtime, plan.image, spool)
         digest = plan.image.split("@", 1)[1] if "@" in plan.image else None
         image: dict[str, Any] = {
             "reference": plan.image,
@@ -236,9 +261,10 @@ class SlurmBackend(Backend):
             sopts,
             gpus=gpus,
             memory=slurm_memory(opts.memory_limit) if opts.memory_limit else None,
-            image_info=image,  # the same dict: the job's `docker image inspect` fills it in
-            probe_cache=ctx.store.path.parent / "image-probes",
+            image_info=image,  # the same dict: the job's image inspect fills it in
+            probe_cache=probe_cache,
             walls=walls,
+            node_runtime=on_node,
         )
         where = ", ".join(
             f"{k} {v}"
@@ -250,11 +276,15 @@ class SlurmBackend(Backend):
             )
             if v
         )
-        notes = [f"spool {spool}", *wall_notes]
+        notes = [f"spool {spool}", *runtime_notes, *wall_notes]
+        if on_node is not None and on_node.cache is not None:
+            notes.append(f"SIF cache {on_node.cache} (in the spool, shared by the jobs)")
         if gpus:
             notes.append(f"requesting --gres=gpu:{gpus} (the recorded GPU count)")
-        msg = f"Slurm job for {plan.image}" + (f" ({where})" if where else "")
-        return Prepared(ex, msg, image, notes)
+        msg = f"Slurm job ({runtime}) for {plan.image}" + (f" ({where})" if where else "")
+        # Apptainer: the recorded image, whose digest the SIF is proven built from
+        recorded = None if runtime == "apptainer" else image
+        return Prepared(ex, msg, recorded, notes)
 
     def python_env(self, ctx: ReplayContext) -> probes.PythonEnv:
         from replay_tui.capture import probes

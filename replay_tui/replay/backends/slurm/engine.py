@@ -46,6 +46,8 @@ from replay_tui.capture import probes
 from replay_tui.capture.launcher import ExecResult, ExecSpec, OnLine, ShouldCancel
 from replay_tui.errors import BadInput, InfraError
 from replay_tui.replay.backends.docker.engine import PROBE, SDK_DIR, SDK_MOUNT
+from replay_tui.replay.backends.runtime import ImageIdentity
+from replay_tui.replay.backends.slurm.backend import RUNTIMES
 from storage.ledger import utc_now
 
 ENV_PREFIX = "REPLAY_TUI_SLURM_"
@@ -105,6 +107,7 @@ class SlurmOptions:
     sbatch_args: tuple[str, ...] = ()
     max_in_flight: int = 0  # jobs of this process queued or running at once; 0: no limit
     spool: Path | None = None  # shared folder for job files (default: beside the store)
+    runtime: str | None = None  # what a job starts: docker, podman, apptainer (None: the nodes')
     poll_min_s: float = 1.0
     poll_max_s: float = 15.0
     lost_after_s: float = 300.0  # give up on a job whose state nobody can tell us
@@ -134,6 +137,11 @@ class SlurmOptions:
                 )
             if "\x00" in arg or "\n" in arg:
                 raise BadInput(f"extra sbatch argument {arg!r} contains a control character")
+        if self.runtime is not None and self.runtime not in RUNTIMES:
+            raise BadInput(
+                f"slurm runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}",
+                "leave it unset to use what the cluster's nodes have",
+            )
         if self.max_in_flight < 0:
             raise BadInput("slurm max jobs in flight must be >= 0 (0: no limit)")
         if not (0 < self.poll_min_s <= self.poll_max_s):
@@ -174,6 +182,7 @@ class SlurmOptions:
             sbatch_args=extra,
             max_in_flight=int(num("MAX_IN_FLIGHT", 0)),
             spool=Path(spool) if spool else None,
+            runtime=get("RUNTIME"),
             poll_min_s=num("POLL_MIN", 1.0),
             poll_max_s=num("POLL_MAX", 15.0),
             lost_after_s=num("LOST_AFTER", 300.0),
@@ -374,7 +383,7 @@ def docker_cli_args(kwargs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 # -- the job script ----------------------------------------------------------------------
 
-_SCRIPT = """\
+HEADER = """\
 #!/bin/bash
 # A replay-tui replay job: runs one sandboxed container and records what happened in
 # the job folder.  It never touches the replay-tui store.
@@ -394,6 +403,29 @@ NAME="replay-tui-${{SLURM_JOB_ID:-$$}}"
 date -u +%s.%N > start.tmp && mv -f start.tmp start
 printf '{{"job_id": "%s", "node": "%s", "partition": "%s"}}\\n' \\
   "${{SLURM_JOB_ID:-}}" "$(hostname -s)" "${{SLURM_JOB_PARTITION:-}}" > where.json
+"""
+"""The job script's start, the same for every runtime: the job folder checked by its
+token, the start time, where it runs."""
+
+PROBE_BLOCK = """\
+# What the image holds, with a MAC keyed by this job's secret (only this script and
+# replay-tui know it): a probe.json someone else left here is never taken.
+if [ {want_probe} = 1 ] && [ "$rc" -lt 128 ]; then
+  if {probe_cmd} > probe.json.tmp 2>/dev/null; then
+    sum=$(sha256sum < probe.json.tmp) \\
+      && mac=$(printf '%s:%s' {token} "${{sum%% *}}" | sha256sum) \\
+      && printf '%s\\n' "${{mac%% *}}" > probe.mac.tmp \\
+      && mv -f probe.json.tmp probe.json && mv -f probe.mac.tmp probe.mac
+  fi
+  rm -f probe.json.tmp probe.mac.tmp
+fi
+echo "$rc" > exit_code.tmp && mv -f exit_code.tmp exit_code
+exit "$rc"
+"""
+"""The job script's end, the same for every runtime: the image probe (``probe_cmd``)
+with its MAC, then the exit code."""
+
+_DOCKER = """\
 stop() {{
   echo "replay-tui: job received $1: stopping the container" >&2
   docker stop --time 5 "$NAME" >/dev/null 2>&1
@@ -422,21 +454,8 @@ fi
 unbound
 date -u +%s.%N > end
 docker image inspect --format '{{{{json .}}}}' {image} > image.json 2>/dev/null || true
-# What the image holds, with a MAC keyed by this job's secret (only this script and
-# replay-tui know it): a probe.json someone else left here is never taken.
-if [ {want_probe} = 1 ] && [ "$rc" -lt 128 ]; then
-  if docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \\
-    --entrypoint python3 {image} -I -c {probe} > probe.json.tmp 2>/dev/null; then
-    sum=$(sha256sum < probe.json.tmp) \\
-      && mac=$(printf '%s:%s' {token} "${{sum%% *}}" | sha256sum) \\
-      && printf '%s\\n' "${{mac%% *}}" > probe.mac.tmp \\
-      && mv -f probe.json.tmp probe.json && mv -f probe.mac.tmp probe.mac
-  fi
-  rm -f probe.json.tmp probe.mac.tmp
-fi
-echo "$rc" > exit_code.tmp && mv -f exit_code.tmp exit_code
-exit "$rc"
 """
+_SCRIPT = HEADER + _DOCKER + PROBE_BLOCK
 
 
 _WALLS = """\
@@ -612,16 +631,21 @@ def job_script(
         if gpus
         else "# no GPUs recorded: none requested"
     )
+    quoted = shlex.quote(image)
+    probe_cmd = (
+        "docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \\\n"
+        f"    --entrypoint python3 {quoted} -I -c {shlex.quote(PROBE)}"
+    )
     return _SCRIPT.format(
         jobdir=shlex.quote(str(jobdir)),
         token=shlex.quote(token),
         gpus=gpu_lines,
         walls=walls,
         docker_args=_lines(args),
-        image=shlex.quote(image),
+        image=quoted,
         command=_lines(list(command), "  "),
         want_probe=1 if want_probe else 0,
-        probe=shlex.quote(PROBE),
+        probe_cmd=probe_cmd,
     )
 
 
@@ -891,6 +915,20 @@ def _slot(n: int) -> threading.BoundedSemaphore | None:
         return _slots.setdefault(n, threading.BoundedSemaphore(n))
 
 
+def probe_cache_fd(cache: Path | None) -> int | None:
+    """The probe cache folder's descriptor: made 0700 when missing; None (no cache:
+    every job probes) when it, or a folder above it, is not this user's to trust."""
+    from replay_tui.door import Refused
+
+    if cache is None or path_problem(cache.parent) is not None:
+        return None
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        return _own_folder(None, cache, cache, "image-probe cache")
+    except (OSError, Refused):
+        return None
+
+
 # -- the executor ------------------------------------------------------------------------
 
 
@@ -919,6 +957,19 @@ class SlurmExecutor:
     """The walls the job script raises on the node (None: only the container's flags)."""
     node_walls: dict[str, Any] = field(default_factory=dict)
     """The walls the job script says it raised (``walls.json``, checked)."""
+    node_runtime: Any = None
+    """What the job starts when not Docker (``slurm.runtimes.NodeRuntime``: Podman or
+    Apptainer), its identity checked here before the job runs anything."""
+    identity: ImageIdentity | None = None
+    """What the node's runtime said ran, checked (Podman, Apptainer)."""
+    refusal: InfraError | None = None
+    """Why the identity the node gave was refused (nothing ran)."""
+
+    @property
+    def runtime_info(self) -> dict[str, Any] | None:
+        """What the replay manifest records of the runtime (``ReplayInfo.runtime``), as
+        the one-host backends record it; None for Docker (its manifests as before)."""
+        return self.identity.runtime_info() if self.identity is not None else None
 
     @property
     def sandbox_info(self) -> dict[str, Any]:
@@ -943,18 +994,7 @@ class SlurmExecutor:
         return "digest-" + image.split("@", 1)[1].replace(":", "_") + ".json"
 
     def _cache_fd(self) -> int | None:
-        """The probe cache folder's descriptor: made 0700 when missing; None (no cache:
-        every job probes) when it, or a folder above it, is not this user's to trust."""
-        from replay_tui.door import Refused
-
-        cache = self.probe_cache
-        if cache is None or path_problem(cache.parent) is not None:
-            return None
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            return _own_folder(None, cache, cache, "image-probe cache")
-        except (OSError, Refused):
-            return None
+        return probe_cache_fd(self.probe_cache)
 
     def _cached_probe(self) -> dict[str, Any] | None:
         """The cached probe of this image: an entry this tool wrote (its own folder),
@@ -1071,15 +1111,7 @@ class SlurmExecutor:
 
     def _submit(self, spec: ExecSpec, job: JobFolder) -> str:
         job.create("output.log")
-        kwargs = container_kwargs(self.container, spec)
         sdk = sdk_copy(job)  # the compute node sees the spool, not this checkout
-        for m in kwargs.get("mounts") or []:
-            if m.get("Target") == f"{SDK_MOUNT}/replay_tui":
-                m["Source"] = str(sdk)
-        try:
-            args, command = docker_cli_args(kwargs)
-        except ValueError as e:
-            raise InfraError(f"cannot express the sandbox as docker run flags: {e}") from None
         walls = "# no walls asked for"
         if self.walls is not None:
             sb = self.container.sandbox
@@ -1088,17 +1120,11 @@ class SlurmExecutor:
 
                 open_to_others(job.path / "sdk")  # in the job's 0700 folder: others stop there
             walls = walls_block(self.walls, spec.handoff_dir, sb.memory_limit, sb.cpus)
+        if self.node_runtime is not None:  # Podman or Apptainer: their own command lines
+            text = self._runtime_script(spec, job, sdk, walls)
+        else:
+            text = self._docker_script(spec, job, sdk, walls)
         script = job.path / "job.sh"
-        text = job_script(
-            job.path,
-            self.container.image,
-            args,
-            command,
-            want_probe=self._cached_probe() is None,
-            gpus=self.gpus > 0,
-            token=job.token,
-            walls=walls,
-        )
         job.create("job.sh", text, mode=0o700)
         argv = self.sbatch_argv(job.path, script, spec.timeout_s)
         job.create("sbatch.json", json.dumps(argv))
@@ -1121,6 +1147,58 @@ class SlurmExecutor:
             raise InfraError(f"sbatch printed no job id: {p.stdout.strip()[:200]!r}")
         job.create("job_id", job_id + "\n")
         return job_id
+
+    def _docker_script(self, spec: ExecSpec, job: JobFolder, sdk: Path, walls: str) -> str:
+        kwargs = container_kwargs(self.container, spec)
+        for m in kwargs.get("mounts") or []:
+            if m.get("Target") == f"{SDK_MOUNT}/replay_tui":
+                m["Source"] = str(sdk)
+        try:
+            args, command = docker_cli_args(kwargs)
+        except ValueError as e:
+            raise InfraError(f"cannot express the sandbox as docker run flags: {e}") from None
+        return job_script(
+            job.path,
+            self.container.image,
+            args,
+            command,
+            want_probe=self._cached_probe() is None,
+            gpus=self.gpus > 0,
+            token=job.token,
+            walls=walls,
+        )
+
+    def _runtime_script(self, spec: ExecSpec, job: JobFolder, sdk: Path, walls: str) -> str:
+        from replay_tui.replay.backends.runtime import run_request
+        from replay_tui.replay.backends.slurm.runtimes import NAME_WORD
+
+        c = self.container
+        req = run_request(spec, c.mounts, c.workdir, c.sandbox, NAME_WORD, sdk_source=str(sdk))
+        text: str = self.node_runtime.script(
+            job, req, gpus=self.gpus, want_probe=self._cached_probe() is None, walls=walls
+        )
+        return text
+
+    def _answer_identity(self, job: JobFolder, on_line: OnLine) -> None:
+        """The identity the job's runtime gave, checked here (the one-host backend's
+        check): approved (``identity.ok``, its MAC) or refused (``identity.refused``)."""
+        from replay_tui.replay.backends.slurm.runtimes import identity_answer
+
+        try:
+            body = job.read("identity")
+            identity = self.node_runtime.identity(body)
+        except (InfraError, ValueError) as e:
+            self.refusal = e if isinstance(e, InfraError) else InfraError(str(e))
+            on_line(f"[slurm] refused: {self.refusal.message}")
+            with contextlib.suppress(OSError):
+                job.create("identity.refused", self.refusal.message + "\n")
+            return
+        self.identity = identity
+        if identity.image_id is not None:
+            self.image_info.update(identity.image_info())
+        what = identity.image_id or f"SIF sha256:{identity.sif_sha256}"
+        on_line(f"[slurm] {identity.runtime} {identity.version} on the node, image {what[:19]}")
+        job.create("identity.ok", identity_answer(job.token, body))
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
         _tool("sbatch")
@@ -1216,6 +1294,13 @@ class SlurmExecutor:
                     on_line(f"[slurm] {spec.timeout_s:g}s timeout: cancelling job {job_id}")
                     cancel_job(job_id)
                     next_poll = now
+                if (
+                    self.node_runtime is not None
+                    and self.identity is None
+                    and self.refusal is None
+                    and job.exists("identity")
+                ):
+                    self._answer_identity(job, on_line)
                 if job.exists("exit_code") and next_poll > now + 0.5:
                     next_poll = now + 0.5  # the script is done: Slurm will say so soon
                 if now >= next_poll:
@@ -1261,6 +1346,8 @@ class SlurmExecutor:
 
             sweep_mounts(lambda note: on_line(f"[slurm] {note}"))
         self._read_node_files(job)
+        if self.node_runtime is not None and not (cancelled or timed_out):
+            self._refuse_unresolved(job, job_id)
         result = self._result(
             job_id, job, state, started, t0, cancelled, cancel_reason, timed_out, spec
         )
@@ -1269,6 +1356,23 @@ class SlurmExecutor:
         else:
             on_line(f"[slurm] job files kept in {jobdir}")
         return result
+
+    def _refuse_unresolved(self, job: JobFolder, job_id: str) -> None:
+        """Raise what kept the job from running anything: its identity refused here
+        (IdentityMismatch names the identity that differed), or the image not made
+        ready on the node (what the node said).  The job folder is kept."""
+        if self.refusal is not None:
+            raise self.refusal
+        if self.identity is not None:
+            return
+        with contextlib.suppress(ValueError):
+            said = job.read("resolve_error").decode("utf-8", "replace").strip()
+            said = "".join(ch if ch.isprintable() else " " for ch in said)[-600:]
+            where = self.job_info.get("node") or "the node"
+            raise InfraError(
+                f"Slurm job {job_id} on {where}: {said} (job files kept in {job.path})",
+                "check that the runtime on the nodes can reach the registry by digest",
+            )
 
     def _note(self, st: JobState) -> None:
         for k in ("node", "partition", "account", "qos", "time_limit"):
@@ -1287,6 +1391,8 @@ class SlurmExecutor:
             where = json.loads(job.read("where.json"))
             if isinstance(where.get("node"), str) and where["node"].isprintable():
                 self.job_info["node"] = where["node"][:256]
+        if self.node_runtime is not None:  # the identity, checked before the run
+            return
         with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
             img = json.loads(job.read("image.json"))
             name = self.container.image.split("@", 1)[0]
