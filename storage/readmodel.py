@@ -208,6 +208,13 @@ def drill_candidates(store: RunStore, since: str | None) -> list[tuple[Any, ...]
     return [tuple(r) for r in store.conn.execute(sql + " ORDER BY started_at, id", params)]
 
 
+def bisect_bad_run(store: RunStore, bisect_id: int) -> str | None:
+    """BAD of bisect ``bisect_id`` (its body is read through ``RunStore.bisects_of``,
+    which checks it), or None when the store holds no such bisect."""
+    row = store.conn.execute("SELECT bad_run FROM bisects WHERE id = ?", (bisect_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def has_manifest(store: RunStore, run_id: str) -> bool:
     row = store.conn.execute("SELECT 1 FROM manifests WHERE run_id = ?", (run_id,)).fetchone()
     return row is not None

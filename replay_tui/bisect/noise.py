@@ -8,6 +8,11 @@ between any two of: GOOD as recorded and its ``--times N`` replays.
 
 A probe behaves like BAD when it is further from GOOD than the noise floor and within
 it of BAD (or within the comparison's tolerance of BAD); like GOOD the other way round.
+Each side's answer is a :class:`Closeness` (near or far, and what said so: bit-identical,
+within tolerance, within or outside the noise rule's band, within or beyond twice the
+largest distance among GOOD's runs, the same or another exit status), and
+:func:`conclude` is the one rule from the two closenesses to the behaviour: the evidence
+table shows the closenesses, so its columns always say why the probe behaves as it does.
 When GOOD and BAD are not clearly further apart than the noise floor (``MARGIN`` times
 it), nothing can be attributed: the run is not reproducible enough.
 """
@@ -15,8 +20,9 @@ it), nothing can be attributed: the run is not reproducible enough.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from replay_tui.compare.distance import metric_gap, weight_rel_l2
 from replay_tui.compare.noise_rule import NoiseFloor as RuleFloor
@@ -169,29 +175,91 @@ class Judgement:
     first divergent step vs GOOD: ``verdict.ProbeJudgement``)."""
 
     behaves: Behaviour
-    vs_good: str  # comparison verdict
+    vs_good: str  # comparison verdict (within the fixed tolerance)
     vs_bad: str
     d_good: Distance
     d_bad: Distance
     first_divergent_step: int | None  # vs GOOD
     first_divergent_step_bad: int | None  # vs BAD
+    near_good: Closeness | None = None  # how it stands against GOOD, and why
+    near_bad: Closeness | None = None
+
+
+@dataclass(frozen=True)
+class Closeness:
+    """How a probe stands against one run (GOOD or BAD): near or far, what decided it
+    (``basis``), and for a far one the first step where its metrics leave that run's
+    (None: not known, or no metric history)."""
+
+    near: bool
+    basis: str
+    step: int | None = None
+
+    def label(self) -> str:
+        """``near: within noise``, ``far: beyond 2x floor``: the table's cell."""
+        return ("near: " if self.near else "far: ") + self.basis
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"near": self.near, "basis": self.basis, "step": self.step}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Closeness | None:
+        if not isinstance(d, Mapping) or not isinstance(d.get("near"), bool):
+            return None
+        step = d.get("step")
+        return cls(
+            d["near"],
+            str(d.get("basis") or ""),
+            step if isinstance(step, int) and not isinstance(step, bool) else None,
+        )
+
+
+_REPRODUCED_BASIS = {"IDENTICAL": "identical", "EQUIVALENT": "within tolerance"}
+
+
+def conclude(succeeded: bool, good: Closeness, bad: Closeness) -> Behaviour:
+    """The one rule from a probe's two closenesses to what it behaves like: BAD when near
+    BAD and far from GOOD; else a probe that did not succeed is ``failed``; else GOOD when
+    near GOOD (near both: nothing moved it off GOOD); else ``neither``."""
+    if bad.near and not good.near:
+        return "BAD"
+    if not succeeded:
+        return "failed"
+    return "GOOD" if good.near else "neither"
 
 
 def _close(
     cmp: Comparison, d: Distance, floor: Distance, rule: RuleFloor | None, probe: RunManifest
-) -> bool:
+) -> Closeness:
     """Near: the comparison reproduced, or the probe lies within the run's noise by the
     noise rule (endpoints in the prediction interval of GOOD's runs, moved to the run in
     question), or, where the rule cannot judge, within ``NEAR`` times the largest
     distance among GOOD's runs."""
+    step = first_divergent_step(cmp)
     if is_reproduced(cmp.verdict):
-        return True
+        return Closeness(True, _REPRODUCED_BASIS.get(cmp.verdict, "within noise"))
     if rule is not None:
         j = rule_judge(rule, dict(probe.outputs.metric_history), dict(probe.outputs.metrics))
         if j.status in ("WITHIN_NOISE", "OUTSIDE_NOISE"):
-            return j.within
+            if j.within:
+                return Closeness(True, "within noise")
+            exits = [b.leaves_band_at for b in j.bands if b.leaves_band_at is not None]
+            return Closeness(False, "outside noise", min(exits) if exits else step)
+    if floor == ZERO:  # GOOD's runs were bit-identical: any distance is far
+        if d.within(ZERO):
+            return Closeness(True, "no distance")
+        return Closeness(False, "not identical", step)
     near = Distance(NEAR * floor.metric_gap, NEAR * floor.weight_rel_l2)
-    return d.within(near)
+    if d.within(near):
+        return Closeness(True, f"within {NEAR:g}x floor")
+    return Closeness(False, f"beyond {NEAR:g}x floor", step)
+
+
+def _by_status(probe: RunManifest, run: RunManifest, cmp: Comparison) -> Closeness:
+    """A probe that did not succeed against one run: near when that run ended the same."""
+    if run.status == probe.status:
+        return Closeness(True, f"{probe.status} too")
+    return Closeness(False, f"{probe.status}, not {run.status}", first_divergent_step(cmp))
 
 
 def judge(
@@ -208,24 +276,20 @@ def judge(
     cg = compare_runs(good, probe, objects=objects, rtol=rtol, atol=atol)
     cb = compare_runs(bad, probe, objects=objects, rtol=rtol, atol=atol)
     dg, db = distance(good, probe, objects), distance(bad, probe, objects)
-    behaves: Behaviour
-    if probe.status != "succeeded":
-        behaves = "BAD" if bad.status == probe.status and good.status == "succeeded" else "failed"
-    else:
+    succeeded = probe.status == "succeeded"
+    if succeeded:
         near_good = _close(cg, dg, floor.floor, floor.near_good, probe)
         near_bad = _close(cb, db, floor.floor, floor.near_bad, probe)
-        if near_bad and not near_good:
-            behaves = "BAD"
-        elif near_good:
-            behaves = "GOOD"
-        else:
-            behaves = "neither"
+    else:
+        near_good, near_bad = _by_status(probe, good, cg), _by_status(probe, bad, cb)
     return Judgement(
-        behaves,
+        conclude(succeeded, near_good, near_bad),
         cg.verdict,
         cb.verdict,
         dg,
         db,
         first_divergent_step(cg),
         first_divergent_step(cb),
+        near_good,
+        near_bad,
     )

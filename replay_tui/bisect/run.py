@@ -10,7 +10,10 @@
 4. The search (``search``), each probe an ordinary replay (``replay_manifest`` with
    ``persist=False``: probes are not evidence about GOOD), judged against GOOD and BAD
    as recorded (``noise.judge``).
-5. The answer (``verdict``), stored in the store and the ledger.
+5. The answer (``verdict``), stored in the store and the ledger, with each probe's
+   output (and each noise-floor replay's) as a blob the answer names (``log_sha256``,
+   ``floor_logs``): ``bisect-show ID --logs`` and the TUI's ``l`` read them back.  The
+   output still streams as events; the command prints it only with ``--logs``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,40 @@ from storage.objects import ObjectStore
 from storage.store import RunStore, StoreAltered, StoreError
 
 DEFAULT_BUDGET = 16
+LOG_KEPT_BYTES = 2 * 1024 * 1024
+"""A probe's output kept in the store: its first and its last this many bytes."""
+LOG_BLOB_KIND = "bisect-log"
+
+
+class _LogKeeper:
+    """One replay's output lines, its first and last ``LOG_KEPT_BYTES`` kept."""
+
+    def __init__(self) -> None:
+        from collections import deque
+
+        self.head: list[str] = []
+        self.head_bytes = 0
+        self.tail: deque[str] = deque()
+        self.tail_bytes = 0
+        self.dropped = 0
+
+    def add(self, line: str) -> None:
+        size = len(line.encode("utf-8", "replace")) + 1
+        if self.head_bytes + size <= LOG_KEPT_BYTES and not self.tail:
+            self.head.append(line)
+            self.head_bytes += size
+            return
+        self.tail.append(line)
+        self.tail_bytes += size
+        while self.tail_bytes > LOG_KEPT_BYTES and len(self.tail) > 1:
+            gone = self.tail.popleft()
+            self.tail_bytes -= len(gone.encode("utf-8", "replace")) + 1
+            self.dropped += 1
+
+    def text(self) -> str:
+        cut = [f"[bisect: {self.dropped} line(s) of output not kept]"] if self.dropped else []
+        lines = [*self.head, *cut, *self.tail]
+        return "".join(f"{x}\n" for x in lines)
 
 
 @dataclass(frozen=True)
@@ -240,8 +277,15 @@ class _Runner:
     def note(self, message: str) -> None:
         self.on_event(ReplayEvent("bisect", "note", message))
 
-    def replay(self, probe: Probe, store: RunStore | None = None) -> RunManifest:
+    def replay(
+        self, probe: Probe, store: RunStore | None = None, log: _LogKeeper | None = None
+    ) -> RunManifest:
         from replay_tui.replay.runner import replay_manifest
+
+        def on_event(ev: ReplayEvent) -> None:
+            if log is not None and ev.state == "log":
+                log.add(ev.message)
+            self.on_event(ev)
 
         options = self.opts.replay
         if options.repo is None and probe.code_repo is not None and probe.code_repo.exists():
@@ -252,7 +296,7 @@ class _Runner:
             options,
             data_locations=probe.data_locations,
             repo_location=probe.repo_location,
-            on_event=self.on_event,
+            on_event=on_event,
             should_cancel=self.should_cancel,
             docker_client=self.docker_client,
             persist=False,
@@ -268,8 +312,9 @@ class _Runner:
                 ReplayEvent("bisect", "start", f"noise floor: replay {i + 1} of {times} of GOOD")
             )
             probe = build_probe(self.good, self.bad, (), "good")
+            log = _LogKeeper()
             try:
-                rm = self.replay(probe)
+                rm = self.replay(probe, log=log)
             except ReplayTuiError as e:
                 raise InfraError(
                     f"GOOD cannot be replayed here, so nothing can be attributed: {e.message}",
@@ -284,6 +329,7 @@ class _Runner:
                     "replay GOOD on its own (replay-tui replay) to see why",
                 )
             replicas.append(rm)
+            self.result.floor_log_texts.append(log.text())
             if self.should_cancel():
                 raise KeyboardInterrupt
         return noise_floor(self.good.manifest, replicas, self.objects, self.bad.manifest)
@@ -336,11 +382,13 @@ class _Runner:
         )
         t0 = time.monotonic()
         b, d = (self.good, self.bad) if base == "good" else (self.bad, self.good)
+        log = _LogKeeper()
         try:
-            rm = self.replay(build_probe(b, d, swapped, base), store)
+            rm = self.replay(build_probe(b, d, swapped, base), store, log)
         except ReplayTuiError as e:
             rec.behaves, rec.error, rec.status = "failed", e.message, "error"
             rec.duration_s = time.monotonic() - t0
+            rec.log = log.text() or None
             self.on_event(ReplayEvent("bisect", "done", f"probe {rec.index}: error: {e.message}"))
             return "failed"
         j = judge(
@@ -354,10 +402,11 @@ class _Runner:
         )
         rec.behaves = j.behaves
         rec.judgement = ProbeJudgement(
-            j.vs_good, j.vs_bad, j.first_divergent_step, j.d_good, j.d_bad
+            j.vs_good, j.vs_bad, j.first_divergent_step, j.d_good, j.d_bad, j.near_good, j.near_bad
         )
         rec.replay_run, rec.status = rm.run_id, rm.status
         rec.duration_s = time.monotonic() - t0
+        rec.log = log.text()
         self.on_event(ReplayEvent("bisect", "done", f"probe {rec.index}: behaves like {j.behaves}"))
         return j.behaves
 
@@ -579,8 +628,52 @@ def run_bisect(
     return _finish(store, res, t0, persist)
 
 
+def _keep_logs(store: RunStore, res: BisectResult) -> None:
+    """Each probe's output and each noise-floor replay's as a blob the answer names."""
+
+    def put(text: str) -> str:
+        return store.put_blob(text.encode("utf-8", "replace"), LOG_BLOB_KIND, res.bad)
+
+    res.floor_logs = [put(t) for t in res.floor_log_texts]
+    for p in res.probes:
+        if p.log is not None:
+            p.log_sha256 = put(p.log)
+
+
+def probe_log(store: RunStore, result: BisectResult, which: int) -> str | None:
+    """The output a stored bisect kept of probe ``which`` (its number in the table), or
+    with ``which`` < 0 of GOOD's noise-floor replay ``-which``; None when none was kept.
+    Untrusted text (the program's output): escape it before it meets a terminal."""
+    if which < 0:
+        shas = result.floor_logs
+        sha = shas[-which - 1] if -which <= len(shas) else None
+    else:
+        sha = next((p.log_sha256 for p in result.probes if p.index == which), None)
+    if sha is None:
+        return None
+    data = store.get_blob(sha)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def stored_bisect(store: RunStore, bisect_id: int) -> BisectResult:
+    """Bisect ``bisect_id`` as the store holds it (its body checked against the ledger
+    as every read of a bisect is); BadInput when there is none."""
+    from storage.readmodel import bisect_bad_run
+
+    bad = bisect_bad_run(store, bisect_id)
+    if bad is None:
+        raise BadInput(f"no bisect #{bisect_id} in this store")
+    for fact in store.bisects_of(bad):
+        if fact["id"] == bisect_id:
+            res = BisectResult.from_json(fact["body"])
+            res.bisect_id = bisect_id
+            return res
+    raise BadInput(f"no bisect #{bisect_id} in this store")
+
+
 def _finish(store: RunStore, res: BisectResult, t0: float, persist: bool) -> BisectResult:
     res.duration_s = time.monotonic() - t0
     if persist:
+        _keep_logs(store, res)
         res.bisect_id = store.add_bisect(res.good, res.bad, res.outcome, res.causes, res.to_dict())
     return res

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from replay_tui.bisect.noise import Distance
+from replay_tui.bisect.noise import Closeness, Distance
 from storage.manifest import JSONValue
 
 BISECT_VERSION = 1
@@ -65,6 +65,10 @@ def _strs(v: Any) -> list[str]:
     return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
 
 
+def _rows_of(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, list) else []
+
+
 def _rows(v: Any) -> list[Mapping[str, Any]]:
     return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
 
@@ -92,6 +96,13 @@ def _distance(d: Mapping[str, Any]) -> Distance | None:
 
 def _distance_at(v: Any) -> Distance | None:
     return _distance(v) if isinstance(v, Mapping) else None
+
+
+def _sha(v: Any) -> str | None:
+    """A blob's name as a body holds it: 64 lowercase hex digits, else None."""
+    if isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v):
+        return v
+    return None
 
 
 # -- the rows of the answer --------------------------------------------------------------
@@ -228,33 +239,49 @@ class GoodVsBad:
 @dataclass(frozen=True)
 class ProbeJudgement:
     """What a probe's JSON keeps of its judgement (``noise.judge``): the verdicts of the
-    probe compared with GOOD and with BAD, the first step where its metrics leave GOOD's,
-    and its distances to both."""
+    probe compared with GOOD and with BAD within the fixed tolerance, the first step where
+    its metrics leave GOOD's, its distances to both, and how it stands against each
+    (``closeness``: near or far and what decided it, from which ``noise.conclude`` says
+    what it behaves like; bodies stored before it have none)."""
 
     vs_good: str | None
     vs_bad: str | None
     first_divergent_step: int | None  # vs GOOD (None: none)
     distance_to_good: Distance | None
     distance_to_bad: Distance | None
+    near_good: Closeness | None = None
+    near_bad: Closeness | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "vs_good": self.vs_good,
             "vs_bad": self.vs_bad,
             "first_divergent_step": self.first_divergent_step,
             "distance_to_good": _distance_dict(self.distance_to_good),
             "distance_to_bad": _distance_dict(self.distance_to_bad),
         }
+        if self.near_good is not None and self.near_bad is not None:
+            out["closeness"] = {"good": self.near_good.to_dict(), "bad": self.near_bad.to_dict()}
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProbeJudgement | None:
         """None when ``d`` (a probe's row) holds nothing of a judgement."""
+        near = d.get("closeness")
+        near = near if isinstance(near, Mapping) else {}
+        near_good, near_bad = (
+            Closeness.from_json(near.get("good")),
+            Closeness.from_json(near.get("bad")),
+        )
+        both = near_good is not None and near_bad is not None
         j = cls(
             _text(d.get("vs_good")),
             _text(d.get("vs_bad")),
             _whole(d.get("first_divergent_step")),
             _distance_at(d.get("distance_to_good")),
             _distance_at(d.get("distance_to_bad")),
+            near_good if both else None,
+            near_bad if both else None,
         )
         return None if j == _NOT_JUDGED else j
 
@@ -280,6 +307,10 @@ class ProbeRecord:
     status: str | None = None
     error: str | None = None
     duration_s: float | None = None
+    log_sha256: str | None = None
+    """The probe's output as the store keeps it (a blob; None: not stored)."""
+    log: str | None = field(default=None, compare=False, repr=False)
+    """The probe's output as this process saw it (not written to JSON: the blob is)."""
 
     @property
     def vs_good(self) -> str | None:
@@ -297,8 +328,37 @@ class ProbeRecord:
         judged)."""
         return None if self.judgement is None else self.judgement.first_divergent_step
 
+    def cells(self) -> tuple[str, str, str, str, str, str, str]:
+        """The evidence table's row, the same in the CLI and the TUI: #, the run the probe
+        is a copy of, the factors swapped in, how it stands against GOOD and against BAD
+        (near or far, and what decided it), what that makes it behave like
+        (``noise.conclude``), and the step where it leaves GOOD (only when far from it).
+        A body stored before closenesses were kept shows its verdicts within tolerance,
+        said so."""
+        j = self.judgement
+        if j is not None and j.near_good is not None and j.near_bad is not None:
+            vs_good, vs_bad = j.near_good.label(), j.near_bad.label()
+            step = None if j.near_good.near else j.near_good.step
+        elif j is not None:
+            vs_good = f"{j.vs_good or '-'} (tolerance)"
+            vs_bad = f"{j.vs_bad or '-'} (tolerance)"
+            step = j.first_divergent_step
+        else:
+            vs_good = vs_bad = "-"
+            step = None
+        side = "GOOD" if self.base == "good" else "BAD"
+        return (
+            str(self.index),
+            side,
+            "+".join(self.swapped) or "-",
+            vs_good,
+            vs_bad,
+            self.behaves or "-",
+            _step(step),
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "probe": self.index,
             "base": self.base,
             "swapped": self.swapped,
@@ -310,6 +370,9 @@ class ProbeRecord:
             "error": self.error,
             "duration_s": self.duration_s,
         }
+        if self.log_sha256 is not None:
+            out["log_sha256"] = self.log_sha256
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProbeRecord:
@@ -327,6 +390,7 @@ class ProbeRecord:
             status=_text(d.get("status")),
             error=_text(d.get("error")),
             duration_s=duration if isinstance(duration, int | float) else None,
+            log_sha256=_sha(d.get("log_sha256")),
         )
 
 
@@ -354,6 +418,10 @@ class BisectResult:
     notes: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     bisect_id: int | None = None
+    floor_logs: list[str] = field(default_factory=list)
+    """The output of each replay of GOOD that measured its noise floor, as stored blobs."""
+    floor_log_texts: list[str] = field(default_factory=list, compare=False, repr=False)
+    """The same as this process saw it (not written to JSON: the blobs are)."""
 
     @property
     def exit_code(self) -> int:
@@ -428,6 +496,8 @@ class BisectResult:
             "notes": self.notes,
             "duration_s": self.duration_s,
         }
+        if self.floor_logs:
+            body["floor_logs"] = self.floor_logs
         if self.bisect_id is not None:
             body["bisect_id"] = self.bisect_id
         out: dict[str, Any] = json_safe(body)
@@ -466,7 +536,12 @@ class BisectResult:
             notes=_strs(body.get("notes")),
             duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
             bisect_id=_whole(body.get("bisect_id")),
+            floor_logs=[x for x in (_sha(v) for v in _rows_of(body.get("floor_logs"))) if x],
         )
+
+    def logs_stored(self) -> int:
+        """How many outputs (probes' and GOOD's noise-floor replays') the store keeps."""
+        return len(self.floor_logs) + sum(1 for p in self.probes if p.log_sha256)
 
     def text(self) -> str:
         lines = [f"bisect GOOD {self.good}  BAD {self.bad}  ({self.backend} backend)"]
@@ -494,26 +569,43 @@ class BisectResult:
                 f" {_step(gb.first_divergent_step)}"
             )
         if self.probes:
-            lines.append("probes:")
-            lines.append(
-                f"  {'#':>2}  {'run':<4} {'factors swapped':<26} {'behaves':<8}"
-                f" {'vs GOOD':<11} {'vs BAD':<11} {'1st div step':<12} why"
-            )
-            for p in self.probes:
-                side = "GOOD" if p.base == "good" else "BAD"
+            lines.append("probes (each against GOOD and BAD: near or far, and what said so):")
+            rows = [PROBE_COLUMNS, *(p.cells() for p in self.probes)]
+            widths = [max(len(r[i]) for r in rows) for i in range(len(PROBE_COLUMNS))]
+            for n, r in enumerate(rows):
+                why = "why" if n == 0 else self.probes[n - 1].why
+                error = None if n == 0 else self.probes[n - 1].error
+                cells = [r[0].rjust(widths[0])] + [
+                    c.ljust(w) for c, w in zip(r[1:], widths[1:], strict=True)
+                ]
                 lines.append(
-                    f"  {p.index:>2}  {side:<4} {'+'.join(p.swapped) or '-':<26}"
-                    f" {p.behaves or '-':<8} {p.vs_good or '-':<11}"
-                    f" {p.vs_bad or '-':<11} {_step(p.first_divergent_step):<12}"
-                    f" {p.why}" + (f" [{p.error}]" if p.error else "")
+                    "  " + "  ".join(cells) + f"  {why}" + (f" [{error}]" if error else "")
                 )
+        stored = self.logs_stored()
+        if stored and self.bisect_id is not None:
+            lines.append(
+                f"the probes' output: {stored} log(s) kept in the store"
+                f" (replay-tui bisect-show {self.bisect_id} --logs)"
+            )
         if self.env_diff:
             lines.append("what differs in the blamed factor:")
             for c in self.env_diff[:30]:
                 lines.append(f"  {c.what}: {c.good} -> {c.bad}")
-        for n in self.notes:
-            lines.append(f"note: {n}")
+        for note in self.notes:
+            lines.append(f"note: {note}")
         return "\n".join(lines)
+
+
+PROBE_COLUMNS = (
+    "#",
+    "run",
+    "factors swapped",
+    "vs GOOD",
+    "vs BAD",
+    "behaves like",
+    "leaves GOOD at",
+)
+"""The evidence table's columns (:meth:`ProbeRecord.cells`), in the CLI and the TUI."""
 
 
 def _step(s: int | None) -> str:

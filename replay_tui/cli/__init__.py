@@ -20,7 +20,7 @@ COMMANDS: dict[str, str] = {
         ("replay", ("replay", "compare")),
         ("audit", ("export", "keygen", "verify", "drill", "stats")),
         ("demo", ("demo",)),
-        ("bisect", ("bisect",)),
+        ("bisect", ("bisect", "bisect-show")),
         ("importers", ("import",)),
     )
     for name in names

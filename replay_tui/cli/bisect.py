@@ -1,4 +1,8 @@
-"""``bisect GOOD BAD``: which recorded difference makes BAD diverge from GOOD."""
+"""``bisect GOOD BAD``: which recorded difference makes BAD diverge from GOOD;
+``bisect-show ID``: a stored bisect again, and with ``--logs`` its probes' output.
+
+The probes' output is not printed while a bisect runs (only its stages and each probe's
+answer); it goes to the store with the answer, and ``--logs`` streams it as well."""
 
 from __future__ import annotations
 
@@ -55,7 +59,13 @@ if TYPE_CHECKING:
     show_default=True,
     help="Probes at a time: the one-factor probes run concurrently (Slurm jobs, containers).",
 )
-@click.option("--quiet", is_flag=True, help="Do not stream the probes' output.")
+@click.option(
+    "--logs",
+    is_flag=True,
+    help="Stream the probes' output as they run (it is kept in the store either way:"
+    " bisect-show ID --logs).",
+)
+@click.option("--quiet", is_flag=True, help="Only the answer: no stage lines.")
 @json_option
 @click.pass_obj
 @handled
@@ -68,6 +78,7 @@ def bisect_cmd(
     factors: str | None,
     budget: int,
     parallel: int,
+    logs: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -91,10 +102,12 @@ def bisect_cmd(
     )
 
     def on_event(ev: ReplayEvent) -> None:
+        if quiet and not (logs and ev.state == "log"):
+            return
         if ev.stage == "bisect" and not as_json:
             click.echo(f"[  bisect] {escape_control(ev.message)}", err=True)
             return
-        print_event(ev, as_json=as_json, logs=not quiet)
+        print_event(ev, as_json=as_json, logs=logs)
 
     result = run_bisect(obj.store, good, bad, opts, on_event=on_event)
     if as_json:
@@ -104,5 +117,56 @@ def bisect_cmd(
     sys.exit(result.exit_code)
 
 
+@click.command("bisect-show")
+@click.argument("bisect_id", type=click.IntRange(1))
+@click.option("--logs", is_flag=True, help="Also print the output the store kept of each probe.")
+@click.option(
+    "--probe",
+    "probe",
+    type=int,
+    default=None,
+    help="Only this probe's output (its number in the table; -N: GOOD's noise-floor replay N).",
+)
+@json_option
+@click.pass_obj
+@handled
+def bisect_show(obj: Ctx, bisect_id: int, logs: bool, probe: int | None, as_json: bool) -> None:
+    """A stored bisect's answer (as `bisect` printed it), and with --logs the output its
+    probes printed, read back from the store."""
+    from replay_tui.bisect.run import probe_log, stored_bisect
+    from replay_tui.errors import BadInput
+
+    res = stored_bisect(obj.store, bisect_id)
+    want_logs = logs or probe is not None
+    which: list[tuple[int, str]] = []
+    if want_logs:
+        floor = [
+            (-(i + 1), f"GOOD's noise-floor replay {i + 1}") for i in range(len(res.floor_logs))
+        ]
+        probes = [
+            (p.index, f"probe {p.index}: {'+'.join(p.swapped) or '-'} ({p.why})")
+            for p in res.probes
+        ]
+        which = [w for w in (*floor, *probes) if probe is None or w[0] == probe]
+        if probe is not None and not which:
+            raise BadInput(f"bisect #{bisect_id} has no probe {probe}")
+    texts = [(n, label, probe_log(obj.store, res, n)) for n, label in which]
+    if as_json:
+        body = res.to_dict()
+        if want_logs:
+            body["logs"] = [{"probe": n, "what": label, "log": t} for n, label, t in texts]
+        echo_json(body)
+        return
+    click.echo(escape_control(res.text(), keep_newlines=True))  # the manifests' words
+    for _, label, text in texts:
+        click.echo(f"── output of {escape_control(label)}")
+        if text is None:
+            click.echo("  (not kept: this bisect was stored before the probes' output was)")
+            continue
+        for line in text.splitlines():  # the program's output: untrusted
+            click.echo(f"  | {escape_control(line)}")
+
+
 def register(main: click.Group) -> None:
     main.add_command(bisect_cmd)
+    main.add_command(bisect_show)

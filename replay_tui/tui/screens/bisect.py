@@ -11,10 +11,14 @@ bisect with it.
 
 The bisect runs in a thread worker (``run_bisect``) whose ``on_event`` posts each event
 as a message; the cancel key (or leaving the screen) sets a ``threading.Event`` that the
-pipeline polls.  The answer is the verdict line, the probe table (probe, factors
-swapped, behaves like, vs GOOD, vs BAD, first divergent step) and what differs in the
-blamed factor.  A bisect the store holds (``stored``: from a run's Bisects tab) opens on
-the same answer, its stored body read back into the same ``BisectResult``; nothing runs.
+pipeline polls.  The log pane shows the stages and each probe's answer, not the probes'
+own output (the store keeps it).  The answer is the verdict line, the probe table (the
+command's columns, ``verdict.PROBE_COLUMNS``: probe, the run it copies, factors swapped,
+near or far from GOOD and from BAD and what said so, behaves like, the step where it
+leaves GOOD) and what differs in the blamed factor; ``l`` shows the output the store
+kept of the probe under the cursor.  A bisect the store holds (``stored``: from a run's
+Bisects tab) opens on the same answer, its stored body read back into the same
+``BisectResult``; nothing runs.
 """
 
 from __future__ import annotations
@@ -304,6 +308,7 @@ class BisectScreen(AppScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back_or_cancel", "Back / cancel"),
         Binding("x", "cancel", "Cancel bisect"),
+        Binding("l", "probe_log", "Probe log"),
     ]
     DEFAULT_CSS = """
     BisectScreen #bisect-title { padding: 0 1; text-style: bold; }
@@ -343,6 +348,8 @@ class BisectScreen(AppScreen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return self.phase == "running"
+        if action == "probe_log":
+            return self.result is not None and self.result.logs_stored() > 0
         return True
 
     def compose(self) -> ComposeResult:
@@ -361,13 +368,20 @@ class BisectScreen(AppScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        from replay_tui.bisect.verdict import PROBE_COLUMNS
+
         table = self.query_one("#bisect-probes", DataTable)
-        for name in ("#", "run", "factors swapped", "behaves like", "vs GOOD", "vs BAD", "1st div"):
+        for name in PROBE_COLUMNS:
             table.add_column(name, key=name)
         if self.stored is not None:
+            kept = self.stored.result.logs_stored()
             self.query_one("#bisect-log", Log).write_line(
                 f"stored bisect #{self.stored.id} ({self.stored.created_at});"
-                " the probes' live output is not kept"
+                + (
+                    f" {kept} probe output(s) kept: l shows the one under the cursor"
+                    if kept
+                    else " the probes' output was not kept"
+                )
             )
             self._show_answer(self.stored.result)
             return
@@ -409,7 +423,7 @@ class BisectScreen(AppScreen[None]):
             if ev.state == "done" and ev.message.startswith("probe "):
                 self.query_one("#bisect-status", Static).update(Text(said))
         elif ev.state == "log":
-            log.write_line(f"  | {said}")
+            return  # a probe's own output: kept in the store, shown on request (l)
         else:
             log.write_line(escape_control(f"[{ev.stage:>8}] {ev.state:<6} {said}".rstrip()))
 
@@ -449,18 +463,47 @@ class BisectScreen(AppScreen[None]):
         answer.update(text)
         table = self.query_one("#bisect-probes", DataTable)
         table.clear()
-        for p in result.probes:
-            step = p.first_divergent_step
-            table.add_row(  # a stored bisect's body: Text (no markup), escaped
-                safe(p.index),
-                Text("GOOD" if p.base == "good" else "BAD"),
-                safe("+".join(p.swapped) or "-"),
-                safe(p.behaves or "-"),
-                safe(p.vs_good or "-"),
-                safe(p.vs_bad or "-"),
-                safe("-" if step is None else step),
-            )
+        for p in result.probes:  # a stored bisect's body: Text (no markup), escaped
+            table.add_row(*(safe(c) for c in p.cells()), key=str(p.index))
         self.refresh_bindings()
+
+    def action_probe_log(self) -> None:
+        """The output the store kept of the probe under the cursor, in the log pane."""
+        result = self.result
+        if result is None:
+            return
+        table = self.query_one("#bisect-probes", DataTable)
+        if not result.probes or table.row_count == 0:
+            return
+        probe = result.probes[min(max(table.cursor_row, 0), len(result.probes) - 1)]
+        self._show_log(result, probe.index)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bisect-log")
+    def _show_log(self, result: BisectResult, index: int) -> None:
+        from replay_tui.bisect.run import probe_log
+        from replay_tui.errors import ReplayTuiError
+        from storage.store import StoreError
+
+        try:
+            with open_store(self.store_path) as store:
+                text = probe_log(store, result, index)
+        except (ReplayTuiError, StoreError, OSError) as e:
+            self.app.call_from_thread(self._write_log, index, None, str(e))
+            return
+        self.app.call_from_thread(self._write_log, index, text, None)
+
+    def _write_log(self, index: int, text: str | None, error: str | None) -> None:
+        log = self.query_one("#bisect-log", Log)
+        log.clear()
+        if error is not None:
+            log.write_line(escape_control(f"probe {index}: its output could not be read: {error}"))
+            return
+        if text is None:
+            log.write_line(f"probe {index}: no output kept")
+            return
+        log.write_line(f"== output of probe {index}")
+        for line in text.splitlines():  # the program's output: untrusted
+            log.write_line(f"  | {escape_control(line)}")
 
     def action_cancel(self) -> None:
         if self.phase == "running":
