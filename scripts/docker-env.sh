@@ -6,8 +6,12 @@
 #
 # Idempotent: a second run only checks that everything is there.
 #
-# Usage: scripts/docker-env.sh [--no-image]
-#   --no-image   only ensure the engine and the registry.
+# Then the framework image (scripts/framework-image.sh: the training image plus
+# Lightning), for the tests that record and replay a framework run in a container.
+#
+# Usage: scripts/docker-env.sh [--no-image] [--no-framework]
+#   --no-image      only ensure the engine and the registry.
+#   --no-framework  no framework image (train-image.env then names none).
 #
 # Environment:
 #   REPLAY_TUI_ENV_DIR       state dir (default /var/lib/replay-tui-env)
@@ -16,7 +20,8 @@
 #                            "--extra-index-url https://download.pytorch.org/whl/cpu"
 #
 # Output: the digest reference of the training image is the last line on stdout
-# and is also written to $REPLAY_TUI_ENV_DIR/train-image.env. Everything else
+# and is also written to $REPLAY_TUI_ENV_DIR/train-image.env, with the framework
+# image's tag and digest (REPLAY_TUI_FRAMEWORK_IMAGE / _DIGEST). Everything else
 # goes to stderr.
 set -euo pipefail
 
@@ -31,6 +36,8 @@ TRAIN_REPO="replay-tui/train"
 SUITE="bookworm"
 PY_REQS=(torch==2.13.0+cpu numpy==2.4.6 safetensors==0.8.0)
 WANT_IMAGE=1
+WANT_FRAMEWORK=1
+SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 log() { printf '[docker-env] %s\n' "$*" >&2; }
 die() { printf '[docker-env] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -39,6 +46,7 @@ trap 'rc=$?; printf "[docker-env] ERROR: command failed (exit %s) at line %s: %s
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-image) WANT_IMAGE=0 ;;
+    --no-framework) WANT_FRAMEWORK=0 ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) die "unknown option: $1 (see --help)" ;;
   esac
@@ -278,9 +286,18 @@ if [[ -z "$DIGEST" ]]; then
   has_repo_digest "$DIGEST" || die "local image $TAG has no RepoDigest $DIGEST after push"
 fi
 
-# ---------------------------------------------------------------- 6. result
+# ---------------------------------------------------------------- 6. framework image
+FW_ENV=""
+if ((WANT_FRAMEWORK)); then
+  FW_ENV=$(bash "$SCRIPTS/framework-image.sh" "$TAG") || die "scripts/framework-image.sh failed"
+fi
+
+# ---------------------------------------------------------------- 7. result
 REF="$REGISTRY_HOST/$TRAIN_REPO@$DIGEST"
-printf 'REPLAY_TUI_TRAIN_IMAGE=%s\nREPLAY_TUI_TRAIN_DIGEST=%s\n' "$TAG" "$REF" >"$STATE/train-image.env.tmp"
+{
+  printf 'REPLAY_TUI_TRAIN_IMAGE=%s\nREPLAY_TUI_TRAIN_DIGEST=%s\n' "$TAG" "$REF"
+  [[ -z "$FW_ENV" ]] || printf '%s\n' "$FW_ENV"
+} >"$STATE/train-image.env.tmp"
 mv "$STATE/train-image.env.tmp" "$STATE/train-image.env"
 log "wrote $STATE/train-image.env"
 echo "$REF" >&3
