@@ -78,6 +78,10 @@ class SliFacts:
     drills: int = 0
     drills_passed: int = 0
     last_drill_at: str | None = None
+    succeeded_originals: int = 0
+    succeeded_without_image: int = 0
+    """Of the succeeded original runs, those recorded without an image
+    (:data:`WITHOUT_IMAGE`): a drill on a pinned backend leaves them out."""
 
 
 def sli_facts(store: RunStore) -> SliFacts:
@@ -85,6 +89,7 @@ def sli_facts(store: RunStore) -> SliFacts:
     q = store.conn.execute
     f = SliFacts()
     f.original_runs = int(q("SELECT count(*) FROM runs WHERE kind = 'original'").fetchone()[0])
+    f.succeeded_originals, f.succeeded_without_image = succeeded_without_image(store)
     f.replays = int(
         q(f"SELECT count(*) FROM replays r {_OF_ORIGINAL} WHERE {COUNTED}").fetchone()[0]
     )
@@ -194,18 +199,41 @@ def recent_drills(store: RunStore, limit: int) -> list[dict[str, Any]]:
     return out
 
 
-def drill_candidates(store: RunStore, since: str | None) -> list[tuple[Any, ...]]:
+WITHOUT_IMAGE = "(image_ref IS NULL AND image_digest IS NULL)"
+"""A run recorded without an image (no ``record --image``): a backend that runs only a
+pinned image (docker, podman, apptainer, slurm) cannot replay it.  The one rule by which
+a drill on such a backend leaves it out (:func:`drill_candidates`) and ``stats`` counts
+it (:attr:`SliFacts.succeeded_without_image`): never a failed reproduction."""
+
+_DRILLABLE = "kind = 'original' AND status = 'succeeded'"
+
+
+def drill_candidates(
+    store: RunStore, since: str | None, *, pinned: bool = False
+) -> list[tuple[Any, ...]]:
     """(id, name, started_at, last_verdict, last_verdict_at) of original runs that
-    succeeded, started at or after ``since``, oldest first."""
-    sql = (
-        "SELECT id, name, started_at, last_verdict, last_verdict_at FROM runs"
-        " WHERE kind = 'original' AND status = 'succeeded'"
-    )
+    succeeded, started at or after ``since``, oldest first; with ``pinned`` (the backend
+    runs only a pinned image) not those recorded without an image (:data:`WITHOUT_IMAGE`)."""
+    sql = f"SELECT id, name, started_at, last_verdict, last_verdict_at FROM runs WHERE {_DRILLABLE}"
     params: list[Any] = []
+    if pinned:
+        sql += f" AND NOT {WITHOUT_IMAGE}"
     if since is not None:
         sql += " AND started_at >= ?"
         params.append(since)
     return [tuple(r) for r in store.conn.execute(sql + " ORDER BY started_at, id", params)]
+
+
+def succeeded_without_image(store: RunStore, since: str | None = None) -> tuple[int, int]:
+    """(succeeded original runs, how many of them were recorded without an image), started
+    at or after ``since``: the runs a drill draws from, and those a pinned one leaves out."""
+    sql = f"SELECT count(*), coalesce(sum({WITHOUT_IMAGE}), 0) FROM runs WHERE {_DRILLABLE}"
+    params: list[Any] = []
+    if since is not None:
+        sql += " AND started_at >= ?"
+        params.append(since)
+    total, without = store.conn.execute(sql, params).fetchone()
+    return int(total), int(without)
 
 
 def bisect_bad_run(store: RunStore, bisect_id: int) -> str | None:

@@ -102,6 +102,9 @@ class Stats:
     drills: Ratio
     last_drill_at: str | None
     generated_at: str = field(default="")
+    without_image: Ratio = field(default_factory=lambda: Ratio(0, 0))
+    """Succeeded original runs recorded without an image, of all succeeded original runs
+    (``readmodel.WITHOUT_IMAGE``: a drill on a pinned backend leaves the same runs out)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +127,7 @@ class Stats:
             "attested_run_rate": self.attested.to_dict(),
             "drill_pass_rate": self.drills.to_dict(),
             "last_drill_at": self.last_drill_at,
+            "runs_without_image": self.without_image.to_dict(),
             "generated_at": self.generated_at,
         }
 
@@ -167,6 +171,11 @@ class Stats:
                 "drill pass rate",
                 self.drills.text("drills")
                 + (f", last {self.last_drill_at}" if self.last_drill_at else ""),
+            ),
+            (
+                "runs without an image",
+                self.without_image.text("succeeded original runs")
+                + ("; a pinned drill leaves them out" if self.without_image.numerator else ""),
             ),
         ]
         width = max(len(k) for k, _ in rows)
@@ -229,6 +238,7 @@ def stats_from(f: readmodel.SliFacts, now: str) -> Stats:
         drills=Ratio(f.drills_passed, f.drills),
         last_drill_at=f.last_drill_at,
         generated_at=now,
+        without_image=Ratio(f.succeeded_without_image, f.succeeded_originals),
     )
 
 

@@ -221,9 +221,12 @@ def parse_since(text: str) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
-def candidates(store: RunStore, since: str | None = None) -> list[Candidate]:
-    """Original runs that succeeded (a failed run trained no model), oldest first."""
-    rows = readmodel.drill_candidates(store, since)
+def candidates(
+    store: RunStore, since: str | None = None, *, pinned: bool = False
+) -> list[Candidate]:
+    """Original runs that succeeded (a failed run trained no model), oldest first; with
+    ``pinned`` not those recorded without an image (``readmodel.WITHOUT_IMAGE``)."""
+    rows = readmodel.drill_candidates(store, since, pinned=pinned)
     return [Candidate(*r) for r in rows]
 
 
@@ -277,12 +280,35 @@ def run_drill(
     since_ts = parse_since(since) if since else None
     if pick == "random" and seed is None:
         seed = secrets.randbits(32)
-    cands = candidates(store, since_ts)
+    from replay_tui.replay.backends import get_backend
+
+    pinned = get_backend(opts.backend).needs_image
+    cands = candidates(store, since_ts, pinned=pinned)
+    # a run recorded without an image is left out, as `stats` counts it: never "not
+    # reproduced" for want of an image a pinned backend needs (readmodel.WITHOUT_IMAGE)
+    without = readmodel.succeeded_without_image(store, since_ts)[1] if pinned else 0
+    if without:
+        emit(
+            ReplayEvent(
+                "drill",
+                "note",
+                f"{without} succeeded run(s) recorded without an image left out: the"
+                f" {opts.backend} backend replays only a pinned image (--backend local"
+                " replays them; `stats` counts them)",
+            )
+        )
     if not cands:
         where = f" since {since_ts}" if since_ts else ""
         raise BadInput(
-            f"no succeeded original runs{where} to drill",
-            "record runs first (`replay-tui record`), or widen --since",
+            f"no succeeded original runs{where} to drill"
+            + (
+                f" on the {opts.backend} backend ({without} recorded without an image)"
+                if without
+                else ""
+            ),
+            "replay them with --backend local"
+            if without
+            else "record runs first (`replay-tui record`), or widen --since",
         )
     report = DrillReport(
         pick=pick,
