@@ -284,7 +284,7 @@ def tolerance_options(fn: F) -> F:
     """``--rtol``, ``--atol``, ``--alpha``, ``--margin`` (``compare.tolerance``: one set of
     defaults, help and validation for every command that judges); the command receives
     one ``tolerance`` (a ``Tolerance``), a bad value is exit 2 naming the flag."""
-    from replay_tui.compare.tolerance import HELP, Tolerance, ToleranceError
+    from replay_tui.compare.tolerance import HELP, Tolerance, ToleranceError, parse_margin
 
     @functools.wraps(fn)
     def wrapper(
@@ -292,16 +292,20 @@ def tolerance_options(fn: F) -> F:
         rtol: float | None,
         atol: float | None,
         alpha: float | None,
-        margin: float | None,
+        margin: str | None,
         **kwargs: Any,
     ) -> Any:
         try:
-            tol = Tolerance.of(rtol, atol, alpha, margin)
+            rel, amount = parse_margin(margin) if margin is not None else (None, None)
+            tol = Tolerance.of(rtol, atol, alpha, rel, amount)
         except ToleranceError as e:
             raise click.BadParameter(str(e)) from None
         return fn(*args, tolerance=tol, **kwargs)
 
-    for name in ("margin", "alpha", "atol", "rtol"):
+    wrapper = click.option("--margin", metavar="PCT%|AMOUNT", default=None, help=HELP["margin"])(
+        wrapper
+    )
+    for name in ("alpha", "atol", "rtol"):
         wrapper = click.option(f"--{name}", type=float, default=None, help=HELP[name])(wrapper)
     return cast(F, wrapper)
 

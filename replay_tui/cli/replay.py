@@ -199,11 +199,47 @@ def replay(
     report = replay_many(
         obj.store, run, options, times=times, determinism=determinism, on_event=on_event
     )
+    # with --margin, a replay the noise rule did not judge says why it has no claim
+    notes = [
+        margin_not_tested(options.tolerance, o.comparison.verdict, o.comparison.floor is not None)
+        if o.comparison is not None and o.comparison.noise is None
+        else None
+        for o in report.outcomes
+    ]
     if as_json:
-        echo_json(report.to_dict())
+        body = report.to_dict()
+        for row, note in zip(body["replays"], notes, strict=True):
+            if note is not None:
+                row["equivalence"] = note
+        echo_json(body)
     else:
         click.echo(escape_control(report.text(), keep_newlines=True))
+        for i, note in enumerate(notes, report.first_number):
+            if note is not None:
+                click.echo(f"replay {i}: {note['text']}")
     sys.exit(report.exit_code)
+
+
+def margin_not_tested(tol: Tolerance, verdict: str, floored: bool) -> dict[str, object] | None:
+    """With ``--margin`` and no noise judgement, why equivalence was not tested (None:
+    no margin declared).  The claim needs the replicas' spread: it is made only where the
+    noise rule judged the pair."""
+    if tol.margin is None and tol.margin_abs is None:
+        return None
+    rel = tol.margin or 0.0
+    shown = f"±{tol.margin_abs:g}" if tol.margin_abs is not None else f"±{100 * rel:.3g} %"
+    if verdict in ("IDENTICAL", "EQUIVALENT"):
+        why = "the pair is within the fixed tolerance, so the noise rule did not judge it"
+    elif not floored:
+        why = "no noise floor speaks for the pair (replay --times 3 measures one)"
+    else:
+        why = "the noise rule did not judge the pair"
+    return {
+        "tested": False,
+        "margin": tol.margin_abs if tol.margin_abs is not None else tol.margin,
+        "relative": tol.margin_abs is None,
+        "text": f"equivalence within {shown} not tested: {why}",
+    }
 
 
 @click.command("compare")
@@ -251,10 +287,17 @@ def compare_cmd(
     if stopped is not None:
         code = 130 if stopped[1] in ("CANCELLED", "INTERRUPTED") else 3
         body["replay_aborted"] = {"run": stopped[0], "ended": stopped[1], "exit_code": code}
+    note = None
+    if result.noise is None:
+        note = margin_not_tested(tolerance, result.verdict, result.floor is not None)
     if as_json:
+        if note is not None:
+            body["equivalence"] = note  # the output's, not the stored body's
         echo_json(body)
     else:
         click.echo(escape_control(comparison_text(result), keep_newlines=True))
+        if note is not None:
+            click.echo(f"\n{note['text']}")
         if stopped is not None:
             click.echo(
                 f"\nNOT JUDGED: {stopped[0]} is a replay that did not complete"

@@ -51,7 +51,9 @@ Side = Literal["a", "b"]
 
 
 def params_of(tolerance: Tolerance) -> NoiseParams:
-    return NoiseParams(alpha=tolerance.alpha, margin=tolerance.margin)
+    return NoiseParams(
+        alpha=tolerance.alpha, margin=tolerance.margin, margin_abs=tolerance.margin_abs
+    )
 
 
 def replica_inputs(

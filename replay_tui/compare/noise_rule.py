@@ -34,136 +34,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from fractions import Fraction
 from typing import Any, Final, Literal, cast
 
 from replay_tui.compare.metrics import is_timing_metric, json_float
-
-# -- Student's t ---------------------------------------------------------------------------
-
-_CF_EPS: Final = 4e-16
-_CF_TINY: Final = 1e-300
-_CF_MAXIT: Final = 20_000
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function, modified Lentz's method
-    (Numerical Recipes ``betacf``)."""
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    if abs(d) < _CF_TINY:
-        d = _CF_TINY
-    d = 1.0 / d
-    h = d
-    for m in range(1, _CF_MAXIT + 1):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        if abs(d) < _CF_TINY:
-            d = _CF_TINY
-        c = 1.0 + aa / c
-        if abs(c) < _CF_TINY:
-            c = _CF_TINY
-        d = 1.0 / d
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        if abs(d) < _CF_TINY:
-            d = _CF_TINY
-        c = 1.0 + aa / c
-        if abs(c) < _CF_TINY:
-            c = _CF_TINY
-        d = 1.0 / d
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < _CF_EPS:
-            return h
-    raise ArithmeticError(f"incomplete beta: no convergence for a={a}, b={b}, x={x}")
-
-
-def _betai(a: float, b: float, x: float, y: float) -> float:
-    """Regularized incomplete beta ``I_x(a, b)``; ``y`` is ``1 - x`` computed by the
-    caller without cancellation."""
-    if x <= 0.0:
-        return 0.0
-    if y <= 0.0:
-        return 1.0
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, y) / b
-
-
-def _t_sf(t: float, df: int) -> float:
-    """``P(T > t)`` for ``t >= 0``: ``I_{df/(df+t^2)}(df/2, 1/2) / 2``."""
-    t2 = t * t
-    return 0.5 * _betai(0.5 * df, 0.5, df / (df + t2), t2 / (df + t2))
-
-
-def _t_pdf(t: float, df: int) -> float:
-    return math.exp(
-        math.lgamma(0.5 * (df + 1))
-        - math.lgamma(0.5 * df)
-        - 0.5 * math.log(df * math.pi)
-        - 0.5 * (df + 1) * math.log1p(t * t / df)
-    )
-
-
-def student_t_ppf(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom.
-
-    Closed forms for ``df`` 1 and 2; otherwise Newton's method on the upper tail
-    (``I_x(df/2, 1/2) / 2``, the regularized incomplete beta by Lentz's continued
-    fraction), kept inside a bisection bracket.  Accurate to about 1e-12 relative.
-    """
-    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
-        raise ValueError(f"df must be an integer >= 1, got {df!r}")
-    p = float(p)
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p!r}")
-    return _t_ppf(p, df)
-
-
-@lru_cache(maxsize=256)
-def _t_ppf(p: float, df: int) -> float:
-    if p == 0.5:
-        return 0.0
-    # by symmetry, solve for the tail q < 1/2 (1 - p is exact for p >= 1/2)
-    return -_t_upper(p, df) if p < 0.5 else _t_upper(1.0 - p, df)
-
-
-def _t_upper(q: float, df: int) -> float:
-    """The t > 0 with ``P(T > t) = q``, for ``0 < q < 1/2``."""
-    if df == 1:
-        return 1.0 / math.tan(math.pi * q)
-    if df == 2:
-        return (1.0 - 2.0 * q) / math.sqrt(2.0 * q * (1.0 - q))
-    lo, hi = 0.0, 1.0
-    while _t_sf(hi, df) > q:
-        lo, hi = hi, hi * 2.0
-        if math.isinf(hi):
-            return math.inf
-    t = 0.5 * (lo + hi)
-    for _ in range(200):
-        g = _t_sf(t, df) - q
-        if g == 0.0:
-            return t
-        if g > 0.0:
-            lo = t
-        else:
-            hi = t
-        pdf = _t_pdf(t, df)
-        nxt = t + g / pdf if pdf > 0.0 else 0.5 * (lo + hi)
-        if not lo < nxt < hi:
-            nxt = 0.5 * (lo + hi)
-        if abs(nxt - t) <= 1e-15 * max(1.0, t) or hi - lo <= 4e-16 * hi:
-            return nxt
-        t = nxt
-    return t
-
+from replay_tui.compare.stats import MAX_DENOMINATOR, as_fraction, fraction_gcd, grid_step, tost_p
+from replay_tui.compare.stats import mean_sd as _mean_sd
+from replay_tui.compare.stats import student_t_ppf as student_t_ppf
 
 # -- parameters ----------------------------------------------------------------------------
 
@@ -180,7 +57,11 @@ class NoiseParams:
     """Smallest half-width, absolute (for metrics whose mean is 0)."""
     margin: float | None = None
     """A practical margin the user declared, relative (0.01 = 1 % of the metric's value):
-    a band wider than it is recorded as ``too_wide``.  None: no margin declared."""
+    a band wider than it is recorded as ``too_wide``, and the candidate is tested for
+    equivalence within ``± margin * |mean|`` (TOST).  None: no relative margin declared."""
+    margin_abs: float | None = None
+    """The same margin declared in the metric's own units (``--margin 0.01``: ± 0.01);
+    at most one of ``margin`` and ``margin_abs`` is set."""
     exit_run: int = 3
     """Consecutive logged points out of the band that count as leaving it."""
     tail_fraction: float = 0.02
@@ -217,6 +98,12 @@ class NoiseParams:
                     f"margin must be a finite number > 0 (relative: 0.01 = 1 %) or None, "
                     f"got {self.margin!r}"
                 )
+        if self.margin_abs is not None:
+            f = number("margin_abs", self.margin_abs)
+            if not (f > 0.0 and math.isfinite(f)):
+                raise ValueError(f"margin_abs must be a finite number > 0, got {self.margin_abs!r}")
+            if self.margin is not None:
+                raise ValueError("declare one margin: relative (margin) or absolute (margin_abs)")
         if integer("exit_run", self.exit_run) < 1:
             raise ValueError(f"exit_run must be >= 1, got {self.exit_run!r}")
         if not 0.0 < number("tail_fraction", self.tail_fraction) <= 0.5:
@@ -234,7 +121,23 @@ class NoiseParams:
             "exit_run": self.exit_run,
             "tail_fraction": self.tail_fraction,
             "window": self.window,
-        }
+        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
+
+    @property
+    def declared_margin(self) -> bool:
+        return self.margin is not None or self.margin_abs is not None
+
+    def margin_at(self, mean: float) -> float | None:
+        """The declared margin in the metric's units at a mean of ``mean`` (None: none)."""
+        if self.margin_abs is not None:
+            return self.margin_abs
+        return None if self.margin is None else self.margin * abs(mean)
+
+    def margin_text(self) -> str:
+        """``±0.5 %`` (relative) or ``±0.01`` (absolute); ``none``."""
+        if self.margin_abs is not None:
+            return f"±{self.margin_abs:g}"
+        return "none" if self.margin is None else f"±{_pct(self.margin)}"
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NoiseParams:
@@ -290,6 +193,10 @@ class MetricFloor:
     """Each replica's mean over ``tail_steps``; empty when there is no common history."""
     steps: tuple[StepStat, ...]
     """Mean and sd per step that every replica logged (non-finite points dropped)."""
+    step: Fraction | None = None
+    """The metric's resolution: every value the replicas recorded is a whole multiple of
+    it, and they differ by it somewhere (``stats.grid_step``; an accuracy over N samples
+    moves in steps of 1/N).  None: no such step (a smooth float metric)."""
 
     @property
     def final_mean(self) -> float:
@@ -318,7 +225,7 @@ class MetricFloor:
             "tail_steps": list(self.tail_steps),
             "tail_means": list(self.tail_means),
             "steps": [[s.step, s.mean, s.sd] for s in self.steps],
-        }
+        } | ({"step": [self.step.numerator, self.step.denominator]} if self.step else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], k: int) -> MetricFloor:
@@ -338,7 +245,22 @@ class MetricFloor:
             raise ValueError(f"noise floor {name}: {len(finals)} finals for K={k}")
         if tail_means and (len(tail_means) != k or not tail_steps):
             raise ValueError(f"noise floor {name}: tail_means need K values and tail_steps")
-        return cls(name, finals, tail_steps, tail_means, tuple(steps))
+        step = None
+        if "step" in d:
+            raw = d["step"]
+            if not (
+                isinstance(raw, list)
+                and len(raw) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
+                and raw[0] > 0
+                and 0 < raw[1] <= MAX_DENOMINATOR
+            ):
+                raise ValueError(
+                    f"noise floor {name}.step: [numerator, denominator], both > 0, the"
+                    f" denominator at most {MAX_DENOMINATOR}"
+                )
+            step = Fraction(raw[0], raw[1])
+        return cls(name, finals, tail_steps, tail_means, tuple(steps), step)
 
 
 @dataclass(frozen=True)
@@ -502,24 +424,16 @@ def _metric_floor(
             steps.append(StepStat(step, mean, sd))
     tail_steps: tuple[int, ...] = ()
     tail_means: tuple[float, ...] = ()
+    # The replicas move on a grid when they differ somewhere (their finals, or at a step
+    # they all logged) and every value they recorded is a whole multiple of one step.
+    moved = any(s.sd > 0 for s in steps) or len(set(finals)) > 1
+    values = [*finals, *(v for h in histories for v in h.values() if math.isfinite(v))]
+    grid = grid_step(values, moved=moved)
     if steps:
         n = max(1, math.ceil(params.tail_fraction * len(steps) - 1e-9))
         tail_steps = tuple(s.step for s in steps[-n:])
         tail_means = tuple(_mean_sd([h[s] for s in tail_steps])[0] for h in histories)
-    return MetricFloor(name, tuple(finals), tail_steps, tail_means, tuple(steps))
-
-
-def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n - 1); exactly (x, 0) when all are equal."""
-    first = values[0]
-    if all(v == first for v in values):
-        return first, 0.0
-    n = len(values)
-    mean = math.fsum(values) / n
-    if n < 2:
-        return mean, 0.0
-    var = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(var)
+    return MetricFloor(name, tuple(finals), tail_steps, tail_means, tuple(steps), grid)
 
 
 # -- the judgement -------------------------------------------------------------------------
@@ -557,24 +471,44 @@ class EndpointResult:
     state: str | None = None
     """The item state (``compare.states``: within_noise, outside_noise, missing) the
     comparison gave it; None in a body stored before states existed."""
+    step: float | None = None
+    """One step of the metric's resolution at this endpoint (the final: the step; the
+    tail mean over n points: step / n), the least the half-width may be; None: the
+    metric moves in no detected step."""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def by_step(self) -> bool:
+        """One step of the metric's resolution, not its spread or the floor, set the
+        half-width."""
+        return self.step is not None and self.step >= self.half_width
+
+    @property
+    def relative_width(self) -> float | None:
+        """``half_width / |mean|``: the smallest change this endpoint could see, as a share
+        of the value (None when the mean is 0)."""
+        return self.half_width / abs(self.mean) if self.mean != 0 else None
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "endpoint": self.endpoint,
-            "status": self.status,
-            "ok": self.ok,
-            "value": json_float(self.value),
-            "mean": self.mean,
-            "sd": self.sd,
-            "half_width": self.half_width,
-            "floored": self.floored,
-            "ratio": json_float(self.ratio),
-        } | ({"state": self.state} if self.state is not None else {})
+        return (
+            {
+                "metric": self.metric,
+                "endpoint": self.endpoint,
+                "status": self.status,
+                "ok": self.ok,
+                "value": json_float(self.value),
+                "mean": self.mean,
+                "sd": self.sd,
+                "half_width": self.half_width,
+                "floored": self.floored,
+                "ratio": json_float(self.ratio),
+            }
+            | ({"step": self.step} if self.step is not None else {})
+            | ({"state": self.state} if self.state is not None else {})
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointResult:
@@ -591,6 +525,7 @@ class EndpointResult:
             bool(d.get("floored")),
             _opt_float(d.get("ratio"), "ratio"),
             d["state"] if isinstance(d.get("state"), str) else None,
+            _opt_float(d.get("step"), "step"),
         )
 
 
@@ -708,10 +643,12 @@ class TooWide:
     metric: str
     endpoint: EndpointKind
     margin: float
-    """Declared, relative to ``|mean|``."""
+    """Declared, relative to ``|mean|`` (an absolute margin: as a share of this mean)."""
     half_width: float
     """Measured, absolute."""
     mean: float
+    margin_abs: float | None = None
+    """The margin as declared, when it was declared in the metric's units."""
 
     @property
     def relative_width(self) -> float:
@@ -721,11 +658,11 @@ class TooWide:
         return {
             "metric": self.metric,
             "endpoint": self.endpoint,
-            "margin": self.margin,
+            "margin": json_float(self.margin),
             "half_width": self.half_width,
             "mean": self.mean,
             "relative_width": json_float(self.relative_width),
-        }
+        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TooWide:
@@ -736,7 +673,213 @@ class TooWide:
             _float_in(d.get("margin"), "margin"),
             _float_in(d.get("half_width"), "half_width"),
             _float_in(d.get("mean"), "mean"),
+            _opt_float(d.get("margin_abs"), "margin_abs"),
         )
+
+
+@dataclass(frozen=True)
+class EndpointTost:
+    """One endpoint's two one-sided tests against the declared margin."""
+
+    metric: str
+    endpoint: EndpointKind
+    margin: float
+    """The margin at this endpoint, in the metric's units (``Δ``)."""
+    diff: float | None
+    """``value - mean`` (None: the candidate has no finite value)."""
+    se: float
+    """The standard error of ``diff``: ``half_width / t_endpoint`` (the replicas' spread,
+    ``s * sqrt(1 + 1/K)``, unless a floor or a step raised the half-width)."""
+    p: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "endpoint": self.endpoint,
+            "margin": self.margin,
+            "diff": json_float(self.diff),
+            "se": self.se,
+            "p": self.p,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EndpointTost:
+        endpoint = _choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
+        return cls(
+            _str(d, "metric"),
+            cast(EndpointKind, endpoint),
+            _float_in(d.get("margin"), "margin"),
+            _opt_float(d.get("diff"), "diff"),
+            _float_in(d.get("se"), "se"),
+            _float_in(d.get("p"), "p"),
+        )
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """The positive claim a declared margin gives: the candidate is within ± margin of
+    the replicas' mean at every endpoint, by two one-sided tests (TOST) each at ``alpha``
+    (an intersection-union test: no multiplicity correction is needed).  Never changes
+    the verdict."""
+
+    margin: float
+    """As declared: a share of the value (``relative``) or in the metric's units."""
+    relative: bool
+    alpha: float
+    p: float
+    """The largest endpoint p value (the intersection-union test's p)."""
+    endpoints: tuple[EndpointTost, ...]
+
+    @property
+    def equivalent(self) -> bool:
+        return bool(self.endpoints) and self.p <= self.alpha
+
+    @property
+    def margin_text(self) -> str:
+        return f"±{_pct(self.margin)}" if self.relative else f"±{self.margin:g}"
+
+    def text(self) -> str:
+        """``equivalent within ±0.5 % (TOST, p=0.012)``, or ``not shown equivalent ...``."""
+        p = _p_text(self.p)
+        if self.equivalent:
+            return f"equivalent within {self.margin_text} (TOST, {p}, α={self.alpha:g})"
+        return f"not shown equivalent within {self.margin_text} (TOST, {p}, α={self.alpha:g})"
+
+    def short(self) -> str:
+        """``equivalent within ±0.5 % (p=0.0199)`` for a one-line header."""
+        head = "equivalent" if self.equivalent else "not shown equivalent"
+        return f"{head} within {self.margin_text} ({_p_text(self.p)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "margin": self.margin,
+            "relative": self.relative,
+            "alpha": self.alpha,
+            "p": self.p,
+            "equivalent": self.equivalent,
+            "text": self.text(),
+            "endpoints": [e.to_dict() for e in self.endpoints],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Equivalence:
+        return cls(
+            _float_in(d.get("margin"), "margin"),
+            bool(d.get("relative")),
+            _float_in(d.get("alpha"), "alpha"),
+            _float_in(d.get("p"), "p"),
+            tuple(EndpointTost.from_dict(e) for e in _list(d, "endpoints")),
+        )
+
+
+@dataclass(frozen=True)
+class MetricSensitivity:
+    """The smallest change of one metric a WITHIN_NOISE could have seen: its narrowest
+    endpoint half-width."""
+
+    metric: str
+    endpoint: EndpointKind
+    half_width: float
+    mean: float
+
+    @property
+    def relative(self) -> float | None:
+        return self.half_width / abs(self.mean) if self.mean != 0 else None
+
+    def text(self) -> str:
+        r = self.relative
+        return (
+            f"{self.metric} {_pct(r)}"
+            if r is not None
+            else (f"{self.metric} ±{self.half_width:.3g} (its mean is 0)")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "endpoint": self.endpoint,
+            "half_width": self.half_width,
+            "mean": self.mean,
+            "relative": json_float(self.relative),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MetricSensitivity:
+        endpoint = _choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
+        return cls(
+            _str(d, "metric"),
+            cast(EndpointKind, endpoint),
+            _float_in(d.get("half_width"), "half_width"),
+            _float_in(d.get("mean"), "mean"),
+        )
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """How strong a WITHIN_NOISE is: per metric, the smallest change it could have seen
+    (the half-width h as a share of the value), and overall the largest of them (a
+    change of every metric by less than that may pass as noise)."""
+
+    metrics: tuple[MetricSensitivity, ...]
+
+    @property
+    def overall(self) -> float | None:
+        rel = [r for m in self.metrics if (r := m.relative) is not None]
+        return max(rel) if rel else None
+
+    def text(self) -> str:
+        """``the smallest change it could have seen: 0.72 % of the value (loss 0.72 %,
+        val_loss 0.1 %)``."""
+        each = ", ".join(m.text() for m in self.metrics)
+        o = self.overall
+        head = f"{_pct(o)} of the value" if o is not None else "stated per metric"
+        return (
+            f"the smallest change it could have seen: {head} ({each}); a smaller change"
+            " passes as noise"
+        )
+
+    def short(self) -> str:
+        o = self.overall
+        return (
+            f"smallest visible change: {_pct(o)}"
+            if o is not None
+            else "smallest visible change: per metric"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "overall": json_float(self.overall),
+            "text": self.text(),
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sensitivity:
+        return cls(tuple(MetricSensitivity.from_dict(m) for m in _list(d, "metrics")))
+
+
+def sensitivity_of(endpoints: Sequence[EndpointResult]) -> Sensitivity | None:
+    """Each metric's narrowest endpoint (by ``h / |mean|``; a mean of 0: by h), in the
+    order of ``endpoints``; None without endpoints."""
+    best: dict[str, EndpointResult] = {}
+    for e in endpoints:
+        cur = best.get(e.metric)
+        if cur is None or _width_key(e) < _width_key(cur):
+            best[e.metric] = e
+    if not best:
+        return None
+    return Sensitivity(
+        tuple(MetricSensitivity(e.metric, e.endpoint, e.half_width, e.mean) for e in best.values())
+    )
+
+
+def _width_key(e: EndpointResult) -> tuple[int, float]:
+    r = e.relative_width
+    return (0, r) if r is not None else (1, e.half_width)
+
+
+def _p_text(p: float) -> str:
+    return "p<0.0001" if p < 1e-4 else f"p={p:.3g}"
 
 
 @dataclass(frozen=True)
@@ -760,11 +903,24 @@ class NoiseJudgement:
     """Candidate metrics (timing aside) the floor has no spread for."""
     reasons: tuple[str, ...]
     """Plain-English lines, the headline first."""
+    equivalence: Equivalence | None = None
+    """With a declared margin: whether the candidate is shown within it (TOST).  None:
+    no margin declared (or a judgement stored before the claim existed)."""
+    sensitivity: Sensitivity | None = None
+    """A WITHIN_NOISE's strength: the smallest change it could have seen.  None: not
+    WITHIN_NOISE (or stored before it was kept: :meth:`smallest_change` works it out)."""
 
     @property
     def within(self) -> bool:
         """Every endpoint test passed, and there was at least one."""
         return self.status == "WITHIN_NOISE"
+
+    def smallest_change(self) -> Sensitivity | None:
+        """For a WITHIN_NOISE, the smallest change it could have seen: as stored, or (a
+        body stored before it was kept) from its endpoints by the same rule."""
+        if not self.within:
+            return None
+        return self.sensitivity or sensitivity_of(self.endpoints)
 
     def band(self, metric: str) -> MetricBand | None:
         for b in self.bands:
@@ -773,22 +929,26 @@ class NoiseJudgement:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": 1,
-            "status": self.status,
-            "within": self.within,
-            "k": self.k,
-            "alpha": self.alpha,
-            "tests": self.tests,
-            "t_endpoint": json_float(self.t_endpoint),
-            "t_step": json_float(self.t_step),
-            "endpoints": [e.to_dict() for e in self.endpoints],
-            "bands": [b.to_dict() for b in self.bands],
-            "weights": self.weights.to_dict(),
-            "too_wide": [w.to_dict() for w in self.too_wide],
-            "not_judged": list(self.not_judged),
-            "reasons": list(self.reasons),
-        }
+        return (
+            {
+                "version": 1,
+                "status": self.status,
+                "within": self.within,
+                "k": self.k,
+                "alpha": self.alpha,
+                "tests": self.tests,
+                "t_endpoint": json_float(self.t_endpoint),
+                "t_step": json_float(self.t_step),
+                "endpoints": [e.to_dict() for e in self.endpoints],
+                "bands": [b.to_dict() for b in self.bands],
+                "weights": self.weights.to_dict(),
+                "too_wide": [w.to_dict() for w in self.too_wide],
+                "not_judged": list(self.not_judged),
+                "reasons": list(self.reasons),
+            }
+            | ({"equivalence": self.equivalence.to_dict()} if self.equivalence is not None else {})
+            | ({"sensitivity": self.sensitivity.to_dict()} if self.sensitivity is not None else {})
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NoiseJudgement:
@@ -811,6 +971,8 @@ class NoiseJudgement:
             tuple(TooWide.from_dict(w) for w in _list(d, "too_wide")),
             tuple(str(x) for x in _list(d, "not_judged")),
             tuple(str(x) for x in _list(d, "reasons")),
+            _optional(Equivalence.from_dict, d.get("equivalence"), "equivalence"),
+            _optional(Sensitivity.from_dict, d.get("sensitivity"), "sensitivity"),
         )
 
 
@@ -836,24 +998,30 @@ def judge(
     endpoints: list[EndpointResult] = []
     too_wide: list[TooWide] = []
     bands: list[MetricBand] = []
+    steps: list[StepNote] = []
     for mf in floor.metrics:
         assert t_end is not None  # a floor metric means m >= 1
         h = cand.history(mf.name)
-        ends: list[tuple[EndpointKind, tuple[float, ...], float | None]] = [
-            ("final", mf.finals, cand.final(mf.name))
+        final = cand.final(mf.name)
+        grid = _common_step(mf.step, [final, *h.values()])
+        if mf.step is not None:
+            steps.append(StepNote(mf.name, mf.step, grid))
+        ends: list[tuple[EndpointKind, tuple[float, ...], float | None, float | None]] = [
+            ("final", mf.finals, final, None if grid is None else float(grid))
         ]
         if mf.tail_means:
             tail = [h.get(s) for s in mf.tail_steps]
             known = [v for v in tail if v is not None]
             value = math.fsum(known) / len(known) if len(known) == len(tail) else None
-            ends.append(("tail_mean", mf.tail_means, value))
-        for which, replicas, value in ends:
-            e = _endpoint(mf.name, which, replicas, value, t_end, inflate, params)
+            tail_step = None if grid is None else float(grid / len(mf.tail_steps))
+            ends.append(("tail_mean", mf.tail_means, value, tail_step))
+        for which, replicas, value, step in ends:
+            e = _endpoint(mf.name, which, replicas, value, t_end, inflate, params, step)
             endpoints.append(e)
-            if params.margin is not None and _too_wide(e, params):
-                too_wide.append(TooWide(mf.name, which, params.margin, e.half_width, e.mean))
+            if params.declared_margin and _too_wide(e, params):
+                too_wide.append(_too_wide_entry(e, params))
         if mf.steps:
-            bands.append(_band(mf, h, t_step, inflate, params))
+            bands.append(_band(mf, h, t_step, inflate, params, grid))
 
     weights = _weights(floor.weights_pairwise, weights_to_replicas)
     judged = {mf.name for mf in floor.metrics}
@@ -867,9 +1035,16 @@ def judge(
         status = "INCOMPLETE"
     else:
         status = "WITHIN_NOISE"
+    equivalence = None
+    if params.declared_margin and t_end is not None:
+        equivalence = _equivalence(endpoints, t_end, k, params)
+    sensitivity = sensitivity_of(endpoints) if status == "WITHIN_NOISE" else None
     reasons = _reasons(
         status, floor, params, m, t_end, endpoints, bands, too_wide, weights, not_judged
     )
+    claims = [c.text() for c in (sensitivity, equivalence) if c is not None]
+    claims += [n.text() for n in steps if n.matters(floor, params)]
+    reasons[1:1] = claims  # right under the headline
     return NoiseJudgement(
         status=status,
         k=k,
@@ -883,7 +1058,113 @@ def judge(
         too_wide=tuple(too_wide),
         not_judged=not_judged,
         reasons=tuple(reasons),
+        equivalence=equivalence,
+        sensitivity=sensitivity,
     )
+
+
+def claims(j: NoiseJudgement | None) -> list[str]:
+    """What a judgement claims beside its verdict, in the words every face shows: a
+    WITHIN_NOISE's smallest change it could have seen, and with a declared margin the
+    equivalence claim (TOST)."""
+    if j is None:
+        return []
+    strength = j.smallest_change()
+    return [c.text() for c in (strength, j.equivalence) if c is not None]
+
+
+def short_claims(j: NoiseJudgement | None) -> str:
+    """:func:`claims` in a few words for a one-line header: ``sees changes > 0.72 % ·
+    equivalent within ±0.5 % (TOST, p=0.012)``."""
+    if j is None:
+        return ""
+    strength = j.smallest_change()
+    parts = [strength.short()] if strength is not None else []
+    if j.equivalence is not None:
+        parts.append(j.equivalence.short())
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class StepNote:
+    """A metric the floor found a resolution for, and the step the judgement used."""
+
+    metric: str
+    floor_step: Fraction
+    used: Fraction | None
+    """The greatest step of the replicas' and the candidate's values (None: a value of
+    the candidate is on no grid with the replicas', so no step was used)."""
+
+    def matters(self, floor: NoiseFloor, params: NoiseParams) -> bool:
+        """Worth saying: the step is at least the numerical floor at the final (a step far
+        below it, such as a float32 value's last bit, changes nothing)."""
+        mf = floor.metric(self.metric)
+        step = self.used if self.used is not None else self.floor_step
+        return mf is not None and float(step) >= _floor_of(mf.final_mean, params)
+
+    def text(self) -> str:
+        if self.used is None:
+            return (
+                f"{self.metric}: the replicas move in steps of {_step_text(self.floor_step)}"
+                " but the candidate's values are not whole multiples of one step with"
+                " theirs: no step used (the band is the spread and the floor alone)"
+            )
+        return (
+            f"{self.metric} moves in steps of {_step_text(self.used)} (detected: every value"
+            " the replicas and the candidate recorded is a whole multiple of it): its band"
+            " is never narrower than one step (the tail mean's: one step over its points)"
+        )
+
+
+def _step_text(q: Fraction) -> str:
+    if q.denominator == 1:
+        return str(q.numerator)
+    return f"{float(q):.6g}" + (f" (1/{q.denominator})" if q.numerator == 1 else "")
+
+
+def _common_step(step: Fraction | None, values: Sequence[float | None]) -> Fraction | None:
+    """The greatest step of ``step`` and the candidate's finite ``values`` (None when
+    ``step`` is, or a value is on no grid)."""
+    if step is None:
+        return None
+    fracs = [step]
+    for v in values:
+        if v is None or not math.isfinite(v):
+            continue
+        f = as_fraction(v)
+        if f is None:
+            return None
+        fracs.append(f)
+    return fraction_gcd(fracs)
+
+
+def _equivalence(
+    endpoints: Sequence[EndpointResult], t_end: float, k: int, params: NoiseParams
+) -> Equivalence:
+    """TOST at every endpoint: ``diff = x - mean``, ``se = h / t_end`` (the spread's
+    ``s * sqrt(1 + 1/K)`` unless a floor or a step raised h), ``k - 1`` df; the claim's p
+    is the largest (intersection-union)."""
+    out: list[EndpointTost] = []
+    for e in endpoints:
+        delta = params.margin_at(e.mean)
+        assert delta is not None
+        se = e.half_width / t_end
+        diff = e.value - e.mean if e.value is not None and math.isfinite(e.value) else None
+        p = 1.0 if diff is None or delta <= 0 else tost_p(diff, se, delta, k - 1)
+        out.append(EndpointTost(e.metric, e.endpoint, delta, diff, se, p))
+    worst = max((t.p for t in out), default=1.0)
+    relative = params.margin_abs is None
+    declared = params.margin if relative else params.margin_abs
+    assert declared is not None
+    return Equivalence(declared, relative, params.alpha, worst, tuple(out))
+
+
+def _too_wide_entry(e: EndpointResult, params: NoiseParams) -> TooWide:
+    if params.margin_abs is not None:
+        rel = params.margin_abs / abs(e.mean) if e.mean != 0 else math.inf
+        return TooWide(e.metric, e.endpoint, rel, e.half_width, e.mean, params.margin_abs)
+    assert params.margin is not None
+    return TooWide(e.metric, e.endpoint, params.margin, e.half_width, e.mean)
 
 
 def _floor_of(mean: float, params: NoiseParams) -> float:
@@ -898,27 +1179,40 @@ def _endpoint(
     t: float,
     inflate: float,
     params: NoiseParams,
+    step: float | None = None,
 ) -> EndpointResult:
     mean, sd = _mean_sd(replicas)
     spread = t * sd * inflate
     floor = _floor_of(mean, params)
-    half = max(spread, floor)
-    floored = floor >= spread
+    half = max(spread, floor, step or 0.0)
+    floored = floor >= spread and floor >= (step or 0.0)
     if value is None:
-        return EndpointResult(metric, which, "missing", None, mean, sd, half, floored, None)
+        return EndpointResult(
+            metric, which, "missing", None, mean, sd, half, floored, None, step=step
+        )
     if not math.isfinite(value):
-        return EndpointResult(metric, which, "not_finite", value, mean, sd, half, floored, None)
+        return EndpointResult(
+            metric, which, "not_finite", value, mean, sd, half, floored, None, step=step
+        )
     diff = abs(value - mean)
     ratio = diff / half if half > 0 else (0.0 if diff == 0 else math.inf)
-    status: EndpointStatus = "ok" if diff <= half else "outside"
-    return EndpointResult(metric, which, status, value, mean, sd, half, floored, ratio)
+    # a value one step away is inside: compared with a slack far above float rounding
+    # (values on a grid are whole multiples of the step; their difference is not exact)
+    inside = diff <= half or (step is not None and half == step and diff <= step * _STEP_SLACK)
+    status: EndpointStatus = "ok" if inside else "outside"
+    return EndpointResult(metric, which, status, value, mean, sd, half, floored, ratio, step=step)
+
+
+_STEP_SLACK: Final = 1.0 + 1e-9
 
 
 def _too_wide(e: EndpointResult, params: NoiseParams) -> bool:
-    """Wider than ``margin * |mean|``; a band that is only the absolute floor (a metric
-    whose mean is 0 and that never moved) is not noise and never too wide."""
-    assert params.margin is not None
-    return e.half_width > params.margin * abs(e.mean) and e.half_width > params.abs_floor
+    """Wider than the declared margin (``margin * |mean|``, or ``margin_abs``); a band
+    that is only the absolute floor (a metric whose mean is 0 and that never moved) is
+    not noise and never too wide."""
+    delta = params.margin_at(e.mean)
+    assert delta is not None
+    return e.half_width > delta and e.half_width > params.abs_floor
 
 
 def _band(
@@ -927,6 +1221,7 @@ def _band(
     t: float,
     inflate: float,
     params: NoiseParams,
+    grid: Fraction | None = None,
 ) -> MetricBand:
     # The variance is pooled over neighbouring logged points because one step's sd from
     # K = 3..5 replicas is itself very uncertain.  The t quantile keeps K - 1 degrees of
@@ -939,6 +1234,8 @@ def _band(
         lo_i, hi_i = max(0, j - w), min(n, j + w + 1)
         pooled = math.sqrt(math.fsum(var[lo_i:hi_i]) / (hi_i - lo_i))
         half = max(t * pooled * inflate, _floor_of(s.mean, params))
+        if grid is not None and float(grid) >= half:
+            half = float(grid) * _STEP_SLACK  # one step, and float rounding of it
         points.append(BandPoint(s.step, s.mean, s.mean - half, s.mean + half, history.get(s.step)))
     compared = [p for p in points if p.value is not None]
     leaves: int | None = None
@@ -1025,6 +1322,8 @@ def _endpoint_line(e: EndpointResult, k: int, params: NoiseParams) -> str:
     band = f"{_fmt(e.mean, e.half_width)} ± {_fmt(e.half_width, e.half_width)}"
     if e.floored:
         band += f" ({floored_words(e, params)})"
+    elif e.by_step and e.step is not None:
+        band += f" (one step of its resolution, {_fmt(e.step, e.step)}: the least it may be)"
     tag = f"(K={k}, α={params.alpha:g})"
     if e.status == "missing":
         return f"{e.metric} {label}: the candidate has no value (replicas {band})"
@@ -1081,10 +1380,11 @@ def _reasons(
             lines.append(f"{b.metric}: the candidate logged none of the replicas' common steps")
     for w in too_wide:
         label = "final" if w.endpoint == "final" else "tail mean"
+        declared = f"±{w.margin_abs:g}" if w.margin_abs is not None else _pct(w.margin)
         lines.append(
             f"{w.metric} {label}: the noise band (± {_fmt(w.half_width, w.half_width)}, "
             f"{_pct(w.relative_width)} of |mean|) is wider than the declared margin of "
-            f"{_pct(w.margin)}: this run's noise cannot show agreement to that margin"
+            f"{declared}: this run's noise cannot show agreement to that margin"
         )
     if weights.ratio is not None:
         lines.append(
@@ -1251,6 +1551,15 @@ def _list(d: Mapping[str, Any], key: str) -> list[Any]:
     if not isinstance(v, list):
         raise ValueError(f"{key}: expected a list, got {type(v).__name__}")
     return v
+
+
+def _optional(read: Any, v: object, what: str) -> Any:
+    """``read(v)`` for a stored object, None for an absent one."""
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise ValueError(f"noise judgement: {what} must be an object")
+    return read(v)
 
 
 def _choice(v: object, allowed: Sequence[str], what: str) -> str:

@@ -29,8 +29,9 @@ HELP: Final[dict[str, str]] = {
         f" (default {DEFAULT_ALPHA:g}; docs/noise.md)."
     ),
     "margin": (
-        "The widest noise band that still means something, as a fraction of a metric's value"
-        " (e.g. 0.01 = 1 %); a wider band is flagged as a gap (default: none)."
+        "A practical margin: a percentage of a metric's value (0.5%) or an amount in its"
+        " units (0.01). The candidate is tested for equivalence within it (TOST), beside the"
+        " verdict, and a noise band wider than it is flagged as a gap (default: none)."
     ),
 }
 
@@ -45,6 +46,9 @@ class Tolerance:
     atol: float = DEFAULT_ATOL
     alpha: float = DEFAULT_ALPHA
     margin: float | None = None
+    """Relative: a share of the metric's value (``--margin 0.5%``: 0.005)."""
+    margin_abs: float | None = None
+    """Absolute, in the metric's units (``--margin 0.01``); at most one of the two."""
 
     def __post_init__(self) -> None:
         for name in ("rtol", "atol"):
@@ -57,6 +61,14 @@ class Tolerance:
             isinstance(self.margin, int | float) and math.isfinite(self.margin) and self.margin > 0
         ):
             raise ToleranceError(f"--margin must be a number > 0 (got {self.margin})")
+        if self.margin_abs is not None and not (
+            isinstance(self.margin_abs, int | float)
+            and math.isfinite(self.margin_abs)
+            and self.margin_abs > 0
+        ):
+            raise ToleranceError(f"--margin must be a number > 0 (got {self.margin_abs})")
+        if self.margin is not None and self.margin_abs is not None:
+            raise ToleranceError("--margin: one margin, a percentage or an amount")
 
     @classmethod
     def of(
@@ -65,6 +77,7 @@ class Tolerance:
         atol: float | None = None,
         alpha: float | None = None,
         margin: float | None = None,
+        margin_abs: float | None = None,
     ) -> Tolerance:
         """Flags as given (None: the default), validated."""
         return cls(
@@ -72,6 +85,7 @@ class Tolerance:
             DEFAULT_ATOL if atol is None else atol,
             DEFAULT_ALPHA if alpha is None else alpha,
             margin,
+            margin_abs,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,17 +95,37 @@ class Tolerance:
             "alpha": self.alpha,
             "margin": self.margin,
             "rule": TOLERANCE_RULE,
-        }
+        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Tolerance:
         d = d or {}
-        return cls.of(d.get("rtol"), d.get("atol"), d.get("alpha"), d.get("margin"))
+        return cls.of(
+            d.get("rtol"), d.get("atol"), d.get("alpha"), d.get("margin"), d.get("margin_abs")
+        )
 
     def text(self) -> str:
         """One line for beside a verdict: ``rtol=1e-05 atol=1e-08 alpha=0.05``."""
         out = f"rtol={self.rtol:g}  atol={self.atol:g}  alpha={self.alpha:g}"
+        if self.margin_abs is not None:
+            return out + f"  margin=±{self.margin_abs:g}"
         return out + (f"  margin={self.margin:g}" if self.margin is not None else "")
+
+
+def parse_margin(text: str) -> tuple[float | None, float | None]:
+    """``--margin``'s value as ``(relative, absolute)``: ``0.5%`` is ``(0.005, None)``,
+    ``0.01`` is ``(None, 0.01)``; ``ToleranceError`` for anything else."""
+    raw = text.strip()
+    pct = raw.endswith("%")
+    try:
+        v = float(raw[:-1].strip() if pct else raw)
+    except ValueError:
+        raise ToleranceError(
+            f"--margin must be a percentage (0.5%) or an amount (0.01), got {text[:40]!r}"
+        ) from None
+    if not (math.isfinite(v) and v > 0):
+        raise ToleranceError(f"--margin must be a number > 0 (got {text[:40]})")
+    return (v / 100.0, None) if pct else (None, v)
 
 
 DEFAULT: Final = Tolerance()

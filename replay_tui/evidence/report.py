@@ -173,6 +173,15 @@ def _reasons(latest: ReplayEntry | None) -> list[str]:
     )
 
 
+def _claims(latest: ReplayEntry | None) -> list[str]:
+    """What the noise rule claims beside the latest verdict (``noise_rule.claims``): a
+    WITHIN_NOISE's smallest change it could have seen, a declared margin's TOST claim."""
+    from replay_tui.compare.noise_rule import claims
+
+    c = latest.comparison if latest is not None else None
+    return claims(c.noise) if c is not None else []
+
+
 def _verdict_line(ev: Evidence) -> tuple[str, str]:
     latest = ev.latest
     if latest is not None and latest.word != latest.verdict:  # a chosen aborted attempt
@@ -488,6 +497,7 @@ tr.failed td { background: #ffebe9; }
 tr.same td.state, tr.reproduced td.state { color: #1a7f37; }
 tr.differs td.state { color: #9a6700; }
 tr.failed td.state { color: #cf222e; font-weight: 700; }
+ul.claims { margin: 4px 0 8px; font-weight: 600; }
 .auditor dt { font-weight: 700; margin-top: 6px; }
 .auditor dd { margin-left: 16px; }
 td.section { color: #57606a; }
@@ -722,9 +732,14 @@ def html_page(
         f'<div id="verdict" class="verdict {vclass}">Verdict: {_h(verdict)}'
         f"<small>{_h(why)}</small></div>",
     ]
+    said = _claims(latest)  # beside the verdict: how strong it is, what a margin shows
+    if said:
+        parts.append(
+            '<ul id="claims" class="claims">' + "".join(f"<li>{_h(x)}</li>" for x in said) + "</ul>"
+        )
     if latest is not None:
         parts.append(f'<p class="meta">Latest replay: <code>{_h(latest.run_id)}</code></p>')
-    reasons = _reasons(latest)
+    reasons = [r for r in _reasons(latest) if r not in said]
     if reasons:
         parts.append("<ul>" + "".join(f"<li>{_h(r)}</li>" for r in reasons) + "</ul>")
     parts.append(

@@ -18,6 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
+from replay_tui.compare.noise_rule import short_claims
 from replay_tui.compare.states import PASSING, words
 from replay_tui.compare.states import counts as state_counts
 from replay_tui.compare.verdict import TOLERANCE_RULE
@@ -213,10 +214,17 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
             )
         )
         compact = self.app.size.height < 30
+        tiny = self.app.size.height < 24  # 60x20: the header keeps to 4 rows of 20
+        # what the noise rule claims beside the verdict: the smallest change a
+        # WITHIN_NOISE could have seen, and the equivalence claim of a declared margin
+        claim = short_claims(c.noise)
+        if claim and not tiny:
+            sub = f"{cut(claim, self.app.size.width - 6) if compact else claim}\n{sub}"
         if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
             head = c.headline  # DIVERGED: its first reason, in the same words
+            if claim and tiny:
+                head = f"{head} · {claim}"
             sub = f"{cut(head, self.app.size.width - 6) if compact else head}\n{sub}"
-        tiny = self.app.size.height < 24  # 60x20: the header keeps to 4 rows of 20
         if tiny:
             sub = sub.splitlines()[0]  # the headline alone
         banner = self.query_one(VerdictBanner)
