@@ -42,6 +42,9 @@ _GRAD_DTYPES = frozenset({"float32", "float64", "float16", "bfloat16", "complex6
 
 @dataclass(frozen=True)
 class PickledStorage:
+    """A storage a persistent id named: its record (``data/<key>``), dtype, element size
+    and length in elements."""
+
     key: str
     dtype: str
     itemsize: int
