@@ -287,14 +287,17 @@ class ApptainerRuntime:
         return flags
 
     def user_flags(self, req: RunRequest) -> list[str]:
-        """``--security uid:…,gid:…`` when the walls chose another user (root only)."""
+        """``--security uid:…,gid:…:…`` when the walls chose another user (root only).
+        The group is given as the whole list of groups: otherwise Apptainer keeps the
+        caller's supplementary groups (a Slurm job's root keeps group 0, which could then
+        reach what root's group may read or write)."""
         user = req.sandbox.user
         if not user or os.geteuid() != 0:
             return []
         uid, _, gid = user.partition(":")
         if (uid, gid or uid) == ("0", "0"):
             return []
-        return ["--security", f"uid:{uid},gid:{gid or uid}"]
+        return ["--security", f"uid:{uid},gid:{gid or uid}:{gid or uid}"]
 
     def exec_prefix(self, req: RunRequest | None) -> list[str]:
         flags = [
