@@ -62,6 +62,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("replay_tui.capture.probes", "probe_git"): "the working folder the user ran record in",
     ("replay_tui.capture.probes", "cpu_model"): "/proc/cpuinfo: the kernel's",
+    # -- torch's observed state: the hook the tool copies into its own handoff folder
+    ("replay_tui.capture.frameworks.observe", "install"): (
+        "reads the tool's own hook module (beside it in the package) to copy it into the"
+        " handoff folder the tool made; the files the run writes back go through the door"
+    ),
+    ("replay_tui.capture.frameworks.torch_state_hook", "_observe"): (
+        "runs inside the user's program: creates (O_EXCL) its own small JSON file in the"
+        " folder the tool named; nothing read"
+    ),
     # -- the launcher: its own log, and the folders the user named
     ("replay_tui.capture.launcher", "_pump"): "writes the run's log file the tool made",
     ("replay_tui.capture.launcher", "_log_tail"): "reads back the log file the tool wrote",
