@@ -274,6 +274,10 @@ class DeterminismInfo(_Model):
     allow_tf32: bool | None = None
     mixed_precision: Label | None = None
     nondeterministic_ops: list[Str] = Field(default_factory=list, max_length=MAX_LIST)
+    # added later: where the switches came from when the SDK did not say them (torch's
+    # state observed at the run's end, or the framework file that set them).  Left out
+    # when unset, so manifests stored before it keep their hash.
+    source: Str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class InterpreterInfo(_Model):

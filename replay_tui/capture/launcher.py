@@ -123,6 +123,9 @@ class LocalExecutor:
             if not (spec.clear_training_env and is_training_env(k))
         }
         env.update(spec.env)
+        from replay_tui.capture.frameworks.observe import install
+
+        install(spec.handoff_dir, env)  # torch's switches as the program leaves them
         started, t0 = utc_now(), time.monotonic()
         interrupted = timed_out = False
         pending: list[int] = []  # signals that came before the child existed
@@ -838,6 +841,7 @@ def collect_outputs(
         metrics_file=metrics_file,
         log_bytes=log_bytes,
         before=before,
+        handoff=handoff,
     )
     refused += found.refused
     return Collected(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from replay_tui.capture.frameworks import observe
 from replay_tui.compare.gaps import evaluate
 from storage.manifest import RunManifest
 from storage.store import RunStore
@@ -74,11 +75,19 @@ def test_lightning_csv_logger_run_is_read_and_replays(tmp_path: Path) -> None:
     assert m.outputs.metric_sources == {"train_loss": csv}
     assert "epoch" not in m.outputs.metric_history
     assert m.randomness.seed == 42  # "Seed set to 42", Lightning's own line
+    # Trainer(deterministic=True) in a plain script (no LightningCLI, no SDK): torch's own
+    # switches, observed at the end of the program
+    d = m.determinism
+    assert d.deterministic_algorithms is True
+    assert d.cublas_workspace_config == ":4096:8"  # what Lightning sets with it
+    assert d.cudnn_benchmark is False and d.cudnn_deterministic is False  # left as they were
+    assert d.source == observe.SOURCE
     assert m.config["lr"] == 0.05 and m.config["hidden"] == 8  # hparams.yaml
     cs = m.config_source
     assert cs is not None and cs.framework_files == ["out/lightning_logs/version_0/hparams.yaml"]
     codes = {g.code for g in evaluate(m)}
     assert "SEED_UNKNOWN" not in codes and "NO_METRICS" not in codes
+    assert "DETERMINISM_UNKNOWN" not in codes and "DETERMINISM_OFF" not in codes
     out = _replay(store, m.run_id)
     assert out["verdict"] in ("IDENTICAL", "EQUIVALENT"), out
 

@@ -13,6 +13,12 @@ step (settings such as ``logging_steps`` are never metrics), the program's own
 configuration, the seed it set and whether it asked for deterministic algorithms.  A
 file that gives no metric, or that is refused, is listed with why
 (``outputs.metric_files_unread``): a gap names it.
+
+A local run also says torch's determinism switches as its processes left them
+(:mod:`~replay_tui.capture.frameworks.observe`): a plain Lightning script's
+``Trainer(deterministic=True)`` is seen that way.  The SDK's switches win, then the
+observed ones, then what a framework file says; ``determinism.source`` names where they
+came from when the SDK did not say them.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.capture.framework_files import kind_of as kind_of
 from replay_tui.capture.metrics import MetricSeries
+
+if TYPE_CHECKING:
+    from replay_tui.capture.frameworks.observe import Observed
 
 MAX_POINTS = 100_000
 """The most points one framework file may give (all its metrics together); a file with
@@ -85,6 +94,8 @@ class Findings:
     seed: int | None = None
     seed_from: str | None = None
     deterministic: bool | None = None
+    deterministic_from: str | None = None  # the framework file that said it
+    observed: Observed | None = None  # torch's switches as the run's processes left them
     refused: list[str] = field(default_factory=list)  # said beside the run's refusals
 
     @property
@@ -160,10 +171,11 @@ def read_outputs(
     metrics_file: str | None = None,
     log_bytes: bytes = b"",
     before: Any = None,
+    handoff: Path | None = None,
 ) -> Findings:
     """Read every framework file the run wrote (see the module's docstring).  ``before``:
     :func:`replay_tui.capture.stale.snapshot` taken before the run (files it left are
-    skipped)."""
+    skipped); ``handoff``: the run's handoff folder, where torch's observed state is."""
     from replay_tui.capture import stale
     from replay_tui.door import Refused
 
@@ -188,6 +200,11 @@ def read_outputs(
         seed = seed_from_log(log_bytes)
         if seed is not None:
             f.seed, f.seed_from = seed, "the run's log (Seed set to N)"
+    if handoff is not None:
+        from replay_tui.capture.frameworks import observe
+
+        f.observed, unread = observe.read(handoff)
+        f.refused += unread
     return f
 
 
@@ -220,7 +237,7 @@ def _read_one(cwd: Path, rel: str, kind: str, f: Findings) -> None:
         trainer = values.get("trainer")
         det = trainer.get("deterministic") if isinstance(trainer, dict) else None
         if det is True or det == "warn":  # Trainer(deterministic=True or "warn")
-            f.deterministic = True
+            f.deterministic, f.deterministic_from = True, rel
     elif kind == "Hugging Face trainer_state.json":
         from replay_tui.capture.frameworks.huggingface import read_trainer_state
 
@@ -234,7 +251,7 @@ def _read_one(cwd: Path, rel: str, kind: str, f: Findings) -> None:
         if type(seed) is int and 0 <= seed <= 2**53 - 1:
             f.seed, f.seed_from = seed, rel
         if args.get("full_determinism") is True:
-            f.deterministic = True
+            f.deterministic, f.deterministic_from = True, rel
         elif args.get("full_determinism") is False and f.deterministic is None:
             f.deterministic = False
 
@@ -300,8 +317,9 @@ def apply_findings(
     ``launcher.build_manifest`` built it): metrics the SDK and the launcher's flags did
     not give (``reported``, which the outputs were built from), each metric's source,
     the files that gave nothing, the framework's config beside the command line's (the
-    SDK's own config wins), the seed the program set and whether it asked for
-    deterministic algorithms.  A seed ``record --seed`` handed that the program's own
+    SDK's own config wins), the seed the program set and its determinism switches (the
+    SDK's, else as observed in its processes, else as a framework file set them, with
+    ``determinism.source`` naming which).  A seed ``record --seed`` handed that the program's own
     record contradicts is kept as ``randomness.seed_handed`` (a gap), the program's as
     the seed."""
     series, sources = found.series(
@@ -343,5 +361,18 @@ def apply_findings(
             if handed_seed is not None and handed_seed != program:
                 r["seed_handed"] = handed_seed
     d = data["determinism"]
+    sdk_said = isinstance(inside, dict) and bool(inside.get("determinism"))
+    if sdk_said or d.get("deterministic_algorithms") is not None:
+        return
+    obs = found.observed
+    if obs is not None and any(v is not None for v in obs.switches.values()):
+        from replay_tui.capture.frameworks.observe import SOURCE
+
+        for k, v in obs.switches.items():
+            if v is not None and d.get(k) is None:
+                d[k] = v
+        d["source"] = SOURCE
     if found.deterministic is True and d.get("deterministic_algorithms") is None:
         d["deterministic_algorithms"] = True
+        said = found.deterministic_from
+        d["source"] = f"{d['source']}; deterministic_algorithms: {said}" if "source" in d else said
