@@ -9,7 +9,16 @@ while their inputs do not, that is said in ``notes`` (another factor moved them)
 - ``code``: the git commit and the stored uncommitted diff.
 - ``image``: the container image, by digest (its packages, Python, CUDA libraries).
 - ``data``: every data input, by content hash.
-- ``config``: the command line (argv, seed values masked) and the working folder.
+- ``config``: the command line (argv, seed values and a launcher's process counts
+  masked) and the working folder.
+- ``topology``: the launch topology (processes per node, nodes) a distributed launcher's
+  command line gives (``torchrun --nproc-per-node``, ``accelerate launch
+  --num_processes``, ``deepspeed --num_gpus``); it differs when ``compare`` says so
+  (the gap ``PAIR_TOPOLOGY_DIFFERS``, one rule) and is swapped by putting the other run's
+  counts into the launcher's options.  Only between two runs of the same launcher, on
+  one machine: a command started directly against one started through a launcher (the
+  config factor swaps the whole command line, launcher and all), or a run on several
+  nodes, is untestable, with the reason.
 - ``seed``: the seed given to the program: ``REPLAY_TUI_SEED`` / ``PYTHONHASHSEED`` (the
   SDK's ``seed_everything`` takes ``REPLAY_TUI_SEED`` over its argument) and the value
   of a ``--seed`` style option on the command line.
@@ -25,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from storage.manifest import RunManifest
@@ -34,6 +44,7 @@ FACTORS: tuple[str, ...] = (
     "image",
     "data",
     "config",
+    "topology",
     "seed",
     "determinism",
     "environment",
@@ -99,6 +110,122 @@ def with_seed_values(argv: list[str], values: list[str]) -> list[str]:
     return out
 
 
+# -- the launch topology on the command line ------------------------------------------
+
+TOPOLOGY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "torchrun": ("nproc_per_node", "nnodes"),
+    "accelerate": ("num_processes", "num_machines"),
+    "deepspeed": ("num_gpus", "num_nodes"),
+}
+"""Each launcher's options that give its process counts (as ``capture.probes`` reads them)."""
+TOPOLOGY_MASK = "<topology>"
+
+
+def _launcher_start(argv: list[str]) -> tuple[str, int, frozenset[str]] | None:
+    """(launcher, index of its first option, its options that take no value) when
+    ``argv`` starts a distributed launcher (``capture.probes.launch_info``), else None."""
+    from replay_tui.capture import probes
+
+    info = probes.launch_info(argv)
+    if info is None:
+        return None
+    kind = str(info["launcher"])
+    flags = {
+        "torchrun": probes._TORCHRUN_FLAGS,
+        "accelerate": probes._ACCELERATE_FLAGS,
+        "deepspeed": probes._DEEPSPEED_FLAGS,
+    }.get(kind, frozenset())
+    if Path(argv[0]).name == "accelerate":
+        return kind, 2, flags
+    if kind and probes._PYTHON_NAME.fullmatch(Path(argv[0]).name):
+        for i, w in enumerate(argv):
+            if w == "-m" and i + 1 < len(argv):
+                return kind, i + 2, flags
+            if w.startswith("-m") and len(w) > 2:
+                return kind, i + 1, flags
+        return None
+    return kind, 1, flags
+
+
+def topology_slots(argv: list[str]) -> dict[str, tuple[int, str]]:
+    """Where a launcher's command line gives its process counts: option name (as
+    :data:`TOPOLOGY_OPTIONS` spells it) -> (index of the value's word, what precedes the
+    value in that word: ``--nproc-per-node=`` or nothing).  Empty for a direct command."""
+    start = _launcher_start(argv)
+    if start is None:
+        return {}
+    kind, i, flags = start
+    wanted = TOPOLOGY_OPTIONS.get(kind, ())
+    out: dict[str, tuple[int, str]] = {}
+    while i < len(argv):
+        w = argv[i]
+        if w == "--" or not w.startswith("-") or w == "-":
+            break  # the training script: its own options are not the launcher's
+        name, eq, value = w.lstrip("-").partition("=")
+        canon = name.replace("-", "_")
+        if eq:
+            if canon in wanted:
+                out.setdefault(canon, (i, w[: len(w) - len(value)]))
+        elif canon not in flags:
+            if canon in wanted and i + 1 < len(argv):
+                out.setdefault(canon, (i + 1, ""))
+            i += 1
+        i += 1
+    return out
+
+
+def launcher_of(argv: list[str]) -> str | None:
+    start = _launcher_start(argv)
+    return None if start is None else start[0]
+
+
+def with_topology(argv: list[str], donor: list[str]) -> list[str]:
+    """``argv`` with the process counts of ``donor``'s command line: each count option
+    ``donor`` gives replaces ``argv``'s (or is put first among the launcher's options).
+    Only between two command lines of the same launcher; otherwise ``argv`` as it is."""
+    start = _launcher_start(argv)
+    if start is None or launcher_of(donor) != start[0]:
+        return list(argv)
+    out = list(argv)
+    mine, theirs = topology_slots(argv), topology_slots(donor)
+    missing: list[str] = []
+    for name, (j, prefix) in theirs.items():
+        value = donor[j][len(prefix) :]
+        if name in mine:
+            k, p = mine[name]
+            out[k] = p + value
+        else:
+            missing.append(f"--{name}={value}")
+    return out[: start[1]] + missing + out[start[1] :]
+
+
+def _masked_topology(argv: list[str]) -> list[str]:
+    out = list(argv)
+    for j, prefix in topology_slots(argv).values():
+        out[j] = prefix + TOPOLOGY_MASK
+    return out
+
+
+def topology_of(m: RunManifest) -> dict[str, Any]:
+    """The launch topology as the manifest records it (a direct command: one process on
+    one node, as ``compare``'s gap counts it)."""
+    la = m.launch
+    if la is None:
+        return {"launcher": None, "processes_per_node": 1, "nodes": 1}
+    return {
+        "launcher": la.launcher,
+        "processes_per_node": la.processes_per_node,
+        "nodes": la.nodes,
+    }
+
+
+def topology_differs(good: RunManifest, bad: RunManifest) -> bool:
+    """The rule ``compare`` uses (the gap ``PAIR_TOPOLOGY_DIFFERS``)."""
+    from replay_tui.compare.gaps import topology_pair
+
+    return any(g.code == "PAIR_TOPOLOGY_DIFFERS" for g in topology_pair(good, bad))
+
+
 def _env_part(env: Mapping[str, str], names: frozenset[str] | None) -> dict[str, str]:
     """The env vars of one factor (``names``) or, with ``None``, of the rest."""
     if names is None:
@@ -132,7 +259,9 @@ def factor_value(m: RunManifest, factor: str) -> Any:
     if factor == "data":
         return {d.name: {"path": d.path, "sha256": d.sha256} for d in m.data}
     if factor == "config":
-        return {"argv": masked_argv(m.argv), "workdir": m.workdir}
+        return {"argv": _masked_topology(masked_argv(m.argv)), "workdir": m.workdir}
+    if factor == "topology":
+        return topology_of(m)
     if factor == "seed":
         return {"argv": seed_values(m.argv), "env": env_of(m, "seed")}
     if factor in ("determinism", "environment"):
@@ -182,6 +311,10 @@ def describe(m_good: RunManifest, m_bad: RunManifest, factor: str) -> list[str]:
             out.append(f"workdir {a['workdir']} -> {b['workdir']}")
         if a["argv"] != b["argv"]:
             out.append(f"argv {' '.join(a['argv'])!r} -> {' '.join(b['argv'])!r}"[:300])
+    elif factor == "topology":
+        for k in ("launcher", "processes_per_node", "nodes"):
+            if a[k] != b[k]:
+                out.append(f"{k.replace('_', ' ')} {_short(a[k])} -> {_short(b[k])}")
     elif factor == "seed":
         if a["argv"] != b["argv"]:
             out.append(f"seed on the command line {a['argv']} -> {b['argv']}")
@@ -255,7 +388,10 @@ def diff_factors(good: RunManifest, bad: RunManifest) -> FactorReport:
     follow from other factors (notes)."""
     rep = FactorReport()
     for name in (*FACTORS, *UNSWAPPABLE):
-        if factor_value(good, name) == factor_value(bad, name):
+        if name == "topology":
+            if not topology_differs(good, bad):
+                continue
+        elif factor_value(good, name) == factor_value(bad, name):
             continue
         fd = FactorDiff(name, describe(good, bad, name))
         if name == "hardware":

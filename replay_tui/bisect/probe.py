@@ -14,6 +14,10 @@ How each factor is swapped (see ``factors``):
 - ``data``: ``data`` from the donor, each input at the donor's recorded location.
 - ``config``: the donor's argv (with the seed values of the seed side put back), its
   workdir, and what it captured (artifacts land where its command line writes them).
+- ``topology``: the donor's process counts put into the launcher's options of the
+  command line (``factors.with_topology``: ``--nproc-per-node``, ``--num_processes``,
+  ``--num_gpus``...); without it the counts stay the base's, even in the donor's command
+  line when config is swapped (the same launcher only: ``run`` checks that first).
 - ``seed``: ``REPLAY_TUI_SEED`` / ``PYTHONHASHSEED`` from the donor (the SDK's
   ``seed_everything`` takes ``REPLAY_TUI_SEED`` over its argument, so this is the seed
   the program uses) and the donor's values of ``--seed`` style options on the command
@@ -94,7 +98,12 @@ def build_probe(base: Side, donor: Side, swapped: Collection[str], base_role: st
         data["data"] = [x.model_dump(mode="json") for x in d.data]
     config_side = d if "config" in swapped else b
     seed_side = d if "seed" in swapped else b
-    data["argv"] = fx.with_seed_values(list(config_side.argv), fx.seed_values(seed_side.argv))
+    topology_side = d if "topology" in swapped else b
+    argv = fx.with_seed_values(list(config_side.argv), fx.seed_values(seed_side.argv))
+    data["argv"] = fx.with_topology(argv, list(topology_side.argv))
+    from replay_tui.capture.probes import launch_info
+
+    data["launch"] = launch_info(data["argv"])
     data["workdir"] = config_side.workdir
     data["config"] = dict(config_side.config)
     data["capture"] = (

@@ -210,6 +210,45 @@ def _check_image(bad: Side, opts: ReplayOptions, docker_client: Any) -> str | No
     return None if problem is None else f"BAD's image is no longer available: {problem}"
 
 
+def _check_topology(good: Side, bad: Side, opts: ReplayOptions) -> str | None:
+    """Why the backend cannot give a probe the other run's launch topology, or None.
+
+    A probe's topology is its launcher's options on the command line, so it can be swapped
+    between two runs of the same launcher, on one machine; a backend that runs one probe
+    on several nodes says so with ``multi_node`` (none does yet)."""
+    from replay_tui.replay.backends import get_backend
+
+    a, b = fx.launcher_of(list(good.manifest.argv)), fx.launcher_of(list(bad.manifest.argv))
+    if a != b:
+
+        def how(kind: str | None) -> str:
+            return "directly" if kind is None else f"through {kind}"
+
+        return (
+            f"GOOD is started {how(a)} and BAD {how(b)}: the topology comes with the"
+            " launcher, so a probe cannot take one without the other (the config factor"
+            " swaps the whole command line, launcher included)"
+        )
+    for label, side in (("GOOD", good), ("BAD", bad)):
+        nodes = fx.topology_of(side.manifest)["nodes"]
+        if (
+            isinstance(nodes, int)
+            and nodes > 1
+            and not getattr(get_backend(opts.backend), "multi_node", False)
+        ):
+            return (
+                f"{label} ran on {nodes} nodes: the {opts.backend} backend runs a probe as one"
+                " command on one machine, so it cannot give a probe that topology"
+            )
+    for label, side in (("GOOD", good), ("BAD", bad)):
+        if not fx.topology_slots(list(side.manifest.argv)):
+            return (
+                f"{label}'s command line does not say its process counts (the launcher's"
+                " default, a config file or the host decided): there is nothing to swap"
+            )
+    return None
+
+
 def _check_data(store: RunStore, good: Side, bad: Side) -> str | None:
     from replay_tui.capture.hashing import StatCache, hash_path
 
@@ -451,6 +490,7 @@ def _env_diff(good: RunManifest, bad: RunManifest, blamed: Sequence[str]) -> lis
         "code": ("code.",),
         "data": ("data",),
         "config": ("argv", "workdir", "config."),
+        "topology": ("launch",),
         "seed": ("env.REPLAY_TUI_SEED", "env.PYTHONHASHSEED", "randomness."),
         "determinism": (*(f"env.{k}" for k in sorted(fx.DETERMINISM_ENV)), "determinism."),
         "environment": ("env.",),
@@ -535,10 +575,15 @@ def run_bisect(
         "code": lambda: _check_code(store, bad, opts.replay),
         "image": lambda: _check_image(bad, opts.replay, docker_client),
         "data": lambda: _check_data(store, good, bad),
+        "topology": lambda: _check_topology(good, bad, opts.replay),
     }
     for name, check in checks.items():
         if name in tested:
-            runner.note(f"checking that BAD's {noun(name)} is available")
+            runner.note(
+                f"checking that BAD's {noun(name)} is available"
+                if name != "topology"
+                else f"checking that the {opts.replay.backend} backend can give BAD's topology"
+            )
             why = check()
             if why:
                 rep.mark_untestable(name, why)
@@ -549,7 +594,8 @@ def run_bisect(
     if not rep.differing:
         raise BadInput(
             "GOOD and BAD differ in their outputs but in none of the recorded factors"
-            " (code, image, data, config, seed, determinism, environment, hardware)",
+            " (code, image, data, config, topology, seed, determinism, environment,"
+            " hardware)",
             "replay GOOD with --times N: the run is probably not reproducible",
         )
 

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 @click.option(
     "--factors",
     default=None,
-    help="Comma-separated factors to test (code,image,data,config,seed,determinism,"
-    "environment); the others are held at GOOD's value.",
+    help="Comma-separated factors to test (code,image,data,config,topology,seed,"
+    "determinism,environment); the others are held at GOOD's value.",
 )
 @click.option(
     "--budget",
