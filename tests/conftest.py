@@ -1,4 +1,5 @@
-"""Shared fixtures: a store file in a temp dir, realistic manifests, the CLI as a process."""
+"""Shared fixtures: a store file in a temp dir, realistic manifests, the CLI in process
+and as a process; and the markers each test gets from the engines its fixtures need."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.support.bundles import replay_of
 from tests.support.factories import apply_overrides, realistic_manifest
+from tests.support.inprocess import run_cli
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +61,20 @@ def subprocess_env() -> dict[str, str]:
 
 @pytest.fixture
 def cli(store_path: Path) -> RunCli:
-    """Run ``replay-tui --store <store_path> ARGS...`` in a fresh process."""
+    """Run ``replay-tui --store <store_path> ARGS...`` in this process (click's test
+    runner, ``tests.support.inprocess``): exit code, stdout and stderr as a process
+    would give them, without a fresh interpreter's start per call."""
+
+    def run(*args: str | os.PathLike[str], store: Path | None = None) -> Any:
+        return run_cli(store or store_path, *args)
+
+    return run
+
+
+@pytest.fixture
+def cli_process(store_path: Path) -> RunCli:
+    """Run ``replay-tui --store <store_path> ARGS...`` in a fresh process: for the tests
+    where the separate process is the point."""
 
     def run(*args: str | os.PathLike[str], store: Path | None = None) -> Any:
         argv: Sequence[str] = [
@@ -75,6 +90,80 @@ def cli(store_path: Path) -> RunCli:
         )
 
     return run
+
+
+# -- markers from the engines a test needs, and the one worker that drives them -----
+
+ENGINE_MARKERS = ("docker", "slurm", "podman", "apptainer")
+"""The markers of the real engines; ``-m "not docker and not slurm and not podman and
+not apptainer"`` (scripts/fast.sh) is the fast loop (CONTRIBUTING.md)."""
+
+FIXTURE_ENGINES: dict[str, tuple[str, ...]] = {
+    "engine": ("docker",),
+    "train_image": ("docker",),
+    "engine_image": ("docker",),
+    "framework_image": ("docker",),
+    "cluster": ("slurm", "docker"),
+}
+"""Fixtures that need a real engine, and the markers a test using one gets (besides the
+markers a module or test states itself): a new test on these fixtures leaves the fast
+loop without a line of its own."""
+
+ENGINE_GROUP = "engines"
+"""The xdist group of every test marked with an engine: under ``--dist loadgroup`` (the
+default, pyproject.toml) they run one after another on one worker, started first (xdist
+hands out the largest group first).  They share the engine's state (its containers,
+the local registry's images, the Slurm cluster's one node and spool, Podman's store,
+the Apptainer SIF cache) and ``tests.support.runtimes`` records its session run once
+per worker; the other tests run beside them on the other workers."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        for fixture, markers in FIXTURE_ENGINES.items():
+            if fixture in names:
+                for marker in markers:
+                    if item.get_closest_marker(marker) is None:
+                        item.add_marker(marker)
+        if any(item.get_closest_marker(m) is not None for m in ENGINE_MARKERS):
+            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
+        elif item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture of its own module that outlives one test (a module-
+    or class-scoped store, recorded lab, terminal): its module's tests then share one
+    worker under ``-n``, and the fixture is made once, not once per worker."""
+    module = item.nodeid.split("::", 1)[0]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in getattr(info, "name2fixturedefs", {}).values():
+        fixture = defs[-1]
+        if fixture.scope != "function" and fixture.baseid == module:
+            return True
+    return False
+
+
+TERMINAL_VARIABLES = ("COLUMNS", "LINES")
+"""Variables an xdist worker starts with that the run was not given (``COLUMNS=80``,
+``LINES=24``): the CLI fits its tables to ``$COLUMNS``, so a worker puts back what the
+controller had, and a test sees the same environment under ``-n`` as without it."""
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook, on the controller
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["replay_tui_terminal"] = {n: os.environ.get(n) for n in TERMINAL_VARIABLES}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    given = getattr(config, "workerinput", {}).get("replay_tui_terminal")
+    for name, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # -- a real Docker engine (scripts/docker-env.sh) ---------------------------------

@@ -21,8 +21,9 @@ from replay_tui.textfmt import Column, fit_table, output_width, wrap_line
 from replay_tui.verdicts import NOT_REPLAYED
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
-from tests.conftest import MakeManifest, subprocess_env
+from tests.conftest import MakeManifest
 from tests.support.bundles import replay_of
+from tests.support.inprocess import invoke
 
 LONG_NAME = "a-training-run-with-a-name-far-longer-than-any-column-" + "x" * 30
 
@@ -30,24 +31,10 @@ LONG_NAME = "a-training-run-with-a-name-far-longer-than-any-column-" + "x" * 30
 def replay_tui(
     *args: str, columns: int | None = None, store: Path | None = None, **env: str | None
 ) -> subprocess.CompletedProcess[str]:
-    """``replay-tui ARGS`` in a fresh process, stdout a pipe, ``$COLUMNS`` as given."""
-    environ = subprocess_env()
-    environ.pop("COLUMNS", None)
-    if columns is not None:
-        environ["COLUMNS"] = str(columns)
-    for k, v in env.items():
-        if v is None:
-            environ.pop(k, None)
-        else:
-            environ[k] = v
+    """``replay-tui ARGS`` in this process (``tests.support.inprocess``), stdout not a
+    terminal, ``$COLUMNS`` as given (unset when None)."""
     head = ["--store", str(store)] if store is not None else []
-    return subprocess.run(
-        [sys.executable, "-m", "replay_tui.cli", *head, *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=120,
-    )
+    return invoke([*head, *args], env={"COLUMNS": None if columns is None else str(columns), **env})
 
 
 @pytest.fixture
