@@ -186,6 +186,7 @@ def test_each_slurm_option_is_its_flag_and_its_variable() -> None:
         "--slurm-sbatch-args",
         "--slurm-max-in-flight",
         "--slurm-spool",
+        "--slurm-runtime",
     ]
     samples = {
         "partition": ("gpu", "gpu"),
@@ -195,6 +196,7 @@ def test_each_slurm_option_is_its_flag_and_its_variable() -> None:
         "sbatch_args": ("--nice=5 '--comment=a b'", ("--nice=5", "--comment=a b")),
         "max_in_flight": ("4", 4),
         "spool": ("/shared/spool", Path("/shared/spool")),
+        "runtime": ("podman", "podman"),
     }
     for option in OPTIONS:
         text, value = samples[option.name]

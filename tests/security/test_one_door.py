@@ -118,6 +118,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.backends.apptainer.runtime", "ApptainerRuntime.ensure_sif"): (
         "the lock file the tool keeps beside its own SIF (O_NOFOLLOW, 0600): no content read"
     ),
+    ("replay_tui.replay.backends.apptainer.runtime", "ApptainerRuntime.convert"): (
+        "appends a line to the record of conversions the tool keeps in its own SIF cache"
+        " (O_APPEND | O_NOFOLLOW, 0600, under the image's lock): nothing read"
+    ),
     ("replay_tui.replay.backends.docker.walls", "copy_holes"): (
         "copies a file a run wrote from the tool's own tmpfs into the tool's checkout:"
         " O_NOFOLLOW | O_NONBLOCK, regular files only (fstat), holes kept as holes (the"

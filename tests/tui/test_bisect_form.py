@@ -91,7 +91,7 @@ async def test_b_opens_the_form_with_its_fields_and_escape_starts_nothing(
         # the slurm backend's declared options are fields, shown while it is chosen
         slurm = declared_options()["slurm"]
         for option in slurm:
-            form.query_one(f"#{field_id('slurm', option)}", Input)
+            form.query_one(f"#{field_id('slurm', option)}", Select if option.choices else Input)
         assert _shown(form, "slurm") == [False] * len(slurm)
         form.query_one("#backend", Select).value = "slurm"
         await pilot.pause()

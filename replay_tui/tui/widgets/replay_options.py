@@ -128,7 +128,7 @@ class ReplayOptionsForm(Vertical):
             return Select(
                 [(c, c) for c in option.choices],
                 id=field_id(backend, option),
-                value=value if value in option.choices else Select.BLANK,
+                value=value if value in option.choices else Select.NULL,
                 prompt=placeholder(option),
                 compact=True,
             )
