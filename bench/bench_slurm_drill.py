@@ -11,7 +11,7 @@ The time each command ran inside its container is printed too: when it grows wit
 concurrency, the cores (not the scheduling) are what is short.
 Prints one JSON object.
 
-    python bench/bench_slurm_drill.py [--runs 4] [--epochs 30]
+    python bench/bench_slurm_drill.py [--runs 4] [--epochs 30] [--slurm-runtime docker]
 
 Needs scripts/docker-env.sh (REPLAY_TUI_TRAIN_IMAGE in the environment) and
 scripts/slurm-env.sh.  On a shared machine other work competes for the same cores:
@@ -61,6 +61,12 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--samples", type=int, default=2048)
     p.add_argument("--partition", default=None)
+    p.add_argument(
+        "--slurm-runtime",
+        default="docker",
+        choices=("docker", "podman", "apptainer"),
+        help="what the Slurm jobs start (named, so no probe job is in the timing)",
+    )
     args = p.parse_args()
     if args.runs < 4:
         sys.exit("--runs must be at least 4")
@@ -97,6 +103,7 @@ def main() -> None:
             return time.perf_counter() - t0, rep.to_dict()
 
         part = (("partition", args.partition),) if args.partition else ()
+        part += (("runtime", args.slurm_runtime),)  # named: no probe job in the timing
         seq_s, seq = drill("docker")
         slurm_s, par = drill("slurm", part)
 
@@ -117,6 +124,7 @@ def main() -> None:
                 "bench": "slurm_drill",
                 "image": image,
                 "runs": n,
+                "slurm_runtime": args.slurm_runtime,
                 "concurrent_slots": slots,
                 "docker_sequential_s": round(seq_s, 3),
                 "slurm_drill_s": round(slurm_s, 3),
