@@ -174,3 +174,24 @@ def test_which_runtime_the_nodes_have_is_read_and_chosen_in_order(tmp_path: Path
     assert choose(found) == "podman"
     assert choose({**found, "docker": "24.0"}) == "docker"  # the engine first, as before
     assert choose({}) is None
+
+
+def test_a_controller_that_does_not_answer_the_probe_job_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replay_tui.errors import InfraError
+    from replay_tui.replay.backends.slurm.runtimes import detect_runtime
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    sbatch = bindir / "sbatch"
+    sbatch.write_text(
+        "#!/bin/bash\necho 'sbatch: error: Batch job submission failed: Unable to contact"
+        " slurm controller (connect failure)' >&2\nexit 1\n"
+    )
+    sbatch.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    with pytest.raises(InfraError, match="Slurm controller does not answer") as e:
+        detect_runtime(SlurmOptions(), tmp_path / "spool", tmp_path / "probes")
+    assert e.value.hint and "slurm-env.sh" in e.value.hint  # as a replay job's says
+    assert not list((tmp_path / "spool" / "jobs").iterdir())  # the probe's folder removed

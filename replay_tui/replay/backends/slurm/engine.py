@@ -838,6 +838,23 @@ def _controller_down(stderr: str) -> bool:
     return any(s in stderr for s in _CONNECT)
 
 
+def sbatch_refused(p: subprocess.CompletedProcess[str], what: str) -> InfraError:
+    """Why ``sbatch`` did not take ``what`` (a replay job, the probe job): the controller
+    does not answer, or it refused the job's options."""
+    err = (p.stderr or p.stdout).strip()[-600:]
+    if _controller_down(err) or p.returncode == 124:
+        return InfraError(
+            f"the Slurm controller does not answer: {err}",
+            "check that slurmctld runs (`scontrol ping`; scripts/slurm-env.sh starts"
+            " the one-node cluster) and that SLURM_CONF points at it",
+        )
+    return InfraError(
+        f"sbatch refused {what}: {err}",
+        "check the partition, account, QOS, time limit and extra sbatch arguments"
+        f" ({ENV_PREFIX}* or the --slurm-* flags)",
+    )
+
+
 @dataclass
 class JobState:
     state: str  # PENDING, RUNNING, COMPLETED...
@@ -1130,18 +1147,7 @@ class SlurmExecutor:
         job.create("sbatch.json", json.dumps(argv))
         p = _run(argv, timeout=120, umask=0o077)  # the job's files: owner-only
         if p.returncode != 0:
-            err = (p.stderr or p.stdout).strip()[-600:]
-            if _controller_down(err) or p.returncode == 124:
-                raise InfraError(
-                    f"the Slurm controller does not answer: {err}",
-                    "check that slurmctld runs (`scontrol ping`; scripts/slurm-env.sh starts"
-                    " the one-node cluster) and that SLURM_CONF points at it",
-                )
-            raise InfraError(
-                f"sbatch refused the replay job: {err}",
-                "check the partition, account, QOS, time limit and extra sbatch arguments"
-                f" ({ENV_PREFIX}* or the --slurm-* flags)",
-            )
+            raise sbatch_refused(p, "the replay job")
         job_id = p.stdout.strip().split(";", 1)[0]
         if not job_id.isdigit():
             raise InfraError(f"sbatch printed no job id: {p.stdout.strip()[:200]!r}")

@@ -589,11 +589,7 @@ def _probe(
         argv += [*options.sbatch_args, str(job.path / "job.sh")]
         p = en._run(argv, timeout=120, umask=0o077)
         if p.returncode != 0:
-            raise InfraError(
-                f"sbatch refused the probe job that asks which container runtime the nodes"
-                f" have: {(p.stderr or p.stdout).strip()[-400:]}",
-                "name the runtime with --slurm-runtime, or check the Slurm options",
-            )
+            raise en.sbatch_refused(p, "the probe job that asks which runtime the nodes have")
         job_id = p.stdout.strip().split(";", 1)[0]
         deadline = time.monotonic() + timeout_s
         delay = options.poll_min_s
