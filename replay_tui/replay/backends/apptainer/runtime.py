@@ -123,6 +123,49 @@ def sha256_file(path: Path) -> str:
         os.close(fd)
 
 
+def sif_sha256(sif: Path) -> str:
+    """The sha256 of the SIF ``sif`` in the cache, hashed once per file: what was hashed
+    is kept beside it (``<name>.sha256.json``) with the file's device, inode, size, link
+    count and modification and change times, and taken again only while all of them are
+    the same (a write to the file changes its change time, which only root can set
+    back).  Anything else, or a kept answer that does not read back, is hashed again."""
+    import json
+
+    from replay_tui.door import Refused, read_under_or_none
+
+    st = os.lstat(sif)
+    if not stat.S_ISREG(st.st_mode):
+        raise InfraError(f"{sif} is not a regular file")
+    key = [st.st_dev, st.st_ino, st.st_size, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns]
+    name = f"{sif.name}.sha256.json"
+    try:
+        raw = read_under_or_none(sif.parent, name, "spool file")
+        kept = json.loads(raw) if raw is not None else None
+    except (Refused, ValueError):
+        kept = None
+    if (
+        isinstance(kept, dict)
+        and kept.get("stat") == key
+        and isinstance(kept.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", kept["sha256"])
+    ):
+        return str(kept["sha256"])
+    digest = sha256_file(sif)
+    if list(_stat_key(sif)) == key:  # unchanged while it was hashed: kept
+        tmp = sif.parent / f".{name}.{os.getpid()}.{time.monotonic_ns()}"
+        with contextlib.suppress(OSError):
+            tmp.write_text(json.dumps({"stat": key, "sha256": digest}))
+            os.replace(tmp, sif.parent / name)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return digest
+
+
+def _stat_key(path: Path) -> tuple[int, ...]:
+    st = os.lstat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns)
+
+
 @dataclass
 class ApptainerRuntime:
     cache: Path
@@ -234,7 +277,7 @@ class ApptainerRuntime:
 
     def resolve(self, ref: str, on_note: Callable[[str], None]) -> ImageIdentity:
         sif = self.ensure_sif(ref, on_note)
-        return self.identity_of(ref, sif, self.built_from(sif), sha256_file(sif), self.version())
+        return self.identity_of(ref, sif, self.built_from(sif), sif_sha256(sif), self.version())
 
     def identity_of(
         self, ref: str, sif: Path, built_from: str | None, sif_sha256: str, version: str

@@ -16,7 +16,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from replay_tui.errors import InfraError
@@ -60,6 +60,9 @@ class PodmanRuntime:
     on_node: bool = False
     """The command lines are for another machine (a Slurm job's node): the binary is
     named as it is, not looked up on this host."""
+    users: dict[str, str | None] = field(default_factory=dict)
+    """Each resolved image's own ``USER``, by image id (from the inspect that resolved
+    it: not asked of Podman again)."""
 
     def _podman(self) -> str:
         if self.on_node:
@@ -142,17 +145,23 @@ class PodmanRuntime:
         image_id = str(found.get("Id") or "")
         if not image_id:
             raise InfraError(f"podman shows no image id for {ref}")
+        image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+        config = found.get("Config")
+        user = config.get("User") if isinstance(config, dict) else None
+        self.users[image_id] = str(user) if user else None
         return ImageIdentity(
             runtime=self.name,
             version=version,
             reference=ref,
             requested_digest=digest,
-            image_id=image_id if image_id.startswith("sha256:") else f"sha256:{image_id}",
+            image_id=image_id,
             platform=f"{found.get('Os') or 'linux'}/{found.get('Architecture') or 'unknown'}",
         )
 
     def image_user(self, image: ImageIdentity) -> str | None:
         """The image's own ``USER``, as the walls choose the container's user."""
+        if image.image_id in self.users:
+            return self.users[image.image_id]
         found = self.inspect(image.image_id or image.reference)
         config = (found or {}).get("Config") or {}
         user = config.get("User") if isinstance(config, dict) else None
