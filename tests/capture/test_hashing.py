@@ -1,20 +1,17 @@
-"""File and tree digests, the stat cache and the parallel paths, on real files."""
+"""File and tree digests and the stat cache, on real files (the parallel paths:
+test_hash_pool.py)."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import mmap
 import multiprocessing
 import os
 import shutil
-import signal
 import subprocess
 import threading
 from array import array
 from collections.abc import Callable, Sequence
-from concurrent.futures.process import BrokenProcessPool
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -262,145 +259,6 @@ def test_verify_path(tmp_path: Path) -> None:
     assert verify_path(root, digest)
     assert verify_path(root, "sha256:" + digest.upper())
     assert not verify_path(root, EMPTY_SHA256)
-
-
-# --------------------------------------------------------------------------- parallel paths
-
-
-def test_process_pool_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(1 + (i * 997) % 40_000) for i in range(300)}
-    root = _make_tree(tmp_path / "ds", files)
-    serial = hash_path(root, workers=1)
-    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
-    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)  # whatever threads pytest has
-    assert hashing._choose_strategy(300, 0, 2) == "processes"
-    pools: list[tuple[int, bool]] = []
-    real = hashing._run_children
-
-    def spy(
-        workers: int,
-        take: Callable[[], tuple[int, list[bytes]] | None],
-        more: Callable[[], bool] | None,
-        on_digests: Callable[[int, bytes, memoryview], None],
-    ) -> None:
-        pools.append((workers, more is not None))
-        real(workers, take, more, on_digests)
-
-    monkeypatch.setattr(hashing, "_run_children", spy)
-    assert hash_path(root, workers=2) == serial  # the walk goes on while children hash
-    with StatCache(tmp_path / "cache.db") as cache:
-        assert hash_path(root, workers=2, cache=cache) == serial  # a list of paths
-    assert pools == [(2, True), (2, False)]
-    (root / "d3" / "out").symlink_to(tmp_path)  # the walk fails while children work
-    with pytest.raises(ValueError, match="points outside"):
-        hash_path(root, workers=2)
-
-
-def test_process_pool_with_one_page_pipes_and_long_paths(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Task and answer messages far larger than the pipes: the parent never blocks on a
-    child that is itself waiting for its answer to be read."""
-    long = "n" * 200
-    files = {f"d{i % 3}/{long}{i:04d}.bin": os.urandom(1 + i % 5000) for i in range(700)}
-    root = _make_tree(tmp_path / "ds", files)
-    serial = hash_path(root, workers=1)
-    real_pipe = os.pipe
-
-    def small_pipe() -> tuple[int, int]:
-        read_end, write_end = real_pipe()
-        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # one page, as when over the limit
-        return read_end, write_end
-
-    monkeypatch.setattr(hashing.os, "pipe", small_pipe)
-    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 50)
-    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
-
-    def too_long(signum: int, frame: object) -> None:
-        raise TimeoutError("the pool is stuck")
-
-    previous = signal.signal(signal.SIGALRM, too_long)
-    signal.alarm(60)
-    try:
-        assert hash_path(root, workers=2) == serial
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def test_thread_paths_match_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    files = {f"f{i:03d}.bin": os.urandom(50_000 + i) for i in range(60)}
-    root = _make_tree(tmp_path / "ds", files)
-    serial = hash_path(root, workers=1)
-    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
-    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: False)  # as with other threads alive
-    assert hashing._choose_strategy(60, 0, 2) == "threads"
-    assert hash_path(root, workers=2) == serial
-    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 1000)
-    monkeypatch.setattr(hashing, "_THREADS_MIN_BYTES", 1000)  # a few big files
-    assert hashing._choose_strategy(60, 3_000_000, 2) == "threads"
-    assert hash_path(root, workers=2) == serial
-
-
-def test_errors_in_workers_propagate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _make_tree(tmp_path / "ds", {f"f{i:03d}.bin": b"x" for i in range(40)})
-    real: DigestFile = hashing._digest_file
-
-    def unreadable(path: bytes) -> Digest:
-        if path.endswith(b"f007.bin"):
-            raise PermissionError(13, "Permission denied", path)
-        return real(path)
-
-    monkeypatch.setattr(hashing, "_digest_file", unreadable)  # forked workers inherit it
-    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
-    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
-    assert hashing._choose_strategy(40, 0, 2) == "processes"
-    with pytest.raises(PermissionError, match="f007"):
-        hash_path(root, workers=2)
-
-
-def test_a_dead_worker_fails_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _make_tree(tmp_path / "ds", {f"f{i:03d}.bin": b"x" for i in range(40)})
-    real: DigestFile = hashing._digest_file
-
-    def crash(path: bytes) -> Digest:
-        if path.endswith(b"f007.bin"):
-            os._exit(7)  # as a SIGBUS would kill it
-        return real(path)
-
-    monkeypatch.setattr(hashing, "_digest_file", crash)
-    monkeypatch.setattr(hashing, "_POOL_MIN_FILES", 10)
-    monkeypatch.setattr(hashing, "_fork_is_safe", lambda: True)
-    with pytest.raises(BrokenProcessPool):
-        hash_path(root, workers=2)
-
-
-def test_chunks_keep_order_and_balance() -> None:
-    sizes = [10 << 20 if i == 50 else 1000 for i in range(100)]
-    bounds = hashing._chunks(sizes, 8)
-    assert bounds[0] == 0 and bounds[-1] == 100 and bounds == sorted(set(bounds))
-    assert 51 in bounds  # a big file closes its chunk
-    even = hashing._chunks([1000] * 100, 8)
-    lengths = [hi - lo for lo, hi in pairwise(even)]
-    assert 8 <= len(lengths) <= 9 and max(lengths) <= 13
-    assert hashing._chunks([], 8) == [0]
-
-
-def test_process_pool_one_chunk_per_file_and_child_errors(tmp_path: Path) -> None:
-    """Every chunk is taken exactly once, whatever the children's pace; a child's error is
-    raised in the parent and the other children stop."""
-    files = {f"f{i:03d}.bin": os.urandom(i * 37) for i in range(50)}
-    root = _make_tree(tmp_path / "ds", files)
-    paths = [os.fsencode(root / name) for name in sorted(files)]
-    bounds = list(range(51))  # one file a chunk
-    raw, keys = hashing._in_processes(paths, bounds, 3)
-    assert [raw[32 * i : 32 * i + 32] for i in range(50)] == [
-        hashlib.sha256(files[name]).digest() for name in sorted(files)
-    ]
-    assert list(keys[::4]) == [len(files[name]) for name in sorted(files)]
-    os.mkfifo(root / "pipe")
-    with pytest.raises(ValueError, match="not a regular file"):
-        hashing._in_processes([*paths, os.fsencode(root / "pipe")], [0, 25, 51], 2)
 
 
 # --------------------------------------------------------------------------- stat cache
