@@ -360,6 +360,8 @@ class FactorReport:
 
     differing: list[FactorDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    launched: bool = False
+    """Either run was started through a distributed launcher (it has a topology to say)."""
 
     @property
     def testable(self) -> list[str]:
@@ -386,7 +388,7 @@ def _config_without_seed(m: RunManifest) -> dict[str, Any]:
 def diff_factors(good: RunManifest, bad: RunManifest) -> FactorReport:
     """Every factor that differs between GOOD and BAD, and recorded differences that
     follow from other factors (notes)."""
-    rep = FactorReport()
+    rep = FactorReport(launched=good.launch is not None or bad.launch is not None)
     for name in (*FACTORS, *UNSWAPPABLE):
         if name == "topology":
             if not topology_differs(good, bad):

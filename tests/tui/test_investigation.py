@@ -299,9 +299,9 @@ async def test_a_stored_bisect_is_listed_on_both_runs_and_reopens_as_its_answer(
                 "1",
                 "GOOD",
                 "seed",
+                "DIVERGED (tolerance)",  # a body stored before closenesses were kept
+                "IDENTICAL (tolerance)",
                 "BAD",
-                "DIVERGED",
-                "IDENTICAL",
                 "40",
             ]
             assert probes.row_count == 2

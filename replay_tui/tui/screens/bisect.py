@@ -104,11 +104,13 @@ def factor_prompt(name: str, detail: list[str]) -> Text:
 
 
 def factors_note(report: FactorReport) -> str:
-    """The line under the offered factors: the ones the same in both, and the hardware
-    when it differs (a replay cannot swap it)."""
-    same = [f for f in FACTORS if report.get(f) is None]
+    """The line under the offered factors: the ones the same in both (the topology only
+    when a run was started through a distributed launcher), and the hardware when it
+    differs (a replay cannot swap it)."""
+    named = [f for f in FACTORS if f != "topology" or report.launched]
+    same = [f for f in named if report.get(f) is None]
     parts: list[str] = []
-    if len(same) == len(FACTORS):
+    if len(same) == len(named):
         parts.append("none of the factors a replay can swap differs")
     elif same:
         parts.append("the same in both: " + ", ".join(same))
