@@ -110,8 +110,11 @@ def test_the_recorded_run_replays_identical_as_a_slurm_job_with_each_runtime(
     }
     rt = m.replay.runtime
     if runtime == "docker":
-        assert "container runtime on the nodes: docker (a probe job found" in proc.stderr
-        assert "podman 4.3.1" in proc.stderr and "apptainer 1.4.5" in proc.stderr
+        # chosen from what the probe job found on the node, its answer kept beside the store
+        (kept,) = (store.parent / "image-probes").glob("slurm-runtimes-*.json")
+        found = json.loads(kept.read_text())["runtimes"].splitlines()
+        assert [f.split()[0] for f in found] == ["docker", "podman", "apptainer"], found
+        assert "podman 4.3.1" in found and "apptainer 1.4.5" in found
         assert rt is None  # the docker job's manifests as before
         assert m.image is not None and m.image.image_id == original.image.image_id
     elif runtime == "podman":
@@ -125,7 +128,8 @@ def test_the_recorded_run_replays_identical_as_a_slurm_job_with_each_runtime(
         assert rt.sif_built_from == rt.requested_digest == original.image.digest
         assert rt.sif_sha256 == _sif_sha(spool)
         assert m.image is not None and m.image.digest == original.image.digest
-        assert "SIF from the cache" in proc.stderr  # the drill's conversion, reused
+        conversions = (spool / "sif" / CONVERSIONS).read_text().splitlines()
+        assert len(conversions) == 1  # the drill's conversion, reused
     assert m.replay.sandbox is not None and m.replay.sandbox.user == "65534:65534"
     assert m.replay.network == "none"
     job = job_of(store, r["replay_run"])
