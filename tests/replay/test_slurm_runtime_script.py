@@ -195,3 +195,33 @@ def test_a_controller_that_does_not_answer_the_probe_job_says_so(
         detect_runtime(SlurmOptions(), tmp_path / "spool", tmp_path / "probes")
     assert e.value.hint and "slurm-env.sh" in e.value.hint  # as a replay job's says
     assert not list((tmp_path / "spool" / "jobs").iterdir())  # the probe's folder removed
+
+
+@pytest.mark.parametrize("runtime", ["docker", "podman", "apptainer"])
+def test_the_empty_file_over_a_worktrees_git_file_is_one_the_node_sees(
+    runtime: str, tmp_path: Path
+) -> None:
+    """A worktree's ``.git`` is a file, covered by an empty file of this host's temporary
+    folder: a compute node has its own /tmp, so the job binds a copy in its folder."""
+    from replay_tui.replay.backends.slurm.engine import SlurmExecutor
+
+    host_empty = str(dk._empty_file())
+    mounts = [
+        dk.Mount(str(tmp_path / "wt"), dk.CONTAINER_ROOT, True),
+        dk.Mount(host_empty, f"{dk.CONTAINER_ROOT}/.git", True),
+    ]
+    spool = tmp_path / "spool"
+    container = dk.DockerExecutor(REF, mounts, dk.CONTAINER_ROOT, dk.Sandbox(user="65534:65534"))
+    ex = SlurmExecutor(container, spool, node_runtime=node_runtime(runtime, REF, spool))
+    job, spec, _sandbox, _mounts = _job(tmp_path)
+    try:
+        sdk = job.path / "sdk" / "replay_tui"
+        if runtime == "docker":
+            script = ex._docker_script(spec, job, sdk, "# walls")
+        else:
+            script = ex._runtime_script(spec, job, sdk, "# walls")
+    finally:
+        job.close()
+    assert host_empty not in script
+    assert str(job.path / "empty-file") in script
+    assert (job.path / "empty-file").stat().st_size == 0

@@ -1154,11 +1154,26 @@ class SlurmExecutor:
         job.create("job_id", job_id + "\n")
         return job_id
 
+    def _on_node(self, job: JobFolder) -> dict[str, str]:
+        """Mount sources that are files of this host's temporary folder (the empty file
+        over a worktree's ``.git`` file), and the copy in the job folder the node sees."""
+        from replay_tui.replay.backends.docker.engine import _empty_file
+
+        here = str(_empty_file())
+        if not any(m.source == here for m in self.container.mounts):
+            return {}
+        job.create("empty-file", b"")
+        os.chmod("empty-file", 0o444, dir_fd=job.fd)  # made just now (O_EXCL, no link)
+        return {here: str(job.path / "empty-file")}
+
     def _docker_script(self, spec: ExecSpec, job: JobFolder, sdk: Path, walls: str) -> str:
         kwargs = container_kwargs(self.container, spec)
+        moved = self._on_node(job)
         for m in kwargs.get("mounts") or []:
             if m.get("Target") == f"{SDK_MOUNT}/replay_tui":
                 m["Source"] = str(sdk)
+            elif m.get("Source") in moved:
+                m["Source"] = moved[m["Source"]]
         try:
             args, command = docker_cli_args(kwargs)
         except ValueError as e:
@@ -1179,7 +1194,9 @@ class SlurmExecutor:
         from replay_tui.replay.backends.slurm.runtimes import NAME_WORD
 
         c = self.container
-        req = run_request(spec, c.mounts, c.workdir, c.sandbox, NAME_WORD, sdk_source=str(sdk))
+        moved = self._on_node(job)
+        mounts = [replace(m, source=moved.get(m.source, m.source)) for m in c.mounts]
+        req = run_request(spec, mounts, c.workdir, c.sandbox, NAME_WORD, sdk_source=str(sdk))
         text: str = self.node_runtime.script(
             job, req, gpus=self.gpus, want_probe=self._cached_probe() is None, walls=walls
         )
