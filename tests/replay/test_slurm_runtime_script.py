@@ -225,3 +225,11 @@ def test_the_empty_file_over_a_worktrees_git_file_is_one_the_node_sees(
     assert host_empty not in script
     assert str(job.path / "empty-file") in script
     assert (job.path / "empty-file").stat().st_size == 0
+
+
+def test_the_probe_job_takes_where_a_job_runs_not_when() -> None:
+    from replay_tui.replay.backends.slurm.runtimes import probe_sbatch_args
+
+    given = ["--constraint=a100", "--hold", "--begin", "now+1hour", "-d", "afterok:1",
+             "--dependency=singleton", "--reservation", "r1", "-H", "--gres=gpu:1"]  # fmt: skip
+    assert probe_sbatch_args(given) == ["--constraint=a100", "--reservation", "r1", "--gres=gpu:1"]

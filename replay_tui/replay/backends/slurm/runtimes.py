@@ -438,6 +438,28 @@ def probe_script(jobdir: Path, token: str) -> str:
     )
 
 
+_WHEN = ("--hold", "-H", "--begin", "-b", "--dependency", "-d")
+"""sbatch flags of when a job may start, not where: the probe job leaves them out."""
+
+
+def probe_sbatch_args(args: Sequence[str]) -> list[str]:
+    """The extra sbatch arguments the probe job takes: those that choose where a replay
+    job runs (``--constraint``, ``--gres``, ``--reservation``...), not when (a
+    ``--hold`` or a dependency would keep the probe from ever answering)."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in _WHEN:
+            skip = "=" not in arg and flag not in ("--hold", "-H")
+            continue
+        kept.append(arg)
+    return kept
+
+
 def read_runtimes(body: bytes) -> dict[str, str]:
     """The runtimes a probe job found (``runtimes``, untrusted): name -> version."""
     from replay_tui.replay.backends.slurm.backend import RUNTIMES
@@ -586,7 +608,7 @@ def _probe(
         ):
             if value:
                 argv += [flag, value]
-        argv += [*options.sbatch_args, str(job.path / "job.sh")]
+        argv += [*probe_sbatch_args(options.sbatch_args), str(job.path / "job.sh")]
         p = en._run(argv, timeout=120, umask=0o077)
         if p.returncode != 0:
             raise en.sbatch_refused(p, "the probe job that asks which runtime the nodes have")
