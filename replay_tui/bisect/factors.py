@@ -131,13 +131,13 @@ def _launcher_start(argv: list[str]) -> tuple[str, int, frozenset[str]] | None:
         return None
     kind = str(info["launcher"])
     flags = {
-        "torchrun": probes._TORCHRUN_FLAGS,
-        "accelerate": probes._ACCELERATE_FLAGS,
-        "deepspeed": probes._DEEPSPEED_FLAGS,
+        "torchrun": probes.TORCHRUN_FLAGS,
+        "accelerate": probes.ACCELERATE_FLAGS,
+        "deepspeed": probes.DEEPSPEED_FLAGS,
     }.get(kind, frozenset())
     if Path(argv[0]).name == "accelerate":
         return kind, 2, flags
-    if kind and probes._PYTHON_NAME.fullmatch(Path(argv[0]).name):
+    if kind and probes.PYTHON_NAME.fullmatch(Path(argv[0]).name):
         for i, w in enumerate(argv):
             if w == "-m" and i + 1 < len(argv):
                 return kind, i + 2, flags

@@ -441,7 +441,7 @@ def fill_torch_versions(env: PythonEnv, torch_dirs: Sequence[str]) -> None:
 # -- which interpreter runs a command ------------------------------------------------
 
 SHEBANG_BYTES = 512
-_PYTHON_NAME = re.compile(r"python[0-9.]*")
+PYTHON_NAME = re.compile(r"python[0-9.]*")
 # pip's (distlib's) and uv's form for an interpreter path too long for a shebang line or
 # with a space in it: `#!/bin/sh`, then `'''exec' "/path/bin/python" "$0" "$@"`
 _SH_EXEC = re.compile(r"""'''exec' (?:"([^"]+)"|(\S+)) "\$0" "\$@\"""")
@@ -473,7 +473,7 @@ def script_interpreter(path: str) -> str | None:
     elif name in ("sh", "bash", "dash") and len(lines) > 1:
         m = _SH_EXEC.match(lines[1])
         prog = (m.group(1) or m.group(2)) if m else ""
-    if not _PYTHON_NAME.fullmatch(Path(prog).name):
+    if not PYTHON_NAME.fullmatch(Path(prog).name):
         return None
     if "/" in prog and not os.path.isabs(prog):
         return None  # relative to wherever the script is run from: not known here
@@ -487,7 +487,7 @@ def interpreter_for(argv: Sequence[str], fallback: str, cwd: Path | None = None)
     ``cwd`` is where a relative ``./script`` is found (the run's working directory)."""
     if argv:
         exe = _which(argv[0], cwd)
-        if exe and _PYTHON_NAME.fullmatch(Path(argv[0]).name):
+        if exe and PYTHON_NAME.fullmatch(Path(argv[0]).name):
             return exe
         if exe:
             return script_interpreter(exe) or fallback
@@ -498,17 +498,17 @@ def interpreter_for(argv: Sequence[str], fallback: str, cwd: Path | None = None)
 
 # Options of each launcher that take no value: any other option without '=' takes the
 # next word, so the walk stops at the training script, whose own options are not read.
-_TORCHRUN_FLAGS = frozenset(
+TORCHRUN_FLAGS = frozenset(
     {"standalone", "no_python", "run_path", "module", "m", "use_env", "virtual_local_rank"}
 )
-_ACCELERATE_FLAGS = frozenset(
+ACCELERATE_FLAGS = frozenset(
     {
         "cpu", "multi_gpu", "tpu", "ipex", "use_xpu", "use_deepspeed", "use_fsdp",
         "use_megatron_lm", "same_network", "module", "m", "no_python", "debug", "quiet",
         "q", "downcast_bf16", "enable_cpu_affinity", "tpu_use_cluster", "tpu_use_sudo",
     }
 )  # fmt: skip
-_DEEPSPEED_FLAGS = frozenset(
+DEEPSPEED_FLAGS = frozenset(
     {
         "no_python", "no_local_rank", "no_ssh_check", "no_ssh", "force_multi", "save_pid",
         "elastic_training", "bind_cores_to_rank", "module", "m",
@@ -593,7 +593,7 @@ def _launch(argv: Sequence[str]) -> tuple[str, int | None, int | None]:
         return "", None, None
     prog = Path(argv[0]).name
     kind, words = "", list(argv[1:])
-    if _PYTHON_NAME.fullmatch(prog):
+    if PYTHON_NAME.fullmatch(prog):
         mod = _python_module(argv)
         if mod is None:
             return "", None, None
@@ -610,18 +610,18 @@ def _launch(argv: Sequence[str]) -> tuple[str, int | None, int | None]:
     elif prog == "deepspeed":
         kind = "deepspeed"
     if kind == "torchrun":
-        o = _launcher_options(words, _TORCHRUN_FLAGS)
+        o = _launcher_options(words, TORCHRUN_FLAGS)
         nodes = _count(o.get("nnodes"))
         if nodes is None and "standalone" in o and "nnodes" not in o:
             nodes = 1
         return kind, _count(o.get("nproc_per_node")), nodes
     if kind == "accelerate":
-        o = _launcher_options(words, _ACCELERATE_FLAGS)
+        o = _launcher_options(words, ACCELERATE_FLAGS)
         total, nodes = _count(o.get("num_processes")), _count(o.get("num_machines"))
         per_node = total // nodes if total and nodes and total % nodes == 0 else None
         return kind, per_node, nodes
     if kind == "deepspeed":
-        o = _launcher_options(words, _DEEPSPEED_FLAGS)
+        o = _launcher_options(words, DEEPSPEED_FLAGS)
         return kind, _count(o.get("num_gpus")), _count(o.get("num_nodes"))
     return "", None, None
 
