@@ -260,6 +260,24 @@ class MetricFloor:
                     f" denominator at most {MAX_DENOMINATOR}"
                 )
             step = Fraction(raw[0], raw[1])
+            # the step was found in the replicas' values: their finals are whole multiples
+            # of it (a step widened by hand, which would widen every band, is refused)
+            for v in finals:
+                f = as_fraction(v)
+                if f is None or (f / step).denominator != 1:
+                    raise ValueError(
+                        f"noise floor {name}.step: {raw[0]}/{raw[1]} does not divide the"
+                        f" replicas' final {v!r}"
+                    )
+            # and they differ by it somewhere: K values one step apart at least have a
+            # standard deviation of step / sqrt(K), so a step is at most sqrt(K) times the
+            # largest spread the floor holds
+            spread = max([_mean_sd(finals)[1], *(s.sd for s in steps)])
+            if float(step) > math.sqrt(k) * spread * _STEP_SLACK:
+                raise ValueError(
+                    f"noise floor {name}.step: {raw[0]}/{raw[1]} is wider than the replicas"
+                    f" ever differ (largest sd {spread:.3g})"
+                )
         return cls(name, finals, tail_steps, tail_means, tuple(steps), step)
 
 
