@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from replay_tui.bisect.verdict import BisectResult
     from replay_tui.compare.gaps import Gap
     from replay_tui.compare.verdict import Comparison
+    from replay_tui.ops.compare import AbortedSide
     from replay_tui.replay.drill import DrillItem
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.replay.runner import ReplayEvent
@@ -376,6 +377,9 @@ class ComparisonView:
     comparison_id: int | None
     computed: bool
     """True when computed for this view rather than read from the store."""
+    not_judged: AbortedSide | None = None
+    """The side that is a replay which did not complete: the comparison of its partial
+    outputs is NOT JUDGED (``ops.compare.aborted_side``, the CLI's rule)."""
 
 
 def _comparison_runs(store: RunStore, cid: int) -> tuple[str, str]:
@@ -397,6 +401,7 @@ def load_comparison(
     comparison stored the other way round is not used and the earlier run is not put
     first. Otherwise a computed comparison takes the earlier run as the reference."""
     from replay_tui.compare.stored import comparison_from_dict
+    from replay_tui.ops.compare import aborted_side, compare_manifests, reference_first
 
     body: dict[str, Any] | None = None
     if comparison_id is not None:
@@ -414,29 +419,18 @@ def load_comparison(
             and (other := store.latest_comparison(b_id, a_id)) is not None
         ):
             a, b, body = b, a, other
-    if body is None and not ordered and (a.started_at, a.run_id) > (b.started_at, b.run_id):
-        a, b = b, a  # computed now: the earlier run is the reference
+    if body is None and not ordered:
+        a, b = reference_first(a, b)  # computed now: the earlier run is the reference
     from replay_tui.compare.states import with_states  # a body stored before states
 
     if body is not None:
         shown = with_states(comparison_from_dict(body))
-        return ComparisonView(a, b, shown, comparison_id, computed=False)
-    comparison, cid = compare_and_keep(store, a, b)
-    return ComparisonView(a, b, with_states(comparison), cid, computed=True)
-
-
-def compare_and_keep(store: RunStore, a: RunManifest, b: RunManifest) -> tuple[Comparison, int]:
-    """Compare two runs now and store the comparison, as ``replay-tui compare A B`` does
-    (``compare_and_store``: checkpoints from the object store beside it, the default
-    tolerance, the noise floor that speaks for them; B's verdict set only when B is a
-    replay of A).  Returns it as read back from the store, and its id."""
-    from replay_tui.compare.stored import comparison_from_dict
-    from replay_tui.compare.tolerance import Tolerance
-    from replay_tui.replay.runner import compare_and_store
-
-    verdict_on = "b" if b.replay_of == a.run_id else None
-    _, cmp, cid = compare_and_store(store, a, b, tolerance=Tolerance(), set_verdict_on=verdict_on)
-    return comparison_from_dict(cmp.to_dict()), cid
+        stopped = aborted_side(store, a, b)
+        return ComparisonView(a, b, shown, comparison_id, computed=False, not_judged=stopped)
+    done = compare_manifests(store, a, b)  # stored as ``replay-tui compare A B`` stores it
+    # shown as read back from the store, as a stored one is
+    kept = with_states(comparison_from_dict(done.comparison.to_dict()))
+    return ComparisonView(a, b, kept, done.comparison_id, computed=True, not_judged=done.aborted)
 
 
 # -- replay ---------------------------------------------------------------------------
