@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from replay_tui.capture.launcher import RecordOptions, record  # noqa: E402
+from replay_tui.capture.launcher import record  # noqa: E402
+from replay_tui.capture.options import RecordOptions  # noqa: E402
 from replay_tui.replay.backends.docker.engine import container_recorder  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402
 from replay_tui.replay.runner import replay_run  # noqa: E402

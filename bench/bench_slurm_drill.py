@@ -35,7 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from replay_tui.capture.launcher import RecordOptions, record  # noqa: E402
+from replay_tui.capture.launcher import record  # noqa: E402
+from replay_tui.capture.options import RecordOptions  # noqa: E402
 from replay_tui.replay.backends.docker.engine import container_recorder  # noqa: E402
 from replay_tui.replay.drill import run_drill  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402

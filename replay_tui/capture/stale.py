@@ -86,7 +86,7 @@ def mark_stale(
     and say why in ``refused``.
 
     Returns the stale paths.  ``artifacts`` is changed in place (the entries of
-    ``replay_tui.capture.launcher.artifact_entries``).
+    ``replay_tui.capture.artifacts.artifact_entries``).
     """
     base = base.resolve()
     stale: list[str] = []

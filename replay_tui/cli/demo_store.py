@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_tui.capture.launcher import RecordOptions, record
+from replay_tui.capture.launcher import record
+from replay_tui.capture.options import RecordOptions
 from replay_tui.errors import ReplayTuiError
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent

@@ -129,8 +129,9 @@ def record(
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) and record its full provenance; exit with its exit code."""
-    from replay_tui.capture.launcher import RecordOptions, StoreLater
+    from replay_tui.capture.launcher import StoreLater
     from replay_tui.capture.launcher import record as do_record
+    from replay_tui.capture.options import RecordOptions
     from replay_tui.capture.outputs import parse_size
 
     argv = list(command)

@@ -373,7 +373,7 @@ def _local_artifacts(run: SourceRun, folder: Path) -> list[dict[str, Any]]:
     """Every file under the artifact folder ``folder`` (scanned: no link, regular files
     only), hashed through the door; a sparse one or one over its limit is listed refused
     (a gap); each size comes out of the import's budget."""
-    from replay_tui.capture.launcher import rel_path_ok
+    from replay_tui.capture.artifacts import rel_path_ok
     from replay_tui.door import Refused
 
     rels = sorted(

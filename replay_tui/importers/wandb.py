@@ -523,7 +523,7 @@ def _saved_files(run: SourceRun, rf: RunFolder, saved: Sequence[str]) -> list[di
     and why goes to ``run.refused``.  The code snapshot (``code/``) and W&B's own files
     are not outputs.
     """
-    from replay_tui.capture.launcher import rel_path_ok
+    from replay_tui.capture.artifacts import rel_path_ok
 
     out: list[dict[str, Any]] = []
     for rel in sorted(set(saved)):

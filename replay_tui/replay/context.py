@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from replay_tui.capture.launcher import ExecResult, Executor
+from replay_tui.capture.executor import ExecResult, Executor
 from replay_tui.capture.metrics import MetricSeries
 from replay_tui.capture.outputs import EarlyOutputs
 from replay_tui.capture.probes import PythonEnv

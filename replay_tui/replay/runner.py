@@ -23,17 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.capture import probes, stale
 from replay_tui.capture.argv_config import parse_argv
+from replay_tui.capture.assemble import build_manifest
+from replay_tui.capture.collect import collect_outputs
+from replay_tui.capture.executor import ExecSpec
 from replay_tui.capture.hashing import StatCache, hash_path
-from replay_tui.capture.launcher import (
-    ExecSpec,
-    Outside,
-    build_manifest,
-    collect_outputs,
-    keep_artifacts,
-    keep_run,
-)
+from replay_tui.capture.keep import keep_artifacts, keep_run
 from replay_tui.capture.metrics import MetricRegex
 from replay_tui.capture.outputs import EarlyOutputs, OutputBudget
+from replay_tui.capture.outside import Outside
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay import debris

@@ -21,14 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.launcher import (
-    SEQUENTIAL_ENV,
-    TIMINGS_ENV,
-    RecordOptions,
-    artifact_entries,
-    record,
-)
+from replay_tui.capture.artifacts import artifact_entries
+from replay_tui.capture.launcher import SEQUENTIAL_ENV, record
+from replay_tui.capture.options import RecordOptions
 from replay_tui.capture.outputs import EarlyOutputs, _Reach
+from replay_tui.capture.timing import TIMINGS_ENV
 from replay_tui.checkpoints.digest import tensor_digest
 from storage.objects import ObjectStore
 from storage.store import RunStore

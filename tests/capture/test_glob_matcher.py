@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replay_tui.capture import stale
-from replay_tui.capture.launcher import artifact_entries
+from replay_tui.capture.artifacts import artifact_entries
 from replay_tui.capture.outputs import EarlyOutputs, _Reach
 from replay_tui.door import glob_match, glob_parts, glob_under
 from storage.objects import ObjectStore

@@ -44,11 +44,9 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from replay_tui.capture.launcher import (
-    SEQUENTIAL_ENV,
-    TIMINGS_ENV,
-    artifact_entries,
-)
+from replay_tui.capture.artifacts import artifact_entries
+from replay_tui.capture.launcher import SEQUENTIAL_ENV
+from replay_tui.capture.timing import TIMINGS_ENV
 from replay_tui.checkpoints.digest import tensor_digest
 from replay_tui.checkpoints.digest import tensor_digest_torch_free as _digest_without_torch
 from replay_tui.checkpoints.formats import CheckpointError
@@ -564,7 +562,8 @@ def stored_artifacts(store: Path, run_id: str) -> list[Any]:
 
 
 def _record_in_process(tmp_path: Path, argv: list[str], **opts: Any) -> Any:
-    from replay_tui.capture.launcher import RecordOptions, record
+    from replay_tui.capture.launcher import record
+    from replay_tui.capture.options import RecordOptions
 
     with RunStore(tmp_path / "store" / "runs.db") as store:
         return record(RecordOptions(argv=argv, cwd=tmp_path, **opts), store)

@@ -49,7 +49,7 @@ def test_a_cancel_kills_the_container_at_once(
 ) -> None:
     """Cancelling stops the run now (SIGKILL), not after a grace period: the command, which
     handles SIGTERM the way a training loop that saves on SIGTERM does, never sees one."""
-    from replay_tui.capture.launcher import ExecSpec
+    from replay_tui.capture.executor import ExecSpec
     from replay_tui.replay.backends.docker.engine import DockerExecutor
 
     script = (
@@ -89,7 +89,7 @@ def test_ctrl_c_stops_the_container_and_the_replay_goes_on(
     import os
     import signal
 
-    from replay_tui.capture.launcher import ExecSpec
+    from replay_tui.capture.executor import ExecSpec
     from replay_tui.replay.backends.docker.engine import DockerExecutor
 
     script = (

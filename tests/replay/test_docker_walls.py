@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.launcher import ExecSpec
+from replay_tui.capture.executor import ExecSpec
 from replay_tui.replay.backends.docker import engine as dk
 from replay_tui.replay.backends.docker import walls as w
 from storage.manifest import ReplayInfo, SandboxInfo, canonical_json

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.launcher import ExecSpec
+from replay_tui.capture.executor import ExecSpec
 from replay_tui.errors import BadInput
 from replay_tui.replay.backends import declared_options
 from replay_tui.replay.backends.docker import engine as dk

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.launcher import ExecSpec
+from replay_tui.capture.executor import ExecSpec
 from replay_tui.errors import BadInput, InfraError
 from replay_tui.replay.backends.docker import engine as dk
 from replay_tui.replay.backends.slurm.engine import (

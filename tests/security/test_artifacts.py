@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.launcher import artifact_entries, read_inside
+from replay_tui.capture.artifacts import artifact_entries
+from replay_tui.capture.handoff import read_inside
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.support.training import make_repo, replay_tui

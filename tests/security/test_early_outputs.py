@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.launcher import artifact_entries
+from replay_tui.capture.artifacts import artifact_entries
 from replay_tui.capture.outputs import EarlyOutputs
 from storage.objects import ObjectStore
 from tests.support.waiting import wait_until

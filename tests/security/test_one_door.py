@@ -71,21 +71,22 @@ ALLOWED: dict[tuple[str, str], str] = {
         "runs inside the user's program: creates (O_EXCL) its own small JSON file in the"
         " folder the tool named; nothing read"
     ),
-    # -- the launcher: its own log, and the folders the user named
-    ("replay_tui.capture.launcher", "_pump"): "writes the run's log file the tool made",
-    ("replay_tui.capture.launcher", "_log_tail"): "reads back the log file the tool wrote",
-    ("replay_tui.capture.launcher", "collect_outputs"): (
+    # -- the launcher's parts (executor, outside, collect, artifacts, keep): its own log,
+    #    and the folders the user named
+    ("replay_tui.capture.executor", "_pump"): "writes the run's log file the tool made",
+    ("replay_tui.capture.collect", "_log_tail"): "reads back the log file the tool wrote",
+    ("replay_tui.capture.collect", "collect_outputs"): (
         "reads back the log file the tool wrote (the metrics file goes through the door)"
     ),
-    ("replay_tui.capture.launcher", "parse_data_arg"): "a --data path the user typed",
-    ("replay_tui.capture.launcher", "probe_outside"): "the working folder the user named",
-    ("replay_tui.capture.launcher", "artifact_entries"): (
+    ("replay_tui.capture.outside", "parse_data_arg"): "a --data path the user typed",
+    ("replay_tui.capture.outside", "probe_outside"): "the working folder the user named",
+    ("replay_tui.capture.artifacts", "artifact_entries"): (
         "resolves the run's working folder (the root); members are opened O_NOFOLLOW"
     ),
-    ("replay_tui.capture.launcher", "keep_artifacts"): (
+    ("replay_tui.capture.keep", "keep_artifacts"): (
         "resolves the run's working folder (the root); members are opened O_NOFOLLOW"
     ),
-    ("replay_tui.capture.launcher", "_unsafe_member"): (
+    ("replay_tui.capture.artifacts", "unsafe_member"): (
         "readlink of a link it refuses, for the message only: the link is never followed"
     ),
     ("replay_tui.capture.stale", "snapshot"): "resolves the run's working folder (the root)",

@@ -314,7 +314,7 @@ def apply_findings(
     started_at: str | None,
 ) -> None:
     """Fold what the framework files said into the manifest's ``data`` (as
-    ``launcher.build_manifest`` built it): metrics the SDK and the launcher's flags did
+    ``assemble.build_manifest`` built it): metrics the SDK and the launcher's flags did
     not give (``reported``, which the outputs were built from), each metric's source,
     the files that gave nothing, the framework's config beside the command line's (the
     SDK's own config wins), the seed the program set and its determinism switches (the

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from replay_tui.errors import InfraError
 
 if TYPE_CHECKING:
-    from replay_tui.capture.launcher import ExecResult, ExecSpec, OnLine, ShouldCancel
+    from replay_tui.capture.executor import ExecResult, ExecSpec, OnLine, ShouldCancel
     from replay_tui.replay.backends.docker.engine import Mount, Sandbox
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -426,7 +426,7 @@ class RuntimeExecutor:
         )
 
     def run(self, spec: ExecSpec, on_line: OnLine, should_cancel: ShouldCancel) -> ExecResult:
-        from replay_tui.capture.launcher import ExecResult
+        from replay_tui.capture.executor import ExecResult
         from storage.ledger import utc_now
 
         if self.walls is not None:

@@ -16,7 +16,7 @@ from replay_tui.replay.backends import Backend
 
 if TYPE_CHECKING:
     from replay_tui.capture import probes
-    from replay_tui.capture.launcher import Executor
+    from replay_tui.capture.executor import Executor
     from replay_tui.replay.backends.docker.engine import Mount, Sandbox
     from replay_tui.replay.context import Prepared, ReplayContext
     from replay_tui.replay.plan import ReplayPlan

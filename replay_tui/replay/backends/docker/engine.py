@@ -22,13 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.capture import probes
-from replay_tui.capture.launcher import (
-    ExecResult,
-    ExecSpec,
-    OnLine,
-    RecordOptions,
-    ShouldCancel,
-)
+from replay_tui.capture.executor import ExecResult, ExecSpec, OnLine, ShouldCancel
+from replay_tui.capture.options import RecordOptions
 from replay_tui.errors import BadInput, InfraError
 from storage.ledger import utc_now
 
@@ -543,7 +538,7 @@ def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecu
             "write outputs into a folder and name it, e.g. --artifact 'out/*'",
         )
     mounts = [Mount(str(root), CONTAINER_ROOT, True), *git_masks(root, CONTAINER_ROOT)]
-    from replay_tui.capture.launcher import capture_info
+    from replay_tui.capture.options import capture_info
 
     for d in capture_info(opts)["output_dirs"]:
         if ".git" in Path(d).parts or (cwd / d).is_symlink():

@@ -26,7 +26,7 @@ class LocalBackend(Backend):
     summary = "this host, no sandbox"  # nothing pinned: Backend's defaults
 
     def prepare(self, ctx: ReplayContext) -> Prepared:
-        from replay_tui.capture.launcher import LocalExecutor
+        from replay_tui.capture.executor import LocalExecutor
         from replay_tui.replay.context import Prepared
 
         exe, notes = recorded_interpreter(ctx.plan.original, ctx.plan.argv)

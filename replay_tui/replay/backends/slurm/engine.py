@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.capture import probes
-from replay_tui.capture.launcher import ExecResult, ExecSpec, OnLine, ShouldCancel
+from replay_tui.capture.executor import ExecResult, ExecSpec, OnLine, ShouldCancel
 from replay_tui.errors import BadInput, InfraError
 from replay_tui.replay.backends.docker.engine import PROBE, SDK_DIR, SDK_MOUNT
 from replay_tui.replay.backends.runtime import ImageIdentity
