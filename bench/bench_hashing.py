@@ -3,15 +3,13 @@
 (a) ``sha256_file`` on one big file against ``openssl dgst -sha256`` (and coreutils
 ``sha256sum``, for information), warm page cache, best of N, runs interleaved so load
 from elsewhere hits every tool alike. (b) A dataset of many small files (1-64 KiB)
-hashed by ``hash_path`` in parallel against serial (``workers=1``); the same parallel
-hash with ``concurrent.futures.ProcessPoolExecutor`` (fork context) in place of the
-forked children of ``capture/hash_pool.py`` (``futures_vs_pool``: the median over rounds
-of its time over the pool's in the same round, the figure that keeps the pool) and
-batched threads are timed too, for information, and so is the floor: SHA-256 of the same bytes from
-memory plus the five calls per file, on each of two cores, with what ``_digest_file``
-costs per file and how the parallel hash's CPU splits between this process and its
-children. (c) Re-verifying the
-unchanged dataset through a ``StatCache`` against a full parallel hash. Prints one JSON
+hashed by ``hash_path`` in parallel (forked workers, ``capture/hash_pool.py``) against
+serial (``workers=1``: ``speedup``, and ``speedup_paired``, the median over rounds of
+serial's time over parallel's in the same round); batched threads are timed too, for
+information, and so is the floor: SHA-256 of the same bytes from memory plus the five
+calls per file, on each of two cores, with what ``_digest_file`` costs per file and how
+the parallel hash's CPU splits between this process and its workers. (c) Re-verifying
+the unchanged dataset through a ``StatCache`` against a full parallel hash. Prints one JSON
 object on stdout.
 
     python bench/bench_hashing.py [--dir DIR] [--size-mib 1024] [--files 20000] [--repeat 3]
@@ -32,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,20 +171,11 @@ def bench_tree(workdir: Path, files: int, repeat: int) -> tuple[dict[str, Any], 
         with mock.patch.object(hash_pool, "fork_is_safe", lambda: False):
             digests["threads"] = hash_path(root)
 
-    def futures() -> None:
-        with mock.patch.object(hash_pool, "run_children", run_children_futures):
-            digests["futures"] = hash_path(root)
-
     hash_path(root, workers=1)  # warm the page cache
     strategy = hashing._choose_strategy(files, total, hashing._worker_count(None))
-    _log(f"(b) timing serial, parallel ({strategy}), futures, batched threads, best of {repeat}")
+    _log(f"(b) timing serial, parallel ({strategy}), batched threads, best of {repeat}")
     best = _best_of(
-        {
-            "serial": run("serial", workers=1),
-            "parallel": run("parallel"),
-            "futures": futures,
-            "threads": threads,
-        },
+        {"serial": run("serial", workers=1), "parallel": run("parallel"), "threads": threads},
         repeat,
     )
     if len({d.sha256 for d in digests.values()}) != 1:
@@ -209,59 +197,9 @@ def bench_tree(workdir: Path, files: int, repeat: int) -> tuple[dict[str, Any], 
     result.update(_parent_share(root, repeat))
     result["speedup"] = round(best["serial"] / best["parallel"], 3)
     result["threads_speedup_info"] = round(best["serial"] / best["threads"], 3)
-    result["futures_vs_pool"] = round(_paired_ratio("futures", "parallel"), 3)
-    result["futures_vs_pool_of_bests_info"] = round(best["futures"] / best["parallel"], 3)
-    result["futures_vs_pool_cpu_info"] = round(CPU_SECONDS["futures"] / CPU_SECONDS["parallel"], 3)
+    result["speedup_paired"] = round(1 / _paired_ratio("parallel", "serial"), 3)
     result.update(_tree_floor(root, total, files, repeat))
     return result, root, best["parallel"]
-
-
-def _futures_chunk(paths: list[bytes]) -> tuple[bytes, bytes]:
-    """One task of the executor, in a forked worker: raw digests and stat keys of a chunk."""
-    digests = []
-    keys = array("q")
-    for path in paths:
-        digest, key = hashing._digest_file(path)
-        digests.append(digest)
-        keys.extend(key)
-    return b"".join(digests), keys.tobytes()
-
-
-def run_children_futures(
-    workers: int,
-    take: Callable[[], hash_pool.Chunk | None],
-    more: Callable[[], bool] | None,
-    on_digests: hash_pool.OnDigests,
-    digest_file: hash_pool.DigestFile,
-) -> None:
-    """``hash_pool.run_children`` done by ``ProcessPoolExecutor`` (fork context): the
-    maintained mechanism the pool is measured against. The same plan: ``workers``
-    processes, two chunks ahead of each, the walk (``more``) going on between answers."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-
-    del digest_file  # the worker calls hashing._digest_file itself (pickled by name)
-    pending: dict[Future[tuple[bytes, bytes]], int] = {}
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        try:
-            walking = more is not None
-            while True:
-                while len(pending) < 2 * workers and (task := take()) is not None:
-                    pending[pool.submit(_futures_chunk, task[1])] = task[0]
-                if not pending and not walking:
-                    return
-                done, _ = wait(
-                    pending, timeout=0.0 if walking else None, return_when=FIRST_COMPLETED
-                )
-                for future in done:
-                    raw, keys = future.result()
-                    on_digests(pending.pop(future), raw, memoryview(keys).cast("q"))
-                if walking and more is not None:
-                    walking = more()
-        finally:
-            for future in pending:
-                future.cancel()
 
 
 def _parent_share(root: Path, repeat: int) -> dict[str, Any]:

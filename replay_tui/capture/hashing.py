@@ -3,6 +3,8 @@
 A file's digest is plain SHA-256 of its bytes (what ``sha256sum`` prints). A folder's
 digest is a *tree hash*: SHA-256 of a canonical listing described in :func:`hash_path`.
 Everything is stdlib; hashing uses the SHA instructions through ``hashlib`` (OpenSSL).
+Many small files are hashed in forked workers (:mod:`replay_tui.capture.hash_pool`), a
+few big ones in threads; ``docs/speed.md`` lists each such choice with its measurement.
 """
 
 from __future__ import annotations

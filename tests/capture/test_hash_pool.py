@@ -1,6 +1,7 @@
-"""The parallel paths of tree hashing, on real files: the forked children of
-``capture/hash_pool.py`` (fed while the walk goes on, or from a list), batched threads,
-how errors and dead children end a hash, and that no child outlives it."""
+"""The parallel paths of tree hashing, on real files: the forked workers of
+``capture/hash_pool.py`` (a ``ProcessPoolExecutor`` fed while the walk goes on, or from a
+list), batched threads, how errors and dead workers end a hash, and that no worker
+outlives it."""
 
 from __future__ import annotations
 
