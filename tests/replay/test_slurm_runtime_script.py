@@ -169,7 +169,7 @@ def test_which_runtime_the_nodes_have_is_read_and_chosen_in_order(tmp_path: Path
     check = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
     assert check.returncode == 0, check.stderr
     assert "{{.Server.Version}}" in script  # docker counts only when its engine answers
-    found = read_runtimes(b"apptainer 1.4.5\npodman 4.3.1\nenroot 3.4\n")
+    found = read_runtimes(b"apptainer apptainer version 1.4.5\npodman 4.3.1\nenroot 3.4\n")
     assert found == {"apptainer": "1.4.5", "podman": "4.3.1"}
     assert choose(found) == "podman"
     assert choose({**found, "docker": "24.0"}) == "docker"  # the engine first, as before

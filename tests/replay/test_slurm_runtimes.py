@@ -27,6 +27,7 @@ from replay_tui.replay.backends.apptainer.runtime import (
     ApptainerRuntime,
     sif_name,
 )
+from replay_tui.replay.backends.slurm.runtimes import read_runtimes
 from storage.store import RunStore
 from tests.replay.test_slurm import job_of, verify_store, wait_for_sacct
 from tests.support.runtimes import push_other_image, train_image
@@ -112,9 +113,9 @@ def test_the_recorded_run_replays_identical_as_a_slurm_job_with_each_runtime(
     if runtime == "docker":
         # chosen from what the probe job found on the node, its answer kept beside the store
         (kept,) = (store.parent / "image-probes").glob("slurm-runtimes-*.json")
-        found = json.loads(kept.read_text())["runtimes"].splitlines()
-        assert [f.split()[0] for f in found] == ["docker", "podman", "apptainer"], found
-        assert "podman 4.3.1" in found and "apptainer 1.4.5" in found
+        found = read_runtimes(json.loads(kept.read_text())["runtimes"].encode())
+        assert list(found) == ["docker", "podman", "apptainer"], found
+        assert (found["podman"], found["apptainer"]) == ("4.3.1", "1.4.5")
         assert rt is None  # the docker job's manifests as before
         assert m.image is not None and m.image.image_id == original.image.image_id
     elif runtime == "podman":

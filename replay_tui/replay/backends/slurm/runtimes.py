@@ -467,8 +467,9 @@ def read_runtimes(body: bytes) -> dict[str, str]:
     found: dict[str, str] = {}
     for line in body.decode("utf-8", "replace").splitlines()[:16]:
         name, _, version = line.partition(" ")
+        version = version.strip().removeprefix(f"{name} version ")  # apptainer --version
         if name in RUNTIMES and version.isprintable() and name not in found:
-            found[name] = version.strip()[:80]
+            found[name] = version[:80]
     return found
 
 
