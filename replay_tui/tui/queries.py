@@ -9,7 +9,7 @@ read-only SQL over the store's tables, kept here in one place.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from replay_tui.compare.gaps import Gap
     from replay_tui.compare.verdict import Comparison
     from replay_tui.ops.compare import AbortedSide
+    from replay_tui.ops.judgement import Judgement
+    from replay_tui.ops.replay import ReplayDone
     from replay_tui.replay.drill import DrillItem
-    from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.replay.runner import ReplayEvent
     from storage.manifest import RunManifest
 
 __all__ = ["REPRODUCED", "VERDICTS"]
@@ -448,11 +448,37 @@ class ReplayResult:
 
 @dataclass(frozen=True)
 class ReplaySummary:
+    """What the replay screen shows of a finished replay (``ops.replay.ReplayDone``)."""
+
     original_id: str
     results: list[ReplayResult]
     exit_code: int
     cancelled: bool
-    text: str
+    text: str = ""
+    """Unused by the screen (an outcome carries no text); kept for callers that still
+    build a summary with it."""
+    judgement: Judgement | None = None
+    """REPRODUCED, NOT_REPRODUCED or NOT_JUDGED (``ops.judgement``)."""
+
+    @classmethod
+    def of(cls, done: ReplayDone) -> ReplaySummary:
+        """The screen's view of a replay's outcome."""
+        return cls(
+            original_id=done.original_id,
+            results=[
+                ReplayResult(
+                    replay_run=a.replay_run,
+                    verdict=a.verdict,
+                    reason=a.reason,
+                    comparison_id=a.comparison_id,
+                    status=a.status,
+                )
+                for a in done.attempts
+            ],
+            exit_code=done.exit_code,
+            cancelled=done.stopped,
+            judgement=done.judgement,
+        )
 
     @property
     def last_comparison(self) -> int | None:
@@ -460,43 +486,6 @@ class ReplaySummary:
             if r.comparison_id is not None:
                 return r.comparison_id
         return None
-
-
-def replay(
-    store: RunStore,
-    run_id: str,
-    options: ReplayOptions,
-    *,
-    times: int | None,
-    on_event: Callable[[ReplayEvent], None],
-    should_cancel: Callable[[], bool],
-) -> ReplaySummary:
-    """Replay ``run_id`` (``times`` replicas; None: the adaptive rule of ``replay_many``)
-    and sum up what happened."""
-    from replay_tui.replay.series import replay_many
-
-    report = replay_many(
-        store, run_id, options, times=times, on_event=on_event, should_cancel=should_cancel
-    )
-    results = [
-        ReplayResult(
-            replay_run=o.replay.run_id if o.replay else None,
-            verdict=o.verdict,
-            reason=o.reason,
-            comparison_id=o.comparison_id,  # carried by the outcome: no re-query
-            status=o.status,
-        )
-        for o in report.outcomes
-    ]
-    return ReplaySummary(
-        original_id=report.original_id,
-        results=results,
-        exit_code=report.exit_code,
-        # cancelled: a replay was stopped (one that finished while the cancel arrived is not)
-        cancelled=any(r.status in ("cancelled", "interrupted") for r in results)
-        or (should_cancel() and len(results) < (times or 1)),
-        text=report.text(),
-    )
 
 
 # -- dashboard ------------------------------------------------------------------------

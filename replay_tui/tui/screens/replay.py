@@ -1,6 +1,7 @@
 """Replay a run: choose the backend and options, watch the stages and the live log, cancel.
 
-The replay runs in a thread worker that calls ``replay_many`` with an ``on_event``
+The replay runs in a thread worker that calls the replay use case
+(``ops.replay.replay_and_judge``) with an ``on_event``
 callback posting each event as a message, and a ``should_cancel`` that reads a
 ``threading.Event`` set by the cancel key (or by leaving the screen).  When the replay
 ends the comparison opens on top of this screen.
@@ -21,10 +22,11 @@ from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Header, Input, Log, Select, Static
 from textual.worker import get_current_worker
 
+from replay_tui.ops.replay import replay_and_judge
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.tui.messages import OpenComparison, ReplayFinished, ReplayProgress
-from replay_tui.tui.queries import ReplaySummary, open_store, replay
+from replay_tui.tui.queries import ReplaySummary, open_store
 from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
 from replay_tui.tui.screens.drill import FoldingLog
 from replay_tui.tui.screens.keys import VIM_BINDINGS, ScrollKeys
@@ -181,7 +183,7 @@ class ReplayScreen(ScrollKeys, WorkScreen):
             self.post_message(ReplayProgress(event))
 
         with open_store(self.store_path) as store:
-            summary = replay(
+            done = replay_and_judge(
                 store,
                 self.run_id,
                 options,
@@ -189,7 +191,7 @@ class ReplayScreen(ScrollKeys, WorkScreen):
                 on_event=on_event,
                 should_cancel=should_cancel,
             )
-        self.post_message(ReplayFinished(summary))
+        self.post_message(ReplayFinished(ReplaySummary.of(done)))
 
     # -- progress --------------------------------------------------------------------
 
@@ -241,6 +243,8 @@ class ReplayScreen(ScrollKeys, WorkScreen):
             else:  # an aborted replay: its partial outputs' verdict does not count
                 t.append_text(palette.verdict(r.status.upper().replace("_", " ")))
                 t.append(" not counted", style=palette.muted)
+        if s.judgement == "NOT_JUDGED":  # ops.judgement: aborted, or no floor to judge by
+            t.append(f" · not judged (exit {s.exit_code})", style=palette.muted)
         if s.results and s.results[-1].replay_run:
             t.append(f"  replay run {short(s.results[-1].replay_run, 13)}", style=palette.muted)
         if s.last_comparison is not None:
