@@ -390,9 +390,10 @@ def test_pair_rule(code: str) -> None:
 
 
 def _codes_in_source() -> set[str]:
-    source = Path(replay_tui.compare.gaps.__file__).read_text(encoding="utf-8")
+    package = Path(replay_tui.compare.gaps.__file__).parent
+    trees = [ast.parse(f.read_text(encoding="utf-8")) for f in sorted(package.glob("*.py"))]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in (n for tree in trees for n in ast.walk(tree)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Gap" and node.args:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
