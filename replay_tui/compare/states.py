@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final, Literal
 if TYPE_CHECKING:
     from replay_tui.compare.artifacts import ArtifactDiff
     from replay_tui.compare.metrics import MetricDiff
-    from replay_tui.compare.noise_rule import EndpointResult, NoiseJudgement
+    from replay_tui.compare.noise_results import EndpointResult, NoiseJudgement
     from replay_tui.compare.tensors import TensorDiff
     from replay_tui.compare.verdict import Comparison
 

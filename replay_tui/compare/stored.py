@@ -24,7 +24,7 @@ from replay_tui.compare.environment import EnvironmentDiff, EnvRow, PackagesDiff
 from replay_tui.compare.floor import FloorRef
 from replay_tui.compare.gaps import Gap
 from replay_tui.compare.metrics import MetricDiff
-from replay_tui.compare.noise_rule import NoiseJudgement
+from replay_tui.compare.noise_results import NoiseJudgement
 from replay_tui.compare.tensors import CheckpointDiff, TensorDiff
 from replay_tui.compare.verdict import Comparison
 from storage.records import GapCounts

@@ -48,7 +48,7 @@ from storage.records import GapCounts
 
 if TYPE_CHECKING:
     from replay_tui.compare.floor import FloorRef, NoiseContext
-    from replay_tui.compare.noise_rule import NoiseJudgement
+    from replay_tui.compare.noise_results import NoiseJudgement
     from replay_tui.compare.tensors import TensorDiff
 
 __all__ = [

@@ -610,7 +610,8 @@ def _floored_words(name: str, cmp: Comparison | None) -> str | None:
     """Where a half-width of ``name`` was raised to the numerical floor, that in words."""
     if cmp is None or cmp.noise is None:
         return None
-    from replay_tui.compare.noise_rule import NoiseParams, floored_words
+    from replay_tui.compare.noise_params import NoiseParams
+    from replay_tui.compare.noise_rule import floored_words
 
     params = NoiseParams(alpha=cmp.alpha)
     for e in cmp.noise.endpoints:

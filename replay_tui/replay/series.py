@@ -27,7 +27,7 @@ from replay_tui.compare.floor import (
     measure_floor,
     unrelated_gap,
 )
-from replay_tui.compare.noise_rule import NoiseFloor
+from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.replay.fanout import fans_out
 from replay_tui.replay.plan import ReplayOptions

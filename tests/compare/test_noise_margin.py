@@ -14,14 +14,10 @@ from typing import Any
 
 import pytest
 
-from replay_tui.compare.noise_rule import (
-    NoiseFloor,
-    NoiseJudgement,
-    NoiseParams,
-    claims,
-    judge,
-    short_claims,
-)
+from replay_tui.compare.noise_floor_model import NoiseFloor
+from replay_tui.compare.noise_params import NoiseParams
+from replay_tui.compare.noise_results import NoiseJudgement
+from replay_tui.compare.noise_rule import claims, judge, short_claims
 from replay_tui.compare.stats import as_fraction, grid_step, t_sf, tost_p
 from replay_tui.compare.tolerance import Tolerance, ToleranceError, parse_margin
 

@@ -18,14 +18,12 @@ from typing import Any
 
 import pytest
 
-from replay_tui.compare.noise_rule import (
-    NoiseFloor,
-    NoiseJudgement,
-    NoiseParams,
-    judge,
-    self_check,
-    student_t_ppf,
-)
+from replay_tui.compare.noise_floor_model import NoiseFloor
+from replay_tui.compare.noise_params import NoiseParams
+from replay_tui.compare.noise_results import NoiseJudgement
+from replay_tui.compare.noise_rule import judge
+from replay_tui.compare.noise_self_check import self_check
+from replay_tui.compare.stats import student_t_ppf
 
 FINALS = [{"loss": 1.5314}, {"loss": 1.5330}, {"loss": 1.5340}]
 NO_HISTORY: list[dict[str, Any]] = [{}, {}, {}]

@@ -17,7 +17,9 @@ from replay_tui.compare.floor import (
     self_check_from_json,
     stored_floor,
 )
-from replay_tui.compare.noise_rule import NoiseFloor, NoiseParams, SelfCheck, self_check
+from replay_tui.compare.noise_floor_model import NoiseFloor
+from replay_tui.compare.noise_params import NoiseParams
+from replay_tui.compare.noise_self_check import SelfCheck, self_check
 from replay_tui.compare.stored import comparison_from_dict
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.compare.verdict import compare_runs

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.compare.floor import FloorRecord, NoiseContext, Spread, StoredFloor
-from replay_tui.compare.noise_rule import NoiseFloor, NoiseParams, self_check
+from replay_tui.compare.noise_floor_model import NoiseFloor
+from replay_tui.compare.noise_params import NoiseParams
+from replay_tui.compare.noise_self_check import self_check
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.compare.verdict import compare_runs
 from storage import ledger

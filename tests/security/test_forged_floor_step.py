@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from replay_tui.compare.floor import FloorRecord, NoiseFloorFact
-from replay_tui.compare.noise_rule import NoiseFloor
+from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.tolerance import Tolerance
 
 HISTORIES: list[dict[str, Any]] = [

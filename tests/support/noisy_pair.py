@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.compare.floor import FloorRecord
-from replay_tui.compare.noise_rule import NoiseFloor
+from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data

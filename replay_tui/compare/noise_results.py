@@ -1,0 +1,561 @@
+"""What judging a candidate against a noise floor gives (``compare.noise_rule.judge``):
+the endpoint tests, the per-step bands, the weights diagnostic, the too-wide margins, the
+equivalence claim (TOST), the sensitivity of a WITHIN_NOISE, and the judgement holding
+them.  Frozen dataclasses with ``to_dict`` (strict JSON: ``inf`` and ``nan`` become
+strings) and ``from_dict``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+
+from replay_tui.compare.metrics import json_float
+from replay_tui.compare.noise_json import (
+    read_choice,
+    read_float,
+    read_int,
+    read_list,
+    read_opt_float,
+    read_optional,
+    read_str,
+)
+from replay_tui.compare.noise_params import pct
+
+JudgementStatus = Literal["WITHIN_NOISE", "OUTSIDE_NOISE", "INCOMPLETE", "NO_METRICS"]
+"""WITHIN_NOISE: every endpoint within the replicas' prediction interval (reproduced within
+this run's noise; not bit-identical).  OUTSIDE_NOISE: at least one endpoint outside (or not
+finite).  INCOMPLETE: none outside, but the candidate lacks an endpoint the replicas have.
+NO_METRICS: the replicas have no metric to judge by."""
+_JUDGEMENT_STATUSES: Final = ("WITHIN_NOISE", "OUTSIDE_NOISE", "INCOMPLETE", "NO_METRICS")
+
+EndpointKind = Literal["final", "tail_mean"]
+EndpointStatus = Literal["ok", "outside", "missing", "not_finite"]
+BandStatus = Literal["inside", "leaves_band", "no_overlap"]
+WeightsStatus = Literal["measured", "not_measured"]
+
+
+@dataclass(frozen=True)
+class EndpointResult:
+    """One endpoint test of one metric."""
+
+    metric: str
+    endpoint: EndpointKind
+    status: EndpointStatus
+    value: float | None
+    """The candidate's value (None: it has none)."""
+    mean: float
+    sd: float
+    half_width: float
+    """Of the prediction interval, after the floor."""
+    floored: bool
+    """The floor, not the replicas' spread, set the half-width."""
+    ratio: float | None
+    """``|value - mean| / half_width``: <= 1 inside (None without a finite value)."""
+    state: str | None = None
+    """The item state (``compare.states``: within_noise, outside_noise, missing) the
+    comparison gave it; None in a body stored before states existed."""
+    step: float | None = None
+    """One step of the metric's resolution at this endpoint (the final: the step; the
+    tail mean over n points: step / n), the least the half-width may be; None: the
+    metric moves in no detected step."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def by_step(self) -> bool:
+        """One step of the metric's resolution, not its spread or the floor, set the
+        half-width."""
+        return self.step is not None and self.step >= self.half_width
+
+    @property
+    def relative_width(self) -> float | None:
+        """``half_width / |mean|``: the smallest change this endpoint could see, as a share
+        of the value (None when the mean is 0)."""
+        return self.half_width / abs(self.mean) if self.mean != 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return (
+            {
+                "metric": self.metric,
+                "endpoint": self.endpoint,
+                "status": self.status,
+                "ok": self.ok,
+                "value": json_float(self.value),
+                "mean": self.mean,
+                "sd": self.sd,
+                "half_width": self.half_width,
+                "floored": self.floored,
+                "ratio": json_float(self.ratio),
+            }
+            | ({"step": self.step} if self.step is not None else {})
+            | ({"state": self.state} if self.state is not None else {})
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EndpointResult:
+        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
+        status = read_choice(d.get("status"), ("ok", "outside", "missing", "not_finite"), "status")
+        return cls(
+            read_str(d, "metric"),
+            cast(EndpointKind, endpoint),
+            cast(EndpointStatus, status),
+            read_opt_float(d.get("value"), "value"),
+            read_float(d.get("mean"), "mean"),
+            read_float(d.get("sd"), "sd"),
+            read_float(d.get("half_width"), "half_width"),
+            bool(d.get("floored")),
+            read_opt_float(d.get("ratio"), "ratio"),
+            d["state"] if isinstance(d.get("state"), str) else None,
+            read_opt_float(d.get("step"), "step"),
+        )
+
+
+@dataclass(frozen=True)
+class BandPoint:
+    """The band at one step every replica logged, and the candidate's value there."""
+
+    step: int
+    mean: float
+    lo: float
+    hi: float
+    value: float | None
+
+    @property
+    def out(self) -> bool:
+        """The candidate logged this step and its value is outside ``[lo, hi]``."""
+        return self.value is not None and not self.lo <= self.value <= self.hi
+
+
+@dataclass(frozen=True)
+class MetricBand:
+    """The per-step band of one metric (a diagnostic: where a divergence starts)."""
+
+    metric: str
+    status: BandStatus
+    t: float
+    """The per-step t quantile, ``t(1 - alpha / 2, K - 1)``."""
+    leaves_band_at: int | None
+    """The first step of the first ``exit_run`` consecutive compared points out."""
+    points_compared: int
+    points_out: int
+    points: tuple[BandPoint, ...]
+
+    @property
+    def exit_point(self) -> BandPoint | None:
+        for p in self.points:
+            if p.step == self.leaves_band_at:
+                return p
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "status": self.status,
+            "t": self.t,
+            "leaves_band_at": self.leaves_band_at,
+            "points_compared": self.points_compared,
+            "points_out": self.points_out,
+            "point_fields": ["step", "mean", "lo", "hi", "value"],
+            "points": [[p.step, p.mean, p.lo, p.hi, json_float(p.value)] for p in self.points],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MetricBand:
+        status = read_choice(d.get("status"), ("inside", "leaves_band", "no_overlap"), "status")
+        points = []
+        for row in read_list(d, "points"):
+            if not isinstance(row, list | tuple) or len(row) != 5:
+                raise ValueError("band points: each is [step, mean, lo, hi, value]")
+            points.append(
+                BandPoint(
+                    read_int(row[0], "step"),
+                    read_float(row[1], "mean"),
+                    read_float(row[2], "lo"),
+                    read_float(row[3], "hi"),
+                    read_opt_float(row[4], "value"),
+                )
+            )
+        at = d.get("leaves_band_at")
+        return cls(
+            read_str(d, "metric"),
+            cast(BandStatus, status),
+            read_float(d.get("t"), "t"),
+            None if at is None else read_int(at, "leaves_band_at"),
+            read_int(d.get("points_compared"), "points_compared"),
+            read_int(d.get("points_out"), "points_out"),
+            tuple(points),
+        )
+
+
+@dataclass(frozen=True)
+class WeightsDiagnostic:
+    """Median candidate-to-replica weight distance over the median replica-to-replica one
+    (about 1 for a true reproduction).  A diagnostic, never part of pass/fail."""
+
+    status: WeightsStatus
+    ratio: float | None
+    candidate_median: float | None
+    replica_median: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "ratio": json_float(self.ratio),
+            "candidate_median": json_float(self.candidate_median),
+            "replica_median": json_float(self.replica_median),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WeightsDiagnostic:
+        status = read_choice(d.get("status"), ("measured", "not_measured"), "status")
+        return cls(
+            cast(WeightsStatus, status),
+            read_opt_float(d.get("ratio"), "ratio"),
+            read_opt_float(d.get("candidate_median"), "candidate_median"),
+            read_opt_float(d.get("replica_median"), "replica_median"),
+        )
+
+
+@dataclass(frozen=True)
+class TooWide:
+    """The endpoint band of a metric is wider than the declared practical margin: this
+    run's noise cannot show agreement to that margin (the caller reports a gap)."""
+
+    metric: str
+    endpoint: EndpointKind
+    margin: float
+    """Declared, relative to ``|mean|`` (an absolute margin: as a share of this mean)."""
+    half_width: float
+    """Measured, absolute."""
+    mean: float
+    margin_abs: float | None = None
+    """The margin as declared, when it was declared in the metric's units."""
+
+    @property
+    def relative_width(self) -> float:
+        return self.half_width / abs(self.mean) if self.mean != 0 else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "endpoint": self.endpoint,
+            "margin": json_float(self.margin),
+            "half_width": self.half_width,
+            "mean": self.mean,
+            "relative_width": json_float(self.relative_width),
+        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TooWide:
+        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
+        return cls(
+            read_str(d, "metric"),
+            cast(EndpointKind, endpoint),
+            read_float(d.get("margin"), "margin"),
+            read_float(d.get("half_width"), "half_width"),
+            read_float(d.get("mean"), "mean"),
+            read_opt_float(d.get("margin_abs"), "margin_abs"),
+        )
+
+
+@dataclass(frozen=True)
+class EndpointTost:
+    """One endpoint's two one-sided tests against the declared margin."""
+
+    metric: str
+    endpoint: EndpointKind
+    margin: float
+    """The margin at this endpoint, in the metric's units (``Δ``)."""
+    diff: float | None
+    """``value - mean`` (None: the candidate has no finite value)."""
+    se: float
+    """The standard error of ``diff``: ``half_width / t_endpoint`` (the replicas' spread,
+    ``s * sqrt(1 + 1/K)``, unless a floor or a step raised the half-width)."""
+    p: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "endpoint": self.endpoint,
+            "margin": self.margin,
+            "diff": json_float(self.diff),
+            "se": self.se,
+            "p": self.p,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EndpointTost:
+        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
+        return cls(
+            read_str(d, "metric"),
+            cast(EndpointKind, endpoint),
+            read_float(d.get("margin"), "margin"),
+            read_opt_float(d.get("diff"), "diff"),
+            read_float(d.get("se"), "se"),
+            read_float(d.get("p"), "p"),
+        )
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """The positive claim a declared margin gives: the candidate is within ± margin of
+    the replicas' mean at every endpoint, by two one-sided tests (TOST) each at ``alpha``
+    (an intersection-union test: no multiplicity correction is needed).  Never changes
+    the verdict."""
+
+    margin: float
+    """As declared: a share of the value (``relative``) or in the metric's units."""
+    relative: bool
+    alpha: float
+    p: float
+    """The largest endpoint p value (the intersection-union test's p)."""
+    endpoints: tuple[EndpointTost, ...]
+
+    @property
+    def equivalent(self) -> bool:
+        return bool(self.endpoints) and self.p <= self.alpha
+
+    @property
+    def margin_text(self) -> str:
+        return f"±{pct(self.margin)}" if self.relative else f"±{self.margin:g}"
+
+    def text(self) -> str:
+        """``equivalent within ±0.5 % (TOST, p=0.012)``, or ``not shown equivalent ...``."""
+        p = _p_text(self.p)
+        if self.equivalent:
+            return f"equivalent within {self.margin_text} (TOST, {p}, α={self.alpha:g})"
+        return f"not shown equivalent within {self.margin_text} (TOST, {p}, α={self.alpha:g})"
+
+    def short(self) -> str:
+        """``equivalent within ±0.5 % (p=0.0199)`` for a one-line header."""
+        head = "equivalent" if self.equivalent else "not shown equivalent"
+        return f"{head} within {self.margin_text} ({_p_text(self.p)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "margin": self.margin,
+            "relative": self.relative,
+            "alpha": self.alpha,
+            "p": self.p,
+            "equivalent": self.equivalent,
+            "text": self.text(),
+            "endpoints": [e.to_dict() for e in self.endpoints],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Equivalence:
+        return cls(
+            read_float(d.get("margin"), "margin"),
+            bool(d.get("relative")),
+            read_float(d.get("alpha"), "alpha"),
+            read_float(d.get("p"), "p"),
+            tuple(EndpointTost.from_dict(e) for e in read_list(d, "endpoints")),
+        )
+
+
+@dataclass(frozen=True)
+class MetricSensitivity:
+    """The smallest change of one metric a WITHIN_NOISE could have seen: its narrowest
+    endpoint half-width."""
+
+    metric: str
+    endpoint: EndpointKind
+    half_width: float
+    mean: float
+
+    @property
+    def relative(self) -> float | None:
+        return self.half_width / abs(self.mean) if self.mean != 0 else None
+
+    def text(self) -> str:
+        r = self.relative
+        return (
+            f"{self.metric} {pct(r)}"
+            if r is not None
+            else (f"{self.metric} ±{self.half_width:.3g} (its mean is 0)")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "endpoint": self.endpoint,
+            "half_width": self.half_width,
+            "mean": self.mean,
+            "relative": json_float(self.relative),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MetricSensitivity:
+        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
+        return cls(
+            read_str(d, "metric"),
+            cast(EndpointKind, endpoint),
+            read_float(d.get("half_width"), "half_width"),
+            read_float(d.get("mean"), "mean"),
+        )
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """How strong a WITHIN_NOISE is: per metric, the smallest change it could have seen
+    (the half-width h as a share of the value), and overall the largest of them (a
+    change of every metric by less than that may pass as noise)."""
+
+    metrics: tuple[MetricSensitivity, ...]
+
+    @property
+    def overall(self) -> float | None:
+        rel = [r for m in self.metrics if (r := m.relative) is not None]
+        return max(rel) if rel else None
+
+    def text(self) -> str:
+        """``the smallest change it could have seen: 0.72 % of the value (loss 0.72 %,
+        val_loss 0.1 %)``."""
+        each = ", ".join(m.text() for m in self.metrics)
+        o = self.overall
+        head = f"{pct(o)} of the value" if o is not None else "stated per metric"
+        return (
+            f"the smallest change it could have seen: {head} ({each}); a smaller change"
+            " passes as noise"
+        )
+
+    def short(self) -> str:
+        o = self.overall
+        return (
+            f"smallest visible change: {pct(o)}"
+            if o is not None
+            else "smallest visible change: per metric"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "overall": json_float(self.overall),
+            "text": self.text(),
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sensitivity:
+        return cls(tuple(MetricSensitivity.from_dict(m) for m in read_list(d, "metrics")))
+
+
+def sensitivity_of(endpoints: Sequence[EndpointResult]) -> Sensitivity | None:
+    """Each metric's narrowest endpoint (by ``h / |mean|``; a mean of 0: by h), in the
+    order of ``endpoints``; None without endpoints."""
+    best: dict[str, EndpointResult] = {}
+    for e in endpoints:
+        cur = best.get(e.metric)
+        if cur is None or _width_key(e) < _width_key(cur):
+            best[e.metric] = e
+    if not best:
+        return None
+    return Sensitivity(
+        tuple(MetricSensitivity(e.metric, e.endpoint, e.half_width, e.mean) for e in best.values())
+    )
+
+
+def _width_key(e: EndpointResult) -> tuple[int, float]:
+    r = e.relative_width
+    return (0, r) if r is not None else (1, e.half_width)
+
+
+def _p_text(p: float) -> str:
+    return "p<0.0001" if p < 1e-4 else f"p={p:.3g}"
+
+
+@dataclass(frozen=True)
+class NoiseJudgement:
+    """A candidate judged against a noise floor."""
+
+    status: JudgementStatus
+    k: int
+    alpha: float
+    tests: int
+    """``m``: endpoint tests, the Bonferroni divisor."""
+    t_endpoint: float | None
+    """``t(1 - alpha / (2 m), K - 1)``; None when there is nothing to test."""
+    t_step: float
+    """``t(1 - alpha / 2, K - 1)``, for the per-step band."""
+    endpoints: tuple[EndpointResult, ...]
+    bands: tuple[MetricBand, ...]
+    weights: WeightsDiagnostic
+    too_wide: tuple[TooWide, ...]
+    not_judged: tuple[str, ...]
+    """Candidate metrics (timing aside) the floor has no spread for."""
+    reasons: tuple[str, ...]
+    """Plain-English lines, the headline first."""
+    equivalence: Equivalence | None = None
+    """With a declared margin: whether the candidate is shown within it (TOST).  None:
+    no margin declared (or a judgement stored before the claim existed)."""
+    sensitivity: Sensitivity | None = None
+    """A WITHIN_NOISE's strength: the smallest change it could have seen.  None: not
+    WITHIN_NOISE (or stored before it was kept: :meth:`smallest_change` works it out)."""
+
+    @property
+    def within(self) -> bool:
+        """Every endpoint test passed, and there was at least one."""
+        return self.status == "WITHIN_NOISE"
+
+    def smallest_change(self) -> Sensitivity | None:
+        """For a WITHIN_NOISE, the smallest change it could have seen: as stored, or (a
+        body stored before it was kept) from its endpoints by the same rule."""
+        if not self.within:
+            return None
+        return self.sensitivity or sensitivity_of(self.endpoints)
+
+    def band(self, metric: str) -> MetricBand | None:
+        for b in self.bands:
+            if b.metric == metric:
+                return b
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return (
+            {
+                "version": 1,
+                "status": self.status,
+                "within": self.within,
+                "k": self.k,
+                "alpha": self.alpha,
+                "tests": self.tests,
+                "t_endpoint": json_float(self.t_endpoint),
+                "t_step": json_float(self.t_step),
+                "endpoints": [e.to_dict() for e in self.endpoints],
+                "bands": [b.to_dict() for b in self.bands],
+                "weights": self.weights.to_dict(),
+                "too_wide": [w.to_dict() for w in self.too_wide],
+                "not_judged": list(self.not_judged),
+                "reasons": list(self.reasons),
+            }
+            | ({"equivalence": self.equivalence.to_dict()} if self.equivalence is not None else {})
+            | ({"sensitivity": self.sensitivity.to_dict()} if self.sensitivity is not None else {})
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NoiseJudgement:
+        if d.get("version") != 1:
+            raise ValueError(f"noise judgement: unknown version {d.get('version')!r}")
+        status = read_choice(d.get("status"), _JUDGEMENT_STATUSES, "status")
+        weights = d.get("weights")
+        if not isinstance(weights, Mapping):
+            raise ValueError("noise judgement: weights must be an object")
+        return cls(
+            cast(JudgementStatus, status),
+            read_int(d.get("k"), "k"),
+            read_float(d.get("alpha"), "alpha"),
+            read_int(d.get("tests"), "tests"),
+            read_opt_float(d.get("t_endpoint"), "t_endpoint"),
+            read_float(d.get("t_step"), "t_step"),
+            tuple(EndpointResult.from_dict(e) for e in read_list(d, "endpoints")),
+            tuple(MetricBand.from_dict(b) for b in read_list(d, "bands")),
+            WeightsDiagnostic.from_dict(weights),
+            tuple(TooWide.from_dict(w) for w in read_list(d, "too_wide")),
+            tuple(str(x) for x in read_list(d, "not_judged")),
+            tuple(str(x) for x in read_list(d, "reasons")),
+            read_optional(Equivalence.from_dict, d.get("equivalence"), "equivalence"),
+            read_optional(Sensitivity.from_dict, d.get("sensitivity"), "sensitivity"),
+        )
