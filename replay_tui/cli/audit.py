@@ -18,8 +18,8 @@ from replay_tui.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from replay_tui.replay.context import ReplayEvent
     from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.replay.runner import ReplayEvent
 
 
 # -- evidence -----------------------------------------------------------------------------
@@ -70,18 +70,11 @@ def export(
 ) -> None:
     """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signatures
     (the bundle's own statement, SLSA provenance, a model signature), ML-BOM."""
-    from replay_tui.evidence.export import describe_export, export_bundle
-    from replay_tui.evidence.modelsig import export_model_files, model_target
+    from replay_tui.evidence.export import describe_export
+    from replay_tui.ops.evidence import export_evidence
 
-    if model_dir is not None:
-        model_dir = model_target(model_dir)
-    res = export_bundle(obj.store, run, out, key_path=key, replay=replay_ref)
-    folder = None
-    if model_dir is not None:
-        from storage.objects import ObjectStore
-
-        manifest = obj.store.manifest(res.run_id)
-        folder = export_model_files(ObjectStore.beside(obj.store.path).root, manifest, model_dir)
+    done = export_evidence(obj.store, run, out, key=key, replay=replay_ref, model_dir=model_dir)
+    res, folder = done.result, done.model_files
     if as_json:
         body = res.to_dict()
         if folder is not None:
@@ -178,12 +171,14 @@ def verify(
     else trusted-keys.pem in the user config folder).  Exit 1 on any difference, and when
     the signature was not checked against a trusted key.
     """
-    from replay_tui.evidence.verify import report_lines, verify_with_key
+    from replay_tui.evidence.verify import report_lines
+    from replay_tui.ops.evidence import verify_evidence
     from replay_tui.safety import escape_control
 
-    chk = verify_with_key(
+    done = verify_evidence(
         bundle, key, allow_embedded_key=allow_embedded_key, allow_unsigned=allow_unsigned
     )
+    chk = done.check
     if as_json:
         chk.run_id = escape_control(chk.run_id) if chk.run_id else chk.run_id
         chk.verdict = escape_control(chk.verdict) if chk.verdict else chk.verdict
@@ -191,8 +186,7 @@ def verify(
     else:
         for line in report_lines(chk):
             click.echo(click.style(line.text, fg="red") if line.alarm else line.text)
-    if not chk.ok:
-        sys.exit(1)
+    sys.exit(done.exit_code)
 
 
 # -- drills -------------------------------------------------------------------------------
@@ -251,17 +245,13 @@ def drill(
     """Replay a pick of recorded runs and store the result; exit 1 if any did not reproduce
     (WITHIN_NOISE of the run's own noise floor counts as reproduced)."""
     from replay_tui.cli import render
-    from replay_tui.replay.drill import run_drill
+    from replay_tui.ops.drill import run_drill
 
     def on_event(ev: ReplayEvent) -> None:
         if not quiet:
             print_event(ev, as_json=as_json, logs=False)
 
-    if junit is not None:
-        from replay_tui.replay.junit import junit_target
-
-        junit = junit_target(junit)
-    rep = run_drill(
+    done = run_drill(
         obj.store,
         count=count,
         pick=pick,  # type: ignore[arg-type]
@@ -270,16 +260,13 @@ def drill(
         options=options,
         on_event=on_event,
         replicas=replicas,
+        junit=junit,
     )
-    if junit is not None:
-        from replay_tui.replay.junit import write_junit
-
-        write_junit(rep, junit)
     if as_json:
-        echo_json(rep.to_dict())
+        echo_json(done.report.to_dict())
     else:
-        click.echo(render.drill_table(rep, None if wide else "terminal"))
-    sys.exit(rep.exit_code)
+        click.echo(render.drill_table(done.report, None if wide else "terminal"))
+    sys.exit(done.exit_code)
 
 
 # -- SLIs ---------------------------------------------------------------------------------
@@ -297,19 +284,17 @@ def drill(
 @handled
 def stats(obj: Ctx, prometheus: Path | None, as_json: bool) -> None:
     """Reproducibility SLIs of the store: rates, variances, attestation, drills."""
-    from replay_tui.evidence.stats import compute_stats, write_prometheus
+    from replay_tui.ops.evidence import store_stats
 
-    s = compute_stats(obj.store)
-    if prometheus is not None:
-        write_prometheus(s, prometheus)
+    done = store_stats(obj.store, prometheus=prometheus)
     if as_json:
-        echo_json(s.to_dict())
+        echo_json(done.stats.to_dict())
     else:
         from replay_tui.textfmt import fit_text, output_width
 
-        click.echo(fit_text(s.text(), output_width()))
-        if prometheus is not None:
-            click.echo(f"wrote {prometheus}")
+        click.echo(fit_text(done.stats.text(), output_width()))
+        if done.prometheus is not None:
+            click.echo(f"wrote {done.prometheus}")
 
 
 def register(main: click.Group) -> None:

@@ -85,8 +85,9 @@ def bisect_cmd(
     """Replay GOOD with BAD's factors swapped in, one at a time, then the smallest set, and
     say which difference makes BAD diverge.  Exit 0 cause found, 1 unexplained, 2 bad
     input, 3 infrastructure failure."""
-    from replay_tui.bisect.run import BisectOptions, check_factor_names, run_bisect
-    from replay_tui.replay.runner import ReplayEvent
+    from replay_tui.bisect.run import BisectOptions, check_factor_names
+    from replay_tui.ops.bisect import bisect_runs
+    from replay_tui.replay.context import ReplayEvent
 
     names = None
     if factors is not None:
@@ -109,12 +110,12 @@ def bisect_cmd(
             return
         print_event(ev, as_json=as_json, logs=logs)
 
-    result = run_bisect(obj.store, good, bad, opts, on_event=on_event)
+    done = bisect_runs(obj.store, good, bad, opts, on_event=on_event)
     if as_json:
-        echo_json(result.to_dict())
+        echo_json(done.result.to_dict())
     else:
-        click.echo(escape_control(result.text(), keep_newlines=True))  # the manifests' words
-    sys.exit(result.exit_code)
+        click.echo(escape_control(done.result.text(), keep_newlines=True))  # the manifests' words
+    sys.exit(done.exit_code)
 
 
 @click.command("bisect-show")
@@ -133,37 +134,23 @@ def bisect_cmd(
 def bisect_show(obj: Ctx, bisect_id: int, logs: bool, probe: int | None, as_json: bool) -> None:
     """A stored bisect's answer (as `bisect` printed it), and with --logs the output its
     probes printed, read back from the store."""
-    from replay_tui.bisect.run import probe_log, stored_bisect
-    from replay_tui.errors import BadInput
+    from replay_tui.ops.bisect import show_bisect
 
-    res = stored_bisect(obj.store, bisect_id)
-    want_logs = logs or probe is not None
-    which: list[tuple[int, str]] = []
-    if want_logs:
-        floor = [
-            (-(i + 1), f"GOOD's noise-floor replay {i + 1}") for i in range(len(res.floor_logs))
-        ]
-        probes = [
-            (p.index, f"probe {p.index}: {'+'.join(p.swapped) or '-'} ({p.why})")
-            for p in res.probes
-        ]
-        which = [w for w in (*floor, *probes) if probe is None or w[0] == probe]
-        if probe is not None and not which:
-            raise BadInput(f"bisect #{bisect_id} has no probe {probe}")
-    texts = [(n, label, probe_log(obj.store, res, n)) for n, label in which]
+    shown = show_bisect(obj.store, bisect_id, logs=logs, probe=probe)
+    res = shown.done.result
     if as_json:
         body = res.to_dict()
-        if want_logs:
-            body["logs"] = [{"probe": n, "what": label, "log": t} for n, label, t in texts]
+        if shown.logs is not None:
+            body["logs"] = [{"probe": p.probe, "what": p.what, "log": p.text} for p in shown.logs]
         echo_json(body)
         return
     click.echo(escape_control(res.text(), keep_newlines=True))  # the manifests' words
-    for _, label, text in texts:
-        click.echo(f"── output of {escape_control(label)}")
-        if text is None:
+    for p in shown.logs or ():
+        click.echo(f"── output of {escape_control(p.what)}")
+        if p.text is None:
             click.echo("  (not kept: this bisect was stored before the probes' output was)")
             continue
-        for line in text.splitlines():  # the program's output: untrusted
+        for line in p.text.splitlines():  # the program's output: untrusted
             click.echo(f"  | {escape_control(line)}")
 
 

@@ -17,8 +17,9 @@ from replay_tui.ops.judgement import Judgement, NotJudged, judgement_of
 from replay_tui.verdicts import CANCELLED, COMPLETED, INTERRUPTED, ReplayStatus, Verdict
 
 if TYPE_CHECKING:
+    from replay_tui.replay.context import ReplayEvent
     from replay_tui.replay.plan import ReplayOptions
-    from replay_tui.replay.runner import ReplayEvent, ReplayOutcome
+    from replay_tui.replay.runner import ReplayOutcome
     from replay_tui.replay.series import ReplayReport
     from storage.store import RunStore
 

@@ -23,8 +23,8 @@ from textual.widgets import Button, Checkbox, Header, Input, Log, Select, Static
 from textual.worker import get_current_worker
 
 from replay_tui.ops.replay import replay_and_judge
+from replay_tui.replay.context import ReplayEvent
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.replay.runner import ReplayEvent
 from replay_tui.tui.messages import OpenComparison, ReplayFinished, ReplayProgress
 from replay_tui.tui.queries import ReplaySummary, open_store
 from replay_tui.tui.screens.base import WORK_ESCAPE, WorkScreen
