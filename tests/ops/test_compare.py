@@ -17,6 +17,10 @@ from tests.support.app import (
     SAME_REPLAY_ID,
     FixedStore,
     build_fixed_store,
+    comparison_shown,
+    settle,
+    sync,
+    wait_until,
 )
 
 
@@ -126,3 +130,36 @@ def test_the_tuis_comparison_says_an_aborted_replay_is_not_judged(fixed: FixedSt
         assert stored.not_judged is not None and stored.not_judged.ended == "CANCELLED"
         clean = load_comparison(s, comparison_id=fixed.identical_comparison)
         assert clean.not_judged is None
+
+
+@sync
+async def test_the_comparison_screen_says_not_judged_for_an_aborted_replay(
+    fixed: FixedStore,
+) -> None:
+    from replay_tui.tui.app import ReplayApp
+    from replay_tui.tui.messages import OpenComparison
+    from replay_tui.tui.screens.comparison import ComparisonScreen
+
+    with RunStore(fixed.path) as s:
+        _abort_replay(s, "interrupted")
+    app = ReplayApp(fixed.path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
+        cmp = await comparison_shown(pilot)
+        await settle(pilot)
+        shown = str(cmp.query_one("#verdict").render())
+        assert "NOT JUDGED" in shown and "(INTERRUPTED)" in shown
+        app.post_message(OpenComparison(comparison_id=fixed.identical_comparison))
+
+        def shown_identical() -> bool:
+            screen = app.screen
+            return (
+                isinstance(screen, ComparisonScreen)
+                and screen.view is not None
+                and screen.view.comparison_id == fixed.identical_comparison
+            )
+
+        await wait_until(pilot, shown_identical)
+        await settle(pilot)
+        assert "NOT JUDGED" not in str(app.screen.query_one("#verdict").render())

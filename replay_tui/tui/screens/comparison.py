@@ -220,6 +220,12 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
         claim = short_claims(c.noise)
         if claim and not tiny:
             sub = f"{cut(claim, self.app.size.width - 6) if compact else claim}\n{sub}"
+        if v.not_judged is not None:  # ops.compare: an aborted replay's partial outputs
+            nj = v.not_judged
+            sub = (
+                f"NOT JUDGED: {short(nj.run_id, 13)} is a replay that did not complete"
+                f" ({nj.ended}); this comparison is no verdict on reproduction\n{sub}"
+            )
         if c.verdict in MEANING:  # the verdict in words: WITHIN_NOISE is not IDENTICAL
             head = c.headline  # DIVERGED: its first reason, in the same words
             if claim and tiny:
