@@ -112,7 +112,7 @@ def test_the_recorded_run_replays_identical_as_a_slurm_job_with_each_runtime(
     rt = m.replay.runtime
     if runtime == "docker":
         # chosen from what the probe job found on the node, its answer kept beside the store
-        (kept,) = (store.parent / "image-probes").glob("slurm-runtimes-*.json")
+        (kept,) = (store.parent / "slurm-runtimes").glob("slurm-runtimes-*.json")
         found = read_runtimes(json.loads(kept.read_text())["runtimes"].encode())
         assert list(found) == ["docker", "podman", "apptainer"], found
         assert (found["podman"], found["apptainer"]) == ("4.3.1", "1.4.5")

@@ -228,7 +228,8 @@ class SlurmBackend(Backend):
         if runtime is None:  # what the nodes have, as a probe job says (kept a day)
             from replay_tui.replay.backends.slurm.runtimes import detect_runtime
 
-            detected = detect_runtime(sopts, spool, probe_cache, ctx.should_cancel)
+            kept = ctx.store.path.parent / "slurm-runtimes"
+            detected = detect_runtime(sopts, spool, kept, ctx.should_cancel)
             runtime = detected.chosen
             runtime_notes.append(detected.note())
         from replay_tui.replay.backends.docker.walls import sweep_mounts

@@ -23,8 +23,8 @@ its version and the identity as the one-host backends do.
 
 **The default runtime** is what the nodes have (:func:`detect_runtime`): a probe job on
 the same partition, account and QOS asks each runtime for its version and writes the
-answer with a MAC keyed by its secret; the answer is kept for a day in the image-probe
-cache beside the store.  Docker is chosen when the nodes have it, then Podman, then
+answer with a MAC keyed by its secret; the answer is kept for a day in ``slurm-runtimes/``
+beside the store.  Docker is chosen when the nodes have it, then Podman, then
 Apptainer (:data:`~replay_tui.replay.backends.slurm.backend.RUNTIMES`).
 """
 
