@@ -190,15 +190,16 @@ def replay(
     """Replay RUN from its image digest and git commit; exit 0 if reproduced (IDENTICAL,
     EQUIVALENT, or WITHIN_NOISE of its noise floor), 1 if not, 4 if not judged (--times 1
     of a noisy run with no floor)."""
-    from replay_tui.replay.runner import ReplayEvent
-    from replay_tui.replay.series import replay_many
+    from replay_tui.ops.replay import replay_and_judge
+    from replay_tui.replay.context import ReplayEvent
 
     def on_event(ev: ReplayEvent) -> None:
         print_event(ev, as_json=as_json, logs=not quiet)
 
-    report = replay_many(
+    done = replay_and_judge(
         obj.store, run, options, times=times, determinism=determinism, on_event=on_event
     )
+    report = done.report
     # with --margin, a replay the noise rule did not judge says why it has no claim
     notes = [
         margin_not_tested(options.tolerance, o.comparison.verdict, o.comparison.floor is not None)
@@ -217,7 +218,7 @@ def replay(
         for i, note in enumerate(notes, report.first_number):
             if note is not None:
                 click.echo(f"replay {i}: {note['text']}")
-    sys.exit(report.exit_code)
+    sys.exit(done.exit_code)
 
 
 def margin_not_tested(tol: Tolerance, verdict: str, floored: bool) -> dict[str, object] | None:
@@ -261,32 +262,17 @@ def compare_cmd(
     """Compare any two runs: artifacts, checkpoints, metrics, environment, against the
     noise floor that speaks for them when one is stored; exit 0 if reproduced."""
     from replay_tui.compare.render import comparison_text
-    from replay_tui.replay.runner import compare_pair
+    from replay_tui.ops.compare import compare_runs
 
-    a, b = obj.store.resolve(run_a), obj.store.resolve(run_b)
-    ma, mb = obj.store.manifest(a), obj.store.manifest(b)
-    result = compare_pair(obj.store, ma, mb, tolerance)
+    done = compare_runs(obj.store, run_a, run_b, tolerance=tolerance, keep=not no_store)
+    result = done.comparison
     body = result.to_dict()
-    if not no_store:
-        body["comparison_id"] = obj.store.add_comparison(
-            a,
-            b,
-            result.verdict,
-            result.to_dict(),
-            rtol=result.rtol,
-            atol=result.atol,
-            set_verdict_on=b if mb.replay_of == a else None,
-        )
+    if done.comparison_id is not None:
+        body["comparison_id"] = done.comparison_id
     # a replay that did not complete has partial outputs: comparing them is no verdict
-    from replay_tui.verdicts import aborted_replays
-
-    originals = [x for x in dict.fromkeys((ma.replay_of, mb.replay_of)) if x]
-    aborted = aborted_replays(obj.store.replay_outcomes(originals)) if originals else {}
-    stopped = next(((r, aborted[r]) for r in (b, a) if r in aborted), None)
-    code = result.exit_code
+    stopped, code = done.aborted, done.exit_code
     if stopped is not None:
-        code = 130 if stopped[1] in ("CANCELLED", "INTERRUPTED") else 3
-        body["replay_aborted"] = {"run": stopped[0], "ended": stopped[1], "exit_code": code}
+        body["replay_aborted"] = {"run": stopped.run_id, "ended": stopped.ended, "exit_code": code}
     note = None
     if result.noise is None:
         note = margin_not_tested(tolerance, result.verdict, result.floor is not None)
@@ -300,8 +286,8 @@ def compare_cmd(
             click.echo(f"\n{note['text']}")
         if stopped is not None:
             click.echo(
-                f"\nNOT JUDGED: {stopped[0]} is a replay that did not complete"
-                f" ({stopped[1]}); its outputs are partial, so this comparison is not a"
+                f"\nNOT JUDGED: {stopped.run_id} is a replay that did not complete"
+                f" ({stopped.ended}); its outputs are partial, so this comparison is not a"
                 f" verdict on reproduction (exit {code})"
             )
     sys.exit(code)
