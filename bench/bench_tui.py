@@ -62,7 +62,7 @@ SEARCHES = ("resnet", "vision", "alice", "sweep", "bert", "whisper", "cifar", "a
 
 def _sealed_batch(start: int, stop: int) -> list[tuple[str, Any]]:
     """Manifests ``start..stop`` sealed, with their gap counts (runs in a worker process)."""
-    from replay_tui.compare.gaps import gap_counts
+    from replay_tui.gaps import gap_counts
     from storage.manifest import manifest_from_data
     from tests.support.factories import realistic_manifest
 

@@ -3,7 +3,7 @@ the evidence report.  Neutral: no Textual, no click, no domain logic.
 
 The CLI's text lives in ``replay_tui.cli.render`` (runs, manifests, gaps, drills) and
 ``replay_tui.compare.render`` (comparisons); both build on these.  A gap's lines are
-``replay_tui.compare.gaps.gap_lines``.
+``replay_tui.gaps.gap_lines``.
 """
 
 from __future__ import annotations

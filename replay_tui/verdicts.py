@@ -122,7 +122,9 @@ def counts_as_evidence(
     return is_completed(status) and verdict in VERDICTS and (determinism or "recorded") != "off"
 
 
-def replay_status(exec_status: str, *, cancel_requested: bool, exit_code: int | None) -> ReplayStatus:
+def replay_status(
+    exec_status: str, *, cancel_requested: bool, exit_code: int | None
+) -> ReplayStatus:
     """The replay status for a command that ended with ``exec_status``.
 
     ``exec_status`` is the executor's (succeeded / failed / interrupted / timed_out).  A

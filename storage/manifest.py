@@ -4,7 +4,7 @@ A manifest arrives from untrusted places (another team's export, a hand-edited f
 container), so parsing is strict: unknown fields, wrong types, non-finite numbers,
 duplicate JSON keys, paths that could escape, oversized strings and oversized documents
 are all refused with a message that names the field.  Missing knowledge is ``None``;
-gap rules (``replay_tui.compare.gaps``) then say what that costs.
+gap rules (``replay_tui.gaps``) then say what that costs.
 
 Hashes are over the RFC 8785 canonical JSON form, so key order and whitespace never
 change a hash while any change of a value does.

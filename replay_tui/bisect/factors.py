@@ -221,7 +221,7 @@ def topology_of(m: RunManifest) -> dict[str, Any]:
 
 def topology_differs(good: RunManifest, bad: RunManifest) -> bool:
     """The rule ``compare`` uses (the gap ``PAIR_TOPOLOGY_DIFFERS``)."""
-    from replay_tui.compare.gaps.pair_rules import topology_pair
+    from replay_tui.gaps.pair_rules import topology_pair
 
     return any(g.code == "PAIR_TOPOLOGY_DIFFERS" for g in topology_pair(good, bad))
 

@@ -60,7 +60,7 @@ def keep_run(
 ) -> Path:
     """Store a finished run: its artifacts' bytes, the manifest with its gap counts and
     blobs (the log and whatever else is given), and the log file beside the store."""
-    from replay_tui.compare.gaps import gap_counts
+    from replay_tui.gaps import gap_counts
 
     keep_artifacts(store, cwd, manifest)
     all_blobs = {collected.log_sha256: ("log", collected.log_bytes), **(blobs or {})}

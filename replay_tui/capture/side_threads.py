@@ -22,9 +22,6 @@ def _warm() -> None:
     command: the readers, the manifest's models and validators, the store."""
     import zipfile  # noqa: F401 - the torch-free checkpoint reader's
 
-    import replay_tui.checkpoints.digest
-    import replay_tui.compare.gaps
-    import replay_tui.door  # noqa: F401
     import storage.objects
     import storage.store  # noqa: F401
     from storage.manifest import IntegrityInfo, RunManifest

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from replay_tui.compare.gaps import Gap, gap_lines
+from replay_tui.gaps import Gap, gap_lines
 from replay_tui.safety import escape_control
 from replay_tui.textfmt import (
     Column,

@@ -59,7 +59,7 @@ def _ingest_files(store: RunStore, files: Sequence[Path]) -> tuple[list[IngestRe
             errors.append(str(e))
     if errors:
         return [], errors
-    from replay_tui.compare.gaps import gap_counts
+    from replay_tui.gaps import gap_counts
 
     no_blobs: dict[str, tuple[str, bytes]] = {}
     items = [(m, gap_counts(m), (), no_blobs) for m in manifests]
@@ -251,7 +251,7 @@ def show(obj: Ctx, run: str, wide: bool, as_json: bool) -> None:
     measured."""
     from replay_tui.cli import render
     from replay_tui.compare.floor import floor_line, stored_floor
-    from replay_tui.compare.gaps import evaluate
+    from replay_tui.gaps import evaluate
 
     rec = obj.store.get_run(run)
     m = obj.store.manifest(rec.id)
@@ -342,7 +342,7 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
 def gaps_cmd(obj: Ctx, run: str, as_json: bool) -> None:
     """List one run's provenance gaps, most severe first."""
     from replay_tui.cli import render
-    from replay_tui.compare.gaps import evaluate
+    from replay_tui.gaps import evaluate
 
     found = evaluate(obj.store.manifest(run))
     if as_json:

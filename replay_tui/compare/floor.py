@@ -23,13 +23,13 @@ from functools import partial
 from typing import Any, Final, Literal, cast, get_args
 
 from replay_tui.compare.distance import weight_rel_l2
-from replay_tui.compare.gaps import Gap
 from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.noise_params import NoiseParams
 from replay_tui.compare.noise_results import JudgementStatus, NoiseJudgement
 from replay_tui.compare.noise_rule import judge
 from replay_tui.compare.noise_self_check import LeftOut, SelfCheck, SelfCheckStatus, self_check
 from replay_tui.compare.tolerance import Tolerance
+from replay_tui.gaps import Gap
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore

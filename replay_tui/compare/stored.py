@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 from replay_tui.compare.artifacts import ArtifactDiff
 from replay_tui.compare.environment import EnvironmentDiff, EnvRow, PackagesDiff
 from replay_tui.compare.floor import FloorRef
-from replay_tui.compare.gaps import Gap
 from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.noise_results import NoiseJudgement
 from replay_tui.compare.tensors import CheckpointDiff, TensorDiff
 from replay_tui.compare.verdict import Comparison
+from replay_tui.gaps import Gap
 from storage.records import GapCounts
 
 T = TypeVar("T")

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
-from replay_tui.compare.gaps import Gap, evaluate, evaluate_pair, probable_causes, shared_causes
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
 from replay_tui.compare.states import assign_states
 from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
 from replay_tui.door import glob_match, glob_parts
+from replay_tui.gaps import Gap, evaluate, evaluate_pair, probable_causes, shared_causes
 from replay_tui.verdicts import DIVERGED_NO_FLOOR, MEANING, verdict_exit
 from replay_tui.verdicts import VERDICTS as VERDICTS
 from replay_tui.verdicts import Verdict as Verdict

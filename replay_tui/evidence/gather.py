@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from replay_tui.compare.gaps import Gap, evaluate, evaluate_pair
+from replay_tui.gaps import Gap, evaluate, evaluate_pair
 from storage.manifest import RunManifest, sha256_hex
 from storage.records import ReplayFact, RunRecord
 from storage.store import RunQuery, RunStore

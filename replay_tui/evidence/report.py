@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from replay_tui.compare.gaps import Gap
 from replay_tui.compare.states import FAILING, PASSING, with_states, words
 from replay_tui.evidence.gather import Evidence, ReplayEntry
 from replay_tui.evidence.svg import metric_svg
+from replay_tui.gaps import Gap
 from replay_tui.safety import escape_control
 from storage.manifest import ArtifactInfo, RunManifest
 

@@ -355,7 +355,7 @@ def import_runs(
     left as they are.  Any error while reading, the ``budget`` passed included, leaves
     the store unchanged.
     """
-    from replay_tui.compare.gaps import gap_counts
+    from replay_tui.gaps import gap_counts
     from storage.objects import ObjectStore
 
     budget = budget if budget is not None else ImportBudget.from_env()

@@ -31,8 +31,8 @@ from storage.store import Location, RunQuery, RunStore, SearchReach, StoreError
 # opened, not with the runs browser (the first frame).
 if TYPE_CHECKING:
     from replay_tui.bisect.verdict import BisectResult
-    from replay_tui.compare.gaps import Gap
     from replay_tui.compare.verdict import Comparison
+    from replay_tui.gaps import Gap
     from replay_tui.ops.compare import AbortedSide
     from replay_tui.ops.judgement import Judgement
     from replay_tui.ops.replay import ReplayDone
@@ -282,7 +282,7 @@ class RunDetail:
 
 
 def load_run_detail(store: RunStore, ref: str) -> RunDetail:
-    from replay_tui.compare.gaps import evaluate
+    from replay_tui.gaps import evaluate
 
     record = store.get_run(ref)
     manifest = store.manifest(record.id)

@@ -37,7 +37,7 @@ def test_storage_is_free_of_everything_above_it() -> None:
 
 def test_domain_never_imports_textual() -> None:
     stmt = (
-        "import replay_tui.compare.gaps, replay_tui.compare.verdict, replay_tui.replay.runner, "
+        "import replay_tui.gaps, replay_tui.compare.verdict, replay_tui.replay.runner, "
         "replay_tui.capture.launcher, replay_tui.sdk"
     )
     assert "textual" not in loaded_after(stmt)
@@ -65,8 +65,8 @@ def test_tui_start_up_loads_only_what_the_first_frame_needs() -> None:
         " 'replay_tui.capture', 'replay_tui.tui.screens.replay',"
         " 'replay_tui.tui.screens.comparison'))"
         # the gap rules (over manifests, storage only) are what the run detail lists
-        " and m not in ('replay_tui.compare', 'replay_tui.compare.gaps')"
-        " and not m.startswith('replay_tui.compare.gaps.'))))"
+        " and m not in ('replay_tui.compare', 'replay_tui.gaps')"
+        " and not m.startswith('replay_tui.gaps.'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -24,7 +24,7 @@ import pytest
 from replay_tui.bisect import factors as fx
 from replay_tui.bisect.probe import Side, build_probe
 from replay_tui.bisect.run import _check_topology
-from replay_tui.compare.gaps import evaluate_pair
+from replay_tui.gaps import evaluate_pair
 from replay_tui.replay.plan import ReplayOptions
 from storage.manifest import RunManifest, manifest_from_data
 from storage.store import RunStore

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from replay_tui.capture.argv_config import merge_config, parse_argv, split_program, typed
-from replay_tui.compare.gaps import evaluate
+from replay_tui.gaps import evaluate
 from storage.manifest import config_hash, manifest_from_data
 from storage.store import RunStore
 from tests.support.factories import realistic_manifest

@@ -24,7 +24,7 @@ from replay_tui.capture import probes
 from replay_tui.capture.executor import ExecSpec
 from replay_tui.capture.launcher import record
 from replay_tui.capture.options import RecordOptions
-from replay_tui.compare.gaps import evaluate
+from replay_tui.gaps import evaluate
 from replay_tui.replay.backends.docker import engine as dk
 from replay_tui.replay.backends.slurm.engine import docker_cli_args
 from storage.store import RunStore

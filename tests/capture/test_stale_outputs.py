@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from replay_tui.capture.stale import CHANGED_BEFORE, LEFT_BEFORE
-from replay_tui.compare.gaps import Gap, evaluate
 from replay_tui.compare.render import comparison_text
 from replay_tui.compare.stored import comparison_from_dict
 from replay_tui.compare.verdict import compare_runs
+from replay_tui.gaps import Gap, evaluate
 from storage.manifest import ManifestError, canonical_json, manifest_from_data, parse_manifest
 from storage.store import RunStore
 from tests.support.training import cli_env, git, replay_tui
@@ -80,7 +80,7 @@ def test_a_crashed_run_reports_the_earlier_checkpoint_as_stale(tmp_path: Path) -
     with RunStore(store) as s:
         ids = [r.id for r in reversed(s.list_runs())]  # oldest first
         arts = [{a.path: a.sha256 for a in s.manifest(i).outputs.artifacts} for i in ids]
-        from replay_tui.compare.gaps import evaluate
+        from replay_tui.gaps import evaluate
 
         gaps = {g.code for g in evaluate(s.manifest(ids[1]))}
     assert arts[0]["out/model.pt"] is not None

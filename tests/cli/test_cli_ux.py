@@ -9,7 +9,7 @@ import io
 import json
 from pathlib import Path
 
-from replay_tui.compare.gaps import evaluate_pair
+from replay_tui.gaps import evaluate_pair
 from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data
 from storage.store import RunStore

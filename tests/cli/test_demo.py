@@ -28,7 +28,7 @@ def test_demo_builds_pinned_gappy_failed_runs_and_a_replay(tmp_path: Path) -> No
     assert by_name[("mlp-crash", "original")]["status"] == "failed"
     gappy = by_name[("mlp-hotfix-unpinned", "original")]
     with RunStore(store) as s:
-        from replay_tui.compare.gaps import evaluate
+        from replay_tui.gaps import evaluate
 
         codes = {g.code for g in evaluate(s.manifest(gappy["id"]))}
         assert {"SEED_UNKNOWN", "CODE_DIRTY_DIFF_STORED", "IMAGE_NONE"} <= codes

@@ -1,7 +1,7 @@
 """Every provenance gap rule: one manifest that triggers it, one near miss that does not.
 
 The cases start from a realistic, gap-free manifest and change as little as possible.
-A last test reads the codes out of ``replay_tui/compare/gaps.py`` so a new rule without a case
+A last test reads the codes out of ``replay_tui/gaps.py`` so a new rule without a case
 here fails the suite.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-import replay_tui.compare.gaps
-from replay_tui.compare.gaps import evaluate, evaluate_pair
+import replay_tui.gaps
+from replay_tui.gaps import evaluate, evaluate_pair
 from storage.manifest import RunManifest, config_hash, manifest_from_data
 from tests.support.factories import realistic_manifest
 
@@ -359,7 +359,7 @@ PAIR: dict[str, tuple[tuple[Edit, Edit], tuple[Edit, Edit]]] = {
 }
 
 
-def codes(gaps: list[replay_tui.compare.gaps.Gap]) -> set[str]:
+def codes(gaps: list[replay_tui.gaps.Gap]) -> set[str]:
     return {g.code for g in gaps}
 
 
@@ -390,7 +390,7 @@ def test_pair_rule(code: str) -> None:
 
 
 def _codes_in_source() -> set[str]:
-    package = Path(replay_tui.compare.gaps.__file__).parent
+    package = Path(replay_tui.gaps.__file__).parent
     trees = [ast.parse(f.read_text(encoding="utf-8")) for f in sorted(package.glob("*.py"))]
     out: set[str] = set()
     for node in (n for tree in trees for n in ast.walk(tree)):

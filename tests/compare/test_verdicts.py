@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from replay_tui.compare.gaps import gap_counts
 from replay_tui.evidence.export import export_bundle
+from replay_tui.gaps import gap_counts
 from replay_tui.replay.runner import compare_and_store
 from replay_tui.verdicts import counts_as_evidence, summarize
 from storage.manifest import manifest_from_data

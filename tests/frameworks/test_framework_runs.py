@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replay_tui.capture.frameworks import observe
-from replay_tui.compare.gaps import evaluate
+from replay_tui.gaps import evaluate
 from storage.manifest import RunManifest
 from storage.store import RunStore
 from tests.support.training import git, replay_tui

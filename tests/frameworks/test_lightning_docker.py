@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from replay_tui.compare.gaps import evaluate
+from replay_tui.gaps import evaluate
 from storage.store import RunStore
 from tests.support.training import program_repo, record_run, replay_tui
 

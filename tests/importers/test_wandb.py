@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from replay_tui.compare.gaps import evaluate
+from replay_tui.gaps import evaluate
 from replay_tui.importers.wandb import RunFolder, WandbLogError, find_log, read_records
 from replay_tui.replay.consent import run_origin
 from storage.manifest import config_hash

@@ -44,7 +44,7 @@ def test_same_seed_replay_is_identical_and_stored(store: Path, repo: Path) -> No
         replay = s.manifest(r["replay_run"])
         assert replay.replay is not None
         assert replay.replay.backend == "local" and replay.replay.environment_pinned is False
-        from replay_tui.compare.gaps import evaluate
+        from replay_tui.gaps import evaluate
 
         assert "REPLAY_ENV_NOT_PINNED" in {g.code for g in evaluate(replay)}
         assert s.get_run(rid).last_verdict == "IDENTICAL"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from replay_tui.capture.frameworks import MAX_POINTS, read_outputs
-from replay_tui.compare.gaps import evaluate
+from replay_tui.gaps import evaluate
 
 
 def _event_file(path: Path, n: int) -> Path:

@@ -407,16 +407,16 @@ def test_a_new_read_text_in_a_module_fails_the_scan(tmp_path: Path) -> None:
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
     assert bypasses(tmp_path) == bypasses(ROOT)  # the copy scans as the tree does
-    target = tmp_path / "replay_tui" / "compare" / "gaps" / "run_rules.py"
+    target = tmp_path / "replay_tui" / "gaps" / "run_rules.py"
     before = target.read_text("utf-8")
     target.write_text(
         before + "\n\ndef _peek(x: str) -> str:\n    return Path(x).read_text()\n", "utf-8"
     )
     line = len(before.splitlines()) + 4
-    new = [b for b in bypasses(tmp_path) if b.file == "replay_tui/compare/gaps/run_rules.py"]
+    new = [b for b in bypasses(tmp_path) if b.file == "replay_tui/gaps/run_rules.py"]
     assert [str(b) for b in new] == [
-        f"replay_tui/compare/gaps/run_rules.py:{line}: Path(x).read_text()"
-        " (in replay_tui.compare.gaps.run_rules _peek)"
+        f"replay_tui/gaps/run_rules.py:{line}: Path(x).read_text()"
+        " (in replay_tui.gaps.run_rules _peek)"
     ]
     # and inside an allowed module, a function not on the list is caught just the same
     slurm = tmp_path / "replay_tui" / "replay" / "backends" / "slurm" / "engine.py"

@@ -27,7 +27,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.screen import Screen
 
-from replay_tui.compare.gaps import gap_counts
+from replay_tui.gaps import gap_counts
 from replay_tui.replay.drill import DrillReport
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp

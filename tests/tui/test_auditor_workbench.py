@@ -257,7 +257,7 @@ async def test_a_comparison_in_the_tui_is_stored_as_the_cli_stores_it(own: Fixed
 
 @sync
 async def test_comparison_gaps_tab_lists_each_runs_own_gaps(fixed: FixedStore) -> None:
-    from replay_tui.compare.gaps import evaluate
+    from replay_tui.gaps import evaluate
 
     with RunStore(fixed.path) as s:
         own_a = evaluate(s.manifest(fixed.critical_id))

@@ -19,7 +19,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
 
-from replay_tui.compare.gaps import gap_counts
+from replay_tui.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenComparison, OpenReplay

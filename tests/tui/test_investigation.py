@@ -28,7 +28,7 @@ from replay_tui.bisect.verdict import (
     ProbeJudgement,
     ProbeRecord,
 )
-from replay_tui.compare.gaps import gap_counts
+from replay_tui.gaps import gap_counts
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenRun, PickAndCompare
 from replay_tui.tui.queries import verdict_rank

@@ -12,7 +12,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import Footer, Input, Static, TabbedContent
 
-from replay_tui.compare.gaps import gap_counts
+from replay_tui.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.textfmt import cut

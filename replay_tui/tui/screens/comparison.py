@@ -57,8 +57,8 @@ if TYPE_CHECKING:
 
     from replay_tui.bisect.run import BisectOptions
     from replay_tui.compare.artifacts import ArtifactDiff
-    from replay_tui.compare.gaps import Gap
     from replay_tui.compare.metrics import MetricDiff
+    from replay_tui.gaps import Gap
 
 CHECKPOINT_RESULT = {
     "same_tensors": "same tensors, different container",
@@ -692,9 +692,9 @@ class ComparisonScreen(TabKeys, AppScreen[None]):
 
     def _fill_gaps(self, palette: Palette) -> None:
         """The gaps of the pair (what explains a divergence between the two runs), then
-        each run's own (``compare.gaps``: a seed not recorded is a gap of the run, not of
+        each run's own (``replay_tui.gaps``: a seed not recorded is a gap of the run, not of
         the pair); B's own leave out those it shares with A."""
-        from replay_tui.compare.gaps import evaluate
+        from replay_tui.gaps import evaluate
 
         assert self.view is not None
         c = self.view.comparison

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from replay_tui.compare.gaps import SEVERITY_ORDER, Gap
+from replay_tui.gaps import SEVERITY_ORDER, Gap
 from replay_tui.safety import escape_control
 from replay_tui.tui.widgets.style import Palette, duration, number, plain, safe
 from storage.manifest import RunManifest

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from replay_tui.compare.gaps import pair_rules, run_rules
-from replay_tui.compare.gaps.registry import (
+from replay_tui.gaps import pair_rules, run_rules
+from replay_tui.gaps.registry import (
     PAIR_RULES,
     RULES,
     SEVERITY_ORDER,

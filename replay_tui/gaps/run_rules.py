@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from replay_tui.compare.gaps.registry import Gap, rule
 from replay_tui.door import glob_match, glob_parts
+from replay_tui.gaps.registry import Gap, rule
 from replay_tui.safety import escape_control
 from storage.manifest import RunManifest
 

@@ -1,7 +1,7 @@
 """The gap registry: what a gap is, its severities, and the two lists the rules join.
 
 A one-manifest rule registers with ``@rule`` (``run_rules``), a rule over two manifests
-with ``@pair_rule`` (``pair_rules``); ``replay_tui.compare.gaps`` evaluates them.
+with ``@pair_rule`` (``pair_rules``); ``replay_tui.gaps`` evaluates them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from replay_tui.compare.gaps.registry import Gap, pair_rule
+from replay_tui.gaps.registry import Gap, pair_rule
 from storage.manifest import RunManifest
 
 
