@@ -9,7 +9,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Select
 
 from replay_tui.replay.backends import declared_options
-from replay_tui.replay.backends.slurm.backend import RUNTIMES
+from replay_tui.replay.backends.slurm.words import RUNTIMES
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field_id
 from tests.support.app import sync

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.errors import BadInput
 from replay_tui.replay.backends import Backend, BackendOption, OptionValues
+from replay_tui.replay.backends.slurm.words import RUNTIMES
 
 if TYPE_CHECKING:
     from replay_tui.capture import probes
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
     from replay_tui.replay.plan import ReplayOptions
     from storage.store import RunStore
 
-
-RUNTIMES = ("docker", "podman", "apptainer")
-"""What a Slurm job can start (``--slurm-runtime``), in the order the default is chosen
-from what the cluster's nodes have."""
 
 OPTIONS: tuple[BackendOption, ...] = (
     BackendOption(

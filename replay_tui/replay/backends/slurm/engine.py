@@ -47,7 +47,7 @@ from replay_tui.capture.executor import ExecResult, ExecSpec, OnLine, ShouldCanc
 from replay_tui.errors import BadInput, InfraError
 from replay_tui.replay.backends.docker.engine import PROBE, SDK_DIR, SDK_MOUNT
 from replay_tui.replay.backends.runtime import ImageIdentity
-from replay_tui.replay.backends.slurm.backend import RUNTIMES
+from replay_tui.replay.backends.slurm.words import NAME_WORD, RUNTIMES
 from storage.ledger import utc_now
 
 ENV_PREFIX = "REPLAY_TUI_SLURM_"
@@ -601,6 +601,12 @@ def _lines(words: Sequence[str], indent: str = "  ") -> str:
             out.append(f"{indent}{shlex.quote(w)}")
             i += 1
     return " \\\n".join(out) if out else f"{indent}"
+
+
+def identity_answer(token: str, body: bytes) -> str:
+    """What ``identity.ok`` holds for the identity ``body``: its MAC keyed by the job's
+    secret (the image probe's, :func:`probe_mac`)."""
+    return probe_mac(token, body) + "\n"
 
 
 def probe_mac(token: str, body: bytes) -> str:
@@ -1191,7 +1197,6 @@ class SlurmExecutor:
 
     def _runtime_script(self, spec: ExecSpec, job: JobFolder, sdk: Path, walls: str) -> str:
         from replay_tui.replay.backends.runtime import run_request
-        from replay_tui.replay.backends.slurm.runtimes import NAME_WORD
 
         c = self.container
         moved = self._on_node(job)
@@ -1205,8 +1210,6 @@ class SlurmExecutor:
     def _answer_identity(self, job: JobFolder, on_line: OnLine) -> None:
         """The identity the job's runtime gave, checked here (the one-host backend's
         check): approved (``identity.ok``, its MAC) or refused (``identity.refused``)."""
-        from replay_tui.replay.backends.slurm.runtimes import identity_answer
-
         try:
             body = job.read("identity")
             identity = self.node_runtime.identity(body)

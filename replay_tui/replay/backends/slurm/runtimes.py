@@ -25,7 +25,7 @@ its version and the identity as the one-host backends do.
 the same partition, account and QOS asks each runtime for its version and writes the
 answer with a MAC keyed by its secret; the answer is kept for a day in ``slurm-runtimes/``
 beside the store.  Docker is chosen when the nodes have it, then Podman, then
-Apptainer (:data:`~replay_tui.replay.backends.slurm.backend.RUNTIMES`).
+Apptainer (:data:`~replay_tui.replay.backends.slurm.words.RUNTIMES`).
 """
 
 from __future__ import annotations
@@ -46,14 +46,17 @@ from typing import TYPE_CHECKING, Any
 
 from replay_tui.errors import InfraError
 from replay_tui.replay.backends.runtime import ImageIdentity, RunRequest, requested_digest
+from replay_tui.replay.backends.slurm.words import (
+    GPUS_WORD,
+    IMAGE_WORD,
+    NAME_WORD,
+    RUNTIMES,
+    TMP_WORD,
+)
 
 if TYPE_CHECKING:
     from replay_tui.replay.backends.slurm.engine import JobFolder, SlurmOptions
 
-NAME_WORD = "\x00name"
-IMAGE_WORD = "\x00image"
-TMP_WORD = "\x00tmp"
-GPUS_WORD = "\x00gpus"
 _VARIABLES = {NAME_WORD: '"$NAME"', IMAGE_WORD: '"$IMAGE"', TMP_WORD: '"$TMP"'}
 """Words of a command line only the node knows, and the script's variable for each."""
 
@@ -385,14 +388,6 @@ def node_runtime(name: str, ref: str, spool: Path) -> NodeRuntime | None:
     return NodeRuntime(name, ref, spool / "sif" if name == "apptainer" else None)
 
 
-def identity_answer(token: str, body: bytes) -> str:
-    """What ``identity.ok`` holds for the identity ``body``: its MAC keyed by the job's
-    secret (the image probe's, :func:`~replay_tui.replay.backends.slurm.engine.probe_mac`)."""
-    from replay_tui.replay.backends.slurm.engine import probe_mac
-
-    return probe_mac(token, body) + "\n"
-
-
 # -- which runtime the nodes have ---------------------------------------------------------
 
 _PROBE_JOB = """\
@@ -427,8 +422,6 @@ _detect_lock = threading.Lock()
 
 
 def probe_script(jobdir: Path, token: str) -> str:
-    from replay_tui.replay.backends.slurm.backend import RUNTIMES
-
     asks = []
     for name in RUNTIMES:
         argv = " ".join(shlex.quote(w) for w in _VERSION_ASKS[name])
@@ -462,8 +455,6 @@ def probe_sbatch_args(args: Sequence[str]) -> list[str]:
 
 def read_runtimes(body: bytes) -> dict[str, str]:
     """The runtimes a probe job found (``runtimes``, untrusted): name -> version."""
-    from replay_tui.replay.backends.slurm.backend import RUNTIMES
-
     found: dict[str, str] = {}
     for line in body.decode("utf-8", "replace").splitlines()[:16]:
         name, _, version = line.partition(" ")
@@ -474,8 +465,6 @@ def read_runtimes(body: bytes) -> dict[str, str]:
 
 
 def choose(found: Mapping[str, str]) -> str | None:
-    from replay_tui.replay.backends.slurm.backend import RUNTIMES
-
     return next((r for r in RUNTIMES if r in found), None)
 
 
