@@ -8,6 +8,11 @@ gap rules (``replay_tui.gaps``) then say what that costs.
 
 Hashes are over the RFC 8785 canonical JSON form, so key order and whitespace never
 change a hash while any change of a value does.
+
+Why one module of about 900 lines: it is the schema.  Each field's model, its limits and
+its validator sit together, and the published JSON Schema (``json_schema``) is generated
+from these models; splitting them would put a field in one file and its check in another.
+The vocabulary the schema names lives in ``storage/vocabulary.py``.
 """
 
 from __future__ import annotations

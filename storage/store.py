@@ -3,6 +3,13 @@
 Writes take SQLite's write lock up front (``BEGIN IMMEDIATE``) so that the ledger's
 "previous hash" is read and extended under the same lock, and each call is one
 transaction: a crash or kill mid-write leaves the store as it was before the call.
+
+Why one module of about 1,100 lines: it is one class, and every write in it follows the
+one rule above (one connection, ``BEGIN IMMEDIATE``, the fact and its ledger event in the
+same transaction, checked on read by ``check_fact``).  Split into mixins, that rule would
+be spread over files that each look complete alone.  Reads that need no write lock live
+apart: the screens' and reports' queries in ``storage/readmodel.py``, the integrity
+checks in ``storage/integrity.py``, the schema's steps in ``storage/migrations.py``.
 """
 
 from __future__ import annotations
