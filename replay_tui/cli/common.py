@@ -24,7 +24,7 @@ from replay_tui.storepath import may_be_missing, named_as
 if TYPE_CHECKING:
     from replay_tui.compare.tolerance import Tolerance
     from replay_tui.replay.backends import BackendOption
-    from replay_tui.replay.runner import ReplayEvent
+    from replay_tui.replay.context import ReplayEvent
     from storage.store import RunStore
 
 # The store and the manifest's models (pydantic) are imported where they are used, not

@@ -23,8 +23,8 @@ from pathlib import Path
 from replay_tui.capture.launcher import record
 from replay_tui.capture.options import RecordOptions
 from replay_tui.errors import ReplayTuiError
+from replay_tui.replay.context import ReplayEvent
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.replay.runner import ReplayEvent
 from replay_tui.replay.series import replay_many
 from storage.store import RunStore
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from replay_tui.replay.runner import ReplayEvent
+    from replay_tui.replay.context import ReplayEvent
     from replay_tui.tui.queries import (
         ComparisonView,
         DashboardStats,

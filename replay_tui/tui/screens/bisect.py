@@ -47,7 +47,7 @@ from textual.widgets import (
 from textual.widgets.selection_list import Selection
 
 from replay_tui.bisect import FACTORS
-from replay_tui.replay.runner import ReplayEvent
+from replay_tui.replay.context import ReplayEvent
 from replay_tui.safety import escape_control
 from replay_tui.tui.queries import open_store
 from replay_tui.tui.screens.base import AppScreen
