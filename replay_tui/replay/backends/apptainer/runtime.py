@@ -388,7 +388,7 @@ class ApptainerRuntime:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, 9)
 
-    def finish(self, name: str) -> str | None:
+    def finish(self, name: str, exit_code: int) -> str | None:
         for folder in self.empties:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)

@@ -112,8 +112,8 @@ class DockerRuntime:
             stdin=subprocess.DEVNULL,
         )
 
-    def finish(self, name: str) -> str | None:
-        return oci_finish(self._docker(), name)
+    def finish(self, name: str, exit_code: int) -> str | None:
+        return oci_finish(self._docker(), name, exit_code)
 
 
 if TYPE_CHECKING:  # the seam's protocol, checked by mypy

@@ -217,8 +217,8 @@ class PodmanRuntime:
             stdin=subprocess.DEVNULL,
         )
 
-    def finish(self, name: str) -> str | None:
-        return oci_finish(self._podman(), name)
+    def finish(self, name: str, exit_code: int) -> str | None:
+        return oci_finish(self._podman(), name, exit_code)
 
 
 if TYPE_CHECKING:  # the seam's protocol, checked by mypy
