@@ -22,7 +22,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,9 @@ from replay_tui.bisect.noise import (
     judge,
     noise_floor,
 )
+from replay_tui.bisect.options import DEFAULT_BUDGET as DEFAULT_BUDGET
+from replay_tui.bisect.options import BisectOptions as BisectOptions
+from replay_tui.bisect.options import check_factor_names as check_factor_names
 from replay_tui.bisect.probe import Probe, Side, build_probe
 from replay_tui.bisect.search import search
 from replay_tui.bisect.verdict import (
@@ -59,7 +61,6 @@ from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore, StoreAltered, StoreError
 
-DEFAULT_BUDGET = 16
 LOG_KEPT_BYTES = 2 * 1024 * 1024
 """A probe's output kept in the store: its first and its last this many bytes."""
 LOG_BLOB_KIND = "bisect-log"
@@ -96,17 +97,6 @@ class _LogKeeper:
         return "".join(f"{x}\n" for x in lines)
 
 
-@dataclass(frozen=True)
-class BisectOptions:
-    replay: ReplayOptions = dataclasses.field(default_factory=ReplayOptions)
-    times: int | None = None  # GOOD's replays for the noise floor (None: from its settings)
-    factors: tuple[str, ...] | None = None  # only these (default: every differing one)
-    budget: int = DEFAULT_BUDGET
-    parallel: int = 1  # probes at a time (one-factor probes run ahead concurrently)
-    rtol: float | None = None
-    atol: float | None = None
-
-
 def default_times(good: RunManifest) -> int:
     """One replay for a seeded run with deterministic algorithms on, else three."""
     det = good.determinism.deterministic_algorithms
@@ -135,17 +125,6 @@ def stored_replicas(store: RunStore, run_id: str) -> tuple[int, list[RunManifest
                 raise
             continue  # a replica no longer stored: the floor is measured anew
     return (found.fact_id, replicas) if len(replicas) >= 2 else None
-
-
-def check_factor_names(names: Sequence[str]) -> tuple[str, ...]:
-    if not names:
-        raise BadInput("--factors names no factor", "choose from: " + ", ".join(fx.FACTORS))
-    bad = [n for n in names if n not in fx.FACTORS]
-    if bad:
-        raise BadInput(
-            f"--factors: unknown factor {bad[0]!r}", "choose from: " + ", ".join(fx.FACTORS)
-        )
-    return tuple(dict.fromkeys(names))
 
 
 def _check_origin(store: RunStore, run_ids: Sequence[str], opts: ReplayOptions) -> None:

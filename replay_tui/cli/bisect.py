@@ -85,7 +85,7 @@ def bisect_cmd(
     """Replay GOOD with BAD's factors swapped in, one at a time, then the smallest set, and
     say which difference makes BAD diverge.  Exit 0 cause found, 1 unexplained, 2 bad
     input, 3 infrastructure failure."""
-    from replay_tui.bisect.run import BisectOptions, check_factor_names
+    from replay_tui.bisect.options import BisectOptions, check_factor_names
     from replay_tui.ops.bisect import bisect_runs
     from replay_tui.replay.context import ReplayEvent
 

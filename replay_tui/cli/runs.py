@@ -305,14 +305,14 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
         seq, sep, h = a.partition(":")
         if not (seq.isdigit() and sep and len(h) == 64):
             raise BadInput(f"--anchor {a!r} must be SEQ:HASH as verify-store prints it")
-    import sqlite3
+    from replay_tui.ops.evidence import verify_store as check_store
 
-    try:  # opened here, not through --store's check: an unreadable store is a failed
-        # verification (exit 1), not a usage error
-        with RunStore(obj.store_path) as store:
-            rep = store.verify(anchors)
-    except sqlite3.DatabaseError as e:  # not a database, or pages corrupted
-        fail(f"STORE UNREADABLE: {obj.store_path}: {e}", 1, as_json=as_json)
+    # opened by the check, not through --store's: an unreadable store is a failed
+    # verification (exit 1), not a usage error
+    done = check_store(obj.store_path, anchors)
+    rep = done.check.report
+    if rep is None:  # not a database, or pages corrupted
+        fail(done.check.lines[0], done.exit_code, as_json=as_json)
     if as_json:
         echo_json(
             {
@@ -326,12 +326,10 @@ def verify_store(obj: Ctx, anchors: tuple[str, ...], as_json: bool) -> None:
             }
         )
     else:
-        from replay_tui.evidence.storecheck import store_check_lines
-
-        for line in store_check_lines(rep):  # the TUI's "Check store" says the same
+        for line in done.check.lines:  # the TUI's "Check store" says the same
             click.echo(line)
-    if not rep.ok:
-        sys.exit(1)
+    if done.exit_code:
+        sys.exit(done.exit_code)
 
 
 @click.command("gaps")

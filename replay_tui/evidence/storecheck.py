@@ -49,6 +49,8 @@ class StoreCheck:
     lines: list[str]
     head: str | None = None
     """The ledger head (``SEQ:HASH``) to note down (None: empty or unreadable)."""
+    report: VerifyReport | None = None
+    """What ``RunStore.verify`` counted and found (None: the store was unreadable)."""
 
 
 def check_store(path: Path, anchors: Sequence[str] = ()) -> StoreCheck:
@@ -59,4 +61,4 @@ def check_store(path: Path, anchors: Sequence[str] = ()) -> StoreCheck:
             rep = store.verify(anchors)
     except sqlite3.DatabaseError as e:  # not a database, or pages corrupted
         return StoreCheck(path, False, [unreadable_line(path, e)])
-    return StoreCheck(path, rep.ok, store_check_lines(rep), rep.head)
+    return StoreCheck(path, rep.ok, store_check_lines(rep), rep.head, rep)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from replay_tui.errors import BadInput
 
 if TYPE_CHECKING:
-    from replay_tui.bisect.run import BisectOptions
+    from replay_tui.bisect.options import BisectOptions
     from replay_tui.bisect.verdict import BisectResult, Outcome
     from replay_tui.replay.context import ReplayEvent
     from storage.store import RunStore
@@ -38,16 +38,23 @@ def bisect_runs(
     store: RunStore,
     good: str,
     bad: str,
-    opts: BisectOptions,
+    opts: BisectOptions | None = None,
     *,
     on_event: Callable[[ReplayEvent], None] | None = None,
     should_cancel: Callable[[], bool] = lambda: False,
 ) -> BisectDone:
-    """Replay GOOD with BAD's factors swapped in and store what makes BAD diverge."""
+    """Replay GOOD with BAD's factors swapped in and store what makes BAD diverge
+    (``opts`` None: the defaults)."""
+    from replay_tui.bisect.options import BisectOptions
     from replay_tui.bisect.run import run_bisect
 
     result = run_bisect(
-        store, good, bad, opts, on_event=on_event or _quiet, should_cancel=should_cancel
+        store,
+        good,
+        bad,
+        opts or BisectOptions(),
+        on_event=on_event or _quiet,
+        should_cancel=should_cancel,
     )
     return _done(result)
 
@@ -93,3 +100,11 @@ def show_bisect(
         raise BadInput(f"bisect #{bisect_id} has no probe {probe}")
     kept = tuple(ProbeLog(probe=n, what=label, text=probe_log(store, res, n)) for n, label in which)
     return BisectShown(done=_done(res), logs=kept)
+
+
+def probe_output(store: RunStore, result: BisectResult, probe: int) -> str | None:
+    """What the store kept of probe ``probe``'s output in ``result`` (-N: GOOD's
+    noise-floor replay N); None: not kept (the TUI's ``l`` on a probe row)."""
+    from replay_tui.bisect.run import probe_log
+
+    return probe_log(store, result, probe)

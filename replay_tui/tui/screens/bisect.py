@@ -9,7 +9,7 @@ both are named on a line under them, not offered.  Start hands a ``BisectOptions
 (escape or Cancel hands back None: nothing starts), and :class:`BisectScreen` runs the
 bisect with it.
 
-The bisect runs in a thread worker (``run_bisect``) whose ``on_event`` posts each event
+The bisect runs in a thread worker (``bisect_runs``) whose ``on_event`` posts each event
 as a message; the cancel key (or leaving the screen) sets a ``threading.Event`` that the
 pipeline polls.  The log pane shows the stages and each probe's answer, not the probes'
 own output (the store keeps it).  The answer is the verdict line, the probe table (the
@@ -56,7 +56,7 @@ from replay_tui.tui.widgets.style import safe, short, when
 
 if TYPE_CHECKING:
     from replay_tui.bisect.factors import FactorReport
-    from replay_tui.bisect.run import BisectOptions
+    from replay_tui.bisect.options import BisectOptions
     from replay_tui.bisect.verdict import BisectResult
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.tui.queries import StoredBisect
@@ -163,7 +163,7 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
         return self.bad
 
     def compose(self) -> ComposeResult:
-        from replay_tui.bisect.run import DEFAULT_BUDGET
+        from replay_tui.bisect.options import DEFAULT_BUDGET
 
         yield Header()
         yield Static(
@@ -252,7 +252,7 @@ class BisectFormScreen(AppScreen["BisectOptions | None"]):
     def chosen(self) -> BisectOptions:
         """The bisect options the form says (a bad number: its default, clamped as the
         command line's ranges are)."""
-        from replay_tui.bisect.run import DEFAULT_BUDGET, BisectOptions
+        from replay_tui.bisect.options import DEFAULT_BUDGET, BisectOptions
 
         def number(widget_id: str, low: int, high: int) -> int | None:
             text = self.query_one(f"#{widget_id}", Input).value.strip()
@@ -391,22 +391,22 @@ class BisectScreen(AppScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bisect")
     def _run(self) -> None:
-        from replay_tui.bisect.run import BisectOptions, run_bisect
         from replay_tui.errors import ReplayTuiError
+        from replay_tui.ops.bisect import bisect_runs
 
         def on_event(ev: ReplayEvent) -> None:
             self.post_message(BisectProgress(ev))
 
         try:
             with open_store(self.store_path) as store:
-                result = run_bisect(
+                result = bisect_runs(
                     store,
                     self.good,
                     self.bad,
-                    self.options or BisectOptions(),
+                    self.options,
                     on_event=on_event,
                     should_cancel=self._cancel.is_set,
-                )
+                ).result
             self.post_message(BisectDone(result, None, result.exit_code))
         except KeyboardInterrupt:
             self.post_message(BisectDone(None, "cancelled", 130))
@@ -482,13 +482,13 @@ class BisectScreen(AppScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bisect-log")
     def _show_log(self, result: BisectResult, index: int) -> None:
-        from replay_tui.bisect.run import probe_log
         from replay_tui.errors import ReplayTuiError
+        from replay_tui.ops.bisect import probe_output
         from storage.store import StoreError
 
         try:
             with open_store(self.store_path) as store:
-                text = probe_log(store, result, index)
+                text = probe_output(store, result, index)
         except (ReplayTuiError, StoreError, OSError) as e:
             self.app.call_from_thread(self._write_log, index, None, str(e))
             return

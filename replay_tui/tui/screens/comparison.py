@@ -55,7 +55,7 @@ NARROW = 100
 if TYPE_CHECKING:
     from rich.style import Style
 
-    from replay_tui.bisect.run import BisectOptions
+    from replay_tui.bisect.options import BisectOptions
     from replay_tui.compare.artifacts import ArtifactDiff
     from replay_tui.compare.metrics import MetricDiff
     from replay_tui.gaps import Gap

@@ -1,7 +1,7 @@
 """Start a reproduction drill from the TUI: how many runs, which, on which backend; watch
 it run; read what each picked run came to.
 
-The drill is ``replay_tui.replay.drill.run_drill`` (what ``replay-tui drill`` calls), run in a
+The drill is ``replay_tui.ops.drill.run_drill`` (what ``replay-tui drill`` calls), run in a
 thread worker with an ``on_event`` callback posting each event as a message and a
 ``should_cancel`` that reads a ``threading.Event`` set by the cancel key (or by leaving
 the screen).  A cancelled drill is still stored, with what each picked run came to (a
@@ -256,7 +256,7 @@ class DrillScreen(ScrollKeys, WorkScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="drill")
     def _run(self, count: int, pick: Pick, seed: int | None, options: ReplayOptions) -> None:
-        from replay_tui.replay.drill import run_drill
+        from replay_tui.ops.drill import run_drill
         from replay_tui.tui.queries import open_store
 
         should_cancel = self.should_cancel_for(get_current_worker())
@@ -273,7 +273,7 @@ class DrillScreen(ScrollKeys, WorkScreen):
                 options=options,
                 on_event=on_event,
                 should_cancel=should_cancel,
-            )
+            ).report
         self.post_message(self.Finished(report))
 
     # -- progress --------------------------------------------------------------------

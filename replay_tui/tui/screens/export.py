@@ -73,14 +73,14 @@ def export_run_bundle(
 ) -> ExportResult:
     """Export the evidence of ``run_ref`` (a replay's: its original's) to ``out`` (None:
     :func:`default_folder`), signed with ``key`` (None: unsigned).  In a worker thread."""
-    from replay_tui.evidence.export import export_bundle
+    from replay_tui.ops.evidence import export_evidence
 
     with open_store(store_path) as store:
         rid, _ = evidence_run(store, run_ref)
         out = out if out is not None else default_folder(store_path, rid)
         if out.parent == store_path.parent / BUNDLES:
             out.parent.mkdir(parents=True, exist_ok=True)  # the default place, made
-        return export_bundle(store, rid, out, key_path=key)
+        return export_evidence(store, rid, out, key=key).result
 
 
 class ExportBundleScreen(ResultModal):

@@ -1,7 +1,7 @@
 """Check the store from the TUI, as ``replay-tui verify-store`` does: walk the ledger,
 re-hash every stored fact, and say what the CLI says.
 
-The check is ``replay_tui.evidence.storecheck.check_store`` (the same
+The check is ``replay_tui.ops.evidence.verify_store`` (the same
 ``RunStore.verify`` the CLI runs, and its lines), in a thread worker: it reads every
 fact of the store.  The ledger head it prints is the anchor to note down outside the
 store (``verify-store --anchor``).
@@ -80,9 +80,9 @@ class StoreCheckScreen(ResultModal):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="store-check")
     def _check(self) -> None:
-        from replay_tui.evidence.storecheck import check_store
+        from replay_tui.ops.evidence import verify_store
 
-        self.post_message(self.Checked(check_store(self.store_path)))
+        self.post_message(self.Checked(verify_store(self.store_path).check))
 
     def on_store_check_screen_checked(self, message: Checked) -> None:
         message.stop()

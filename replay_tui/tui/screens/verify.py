@@ -155,11 +155,12 @@ class VerifyBundleScreen(ResultModal):
     def _verify(
         self, bundle: Path, key: Path | None, allow_embedded_key: bool, allow_unsigned: bool
     ) -> None:
-        from replay_tui.evidence.verify import report_lines, verify_with_key
+        from replay_tui.evidence.verify import report_lines
+        from replay_tui.ops.evidence import verify_evidence
 
-        check = verify_with_key(
+        check = verify_evidence(
             bundle, key, allow_embedded_key=allow_embedded_key, allow_unsigned=allow_unsigned
-        )
+        ).check
         self.post_message(self.Checked(check, report_lines(check)))
 
     def on_verify_bundle_screen_checked(self, message: Checked) -> None:
