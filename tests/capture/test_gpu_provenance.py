@@ -26,7 +26,7 @@ from replay_tui.capture.launcher import record
 from replay_tui.capture.options import RecordOptions
 from replay_tui.gaps import evaluate
 from replay_tui.replay.backends.docker import engine as dk
-from replay_tui.replay.backends.slurm.engine import docker_cli_args
+from replay_tui.replay.backends.slurm.script import docker_cli_args
 from storage.store import RunStore
 from tests.support.factories import apply_overrides, model, realistic_manifest
 

@@ -19,7 +19,7 @@ import pytest
 from replay_tui.errors import BadInput
 from replay_tui.replay.backends import BackendOption, declared_options, get_backend
 from replay_tui.replay.backends.slurm.backend import OPTIONS, slurm_options
-from replay_tui.replay.backends.slurm.engine import SlurmOptions
+from replay_tui.replay.backends.slurm.options import SlurmOptions
 from storage.store import RunStore
 from tests.conftest import RunCli, subprocess_env
 

@@ -22,7 +22,7 @@ from replay_tui.replay.backends import declared_options
 from replay_tui.replay.backends.docker import engine as dk
 from replay_tui.replay.backends.runtime import IdentityMismatch, oci_run_flags, run_request
 from replay_tui.replay.backends.slurm.backend import OPTIONS, RUNTIMES, slurm_options
-from replay_tui.replay.backends.slurm.engine import JobFolder, SlurmOptions
+from replay_tui.replay.backends.slurm.options import SlurmOptions
 from replay_tui.replay.backends.slurm.runtimes import (
     NAME_WORD,
     choose,
@@ -30,6 +30,7 @@ from replay_tui.replay.backends.slurm.runtimes import (
     probe_script,
     read_runtimes,
 )
+from replay_tui.replay.backends.slurm.spool import JobFolder
 from tests.conftest import RunCli
 
 DIGEST = "sha256:" + "a" * 64

@@ -19,14 +19,9 @@ import pytest
 from replay_tui.capture.executor import ExecSpec
 from replay_tui.errors import BadInput, InfraError
 from replay_tui.replay.backends.docker import engine as dk
-from replay_tui.replay.backends.slurm.engine import (
-    SlurmExecutor,
-    SlurmOptions,
-    container_kwargs,
-    docker_cli_args,
-    slurm_memory,
-    slurm_time,
-)
+from replay_tui.replay.backends.slurm.engine import SlurmExecutor
+from replay_tui.replay.backends.slurm.options import SlurmOptions, slurm_memory, slurm_time
+from replay_tui.replay.backends.slurm.script import container_kwargs, docker_cli_args
 from tests.conftest import RunCli
 
 IMAGE = "localhost:5000/replay-tui/train@sha256:" + "a" * 64
@@ -256,13 +251,13 @@ def test_slurm_flags_with_another_backend_are_refused(cli: RunCli, store_path: P
 def test_max_in_flight_holds_a_job_back_until_a_slot_frees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from replay_tui.replay.backends.slurm.engine import _slot
+    from replay_tui.replay.backends.slurm.commands import in_flight_slot
 
     log = _fake_tools(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     ex = _executor(tmp_path, gpus=0, options=SlurmOptions(max_in_flight=1))
-    held = _slot(1)
-    assert held is not None and held is _slot(1)  # one limit, shared by every replay
+    held = in_flight_slot(1)
+    assert held is not None and held is in_flight_slot(1)  # one limit, shared by every replay
     spec = _spec(tmp_path)
     held.acquire()  # another replay of this process has the only slot
     try:

@@ -166,17 +166,17 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.runner", "stage_place"): (
         "the checkout the tool made and the data locations the user named"
     ),
-    ("replay_tui.replay.backends.slurm.engine", "spool_dir"): (
+    ("replay_tui.replay.backends.slurm.spool", "spool_dir"): (
         "the spool folder the user named (then door.private_folder)"
     ),
-    ("replay_tui.replay.backends.slurm.engine", "sdk_copy"): (
+    ("replay_tui.replay.backends.slurm.spool", "sdk_copy"): (
         "copies this package's own .py files into the job's owner-only folder"
     ),
-    ("replay_tui.replay.backends.slurm.engine", "_own_folder"): (
+    ("replay_tui.replay.backends.slurm.spool", "_own_folder"): (
         "opens a spool folder it made or checks: O_DIRECTORY | O_NOFOLLOW, then fstat:"
         " refused unless this user's alone"
     ),
-    ("replay_tui.replay.backends.slurm.engine", "_write_new"): (
+    ("replay_tui.replay.backends.slurm.spool", "write_new"): (
         "creates the job's own files from the job folder's descriptor: O_CREAT | O_EXCL"
         " | O_NOFOLLOW, owner-only"
     ),

@@ -26,7 +26,9 @@ from replay_tui.errors import InfraError
 from replay_tui.replay.backends.docker import engine as dk
 from replay_tui.replay.backends.runtime import IdentityMismatch
 from replay_tui.replay.backends.slurm import runtimes as rts
-from replay_tui.replay.backends.slurm.engine import JobFolder, SlurmExecutor, SlurmOptions
+from replay_tui.replay.backends.slurm.engine import SlurmExecutor
+from replay_tui.replay.backends.slurm.options import SlurmOptions
+from replay_tui.replay.backends.slurm.spool import JobFolder
 
 DIGEST = "sha256:" + "a" * 64
 REF = f"localhost:5000/replay-tui/train@{DIGEST}"

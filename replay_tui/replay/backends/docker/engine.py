@@ -285,7 +285,7 @@ class DockerExecutor:
 
     def create_kwargs(self, spec: ExecSpec) -> dict[str, Any]:
         """The Docker SDK's ``containers.create`` arguments for ``spec``: the one definition
-        of the sandbox (``replay_tui.replay.backends.slurm.engine`` turns it into
+        of the sandbox (``replay_tui.replay.backends.slurm.script`` turns it into
         ``docker run`` flags)."""
         from docker.types import DeviceRequest
         from docker.types import Mount as DMount

@@ -26,7 +26,8 @@ from replay_tui.replay.backends.slurm.words import RUNTIMES
 
 if TYPE_CHECKING:
     from replay_tui.capture import probes
-    from replay_tui.replay.backends.slurm.engine import NodeWalls, SlurmOptions
+    from replay_tui.replay.backends.slurm.options import SlurmOptions
+    from replay_tui.replay.backends.slurm.script import NodeWalls
     from replay_tui.replay.context import Prepared, ReplayContext
     from replay_tui.replay.plan import ReplayOptions
     from storage.store import RunStore
@@ -100,7 +101,7 @@ def _value(option: BackendOption, text: str) -> Any:
 def slurm_options(values: OptionValues, env: Mapping[str, str] | None = None) -> SlurmOptions:
     """The flags (``ReplayOptions.backend_options``, name/value strings) over
     ``REPLAY_TUI_SLURM_*``, validated; BadInput names the bad flag or variable."""
-    from replay_tui.replay.backends.slurm.engine import SlurmOptions
+    from replay_tui.replay.backends.slurm.options import SlurmOptions
 
     e = os.environ if env is None else env
     given: dict[str, Any] = {}
@@ -137,7 +138,7 @@ def node_walls(
 
     from replay_tui.replay.backends.docker import walls as w
     from replay_tui.replay.backends.docker.backend import output_bytes
-    from replay_tui.replay.backends.slurm.engine import NodeWalls
+    from replay_tui.replay.backends.slurm.script import NodeWalls
 
     plan = ctx.plan
     assert ctx.worktree is not None and ctx.cwd is not None
@@ -196,7 +197,7 @@ class SlurmBackend(Backend):
         slurm_options(options)
 
     def scratch_base(self, store: RunStore, options: ReplayOptions) -> Path | None:
-        from replay_tui.replay.backends.slurm.engine import spool_dir
+        from replay_tui.replay.backends.slurm.spool import spool_dir
 
         return spool_dir(slurm_options(options.backend_options), store.path) / "work"
 
@@ -207,11 +208,9 @@ class SlurmBackend(Backend):
             replay_mounts,
             replay_sandbox,
         )
-        from replay_tui.replay.backends.slurm.engine import (
-            SlurmExecutor,
-            slurm_memory,
-            spool_dir,
-        )
+        from replay_tui.replay.backends.slurm.engine import SlurmExecutor
+        from replay_tui.replay.backends.slurm.options import slurm_memory
+        from replay_tui.replay.backends.slurm.spool import spool_dir
         from replay_tui.replay.context import Prepared
 
         plan, opts = ctx.plan, ctx.plan.options

@@ -55,7 +55,8 @@ from replay_tui.replay.backends.slurm.words import (
 )
 
 if TYPE_CHECKING:
-    from replay_tui.replay.backends.slurm.engine import JobFolder, SlurmOptions
+    from replay_tui.replay.backends.slurm.options import SlurmOptions
+    from replay_tui.replay.backends.slurm.spool import JobFolder
 
 _VARIABLES = {NAME_WORD: '"$NAME"', IMAGE_WORD: '"$IMAGE"', TMP_WORD: '"$TMP"'}
 """Words of a command line only the node knows, and the script's variable for each."""
@@ -322,8 +323,8 @@ exec 9>&-"""
         walls: str,
     ) -> str:
         """The whole job script (the shared start and end of
-        :mod:`~replay_tui.replay.backends.slurm.engine`'s, this runtime's middle)."""
-        from replay_tui.replay.backends.slurm.engine import HEADER, PROBE_BLOCK
+        :mod:`~replay_tui.replay.backends.slurm.script`'s, this runtime's middle)."""
+        from replay_tui.replay.backends.slurm.script import HEADER, PROBE_BLOCK
 
         rt = self.runtime(job)
         token = shlex.quote(job.token)
@@ -475,7 +476,7 @@ def _cache_key(options: SlurmOptions) -> str:
 
 def _kept(options: SlurmOptions, cache: Path | None) -> dict[str, str] | None:
     from replay_tui.door import Refused, read_under
-    from replay_tui.replay.backends.slurm.engine import probe_cache_fd
+    from replay_tui.replay.backends.slurm.spool import probe_cache_fd
 
     fd = probe_cache_fd(cache)
     if fd is None or cache is None:
@@ -499,7 +500,7 @@ def _kept(options: SlurmOptions, cache: Path | None) -> dict[str, str] | None:
 def _keep(options: SlurmOptions, cache: Path | None, body: bytes) -> None:
     import secrets
 
-    from replay_tui.replay.backends.slurm.engine import _write_new, probe_cache_fd
+    from replay_tui.replay.backends.slurm.spool import probe_cache_fd, write_new
 
     fd = probe_cache_fd(cache)
     if fd is None:
@@ -513,7 +514,7 @@ def _keep(options: SlurmOptions, cache: Path | None, body: bytes) -> None:
     }
     try:
         with contextlib.suppress(OSError):
-            _write_new(fd, tmp, json.dumps(entry).encode())
+            write_new(fd, tmp, json.dumps(entry).encode())
             os.replace(tmp, key, src_dir_fd=fd, dst_dir_fd=fd)
     finally:
         with contextlib.suppress(OSError):
@@ -568,14 +569,22 @@ def detect_runtime(
 def _probe(
     options: SlurmOptions, spool: Path, should_cancel: Callable[[], bool], timeout_s: float
 ) -> bytes:
-    from replay_tui.replay.backends.slurm import engine as en
+    from replay_tui.replay.backends.slurm.commands import (
+        TERMINAL,
+        cancel_job,
+        query_job,
+        run_tool,
+        sbatch_refused,
+        tool_path,
+    )
+    from replay_tui.replay.backends.slurm.spool import JobFolder, probe_mac
 
-    job = en.JobFolder.make(spool)
+    job = JobFolder.make(spool)
     job_id = ""
     try:
         job.create("job.sh", probe_script(job.path, job.token), mode=0o700)
         argv = [
-            en._tool("sbatch"),
+            tool_path("sbatch"),
             "--parsable",
             "--job-name",
             f"replay-tui-probe-{job.name}",
@@ -599,9 +608,9 @@ def _probe(
             if value:
                 argv += [flag, value]
         argv += [*probe_sbatch_args(options.sbatch_args), str(job.path / "job.sh")]
-        p = en._run(argv, timeout=120, umask=0o077)
+        p = run_tool(argv, timeout=120, umask=0o077)
         if p.returncode != 0:
-            raise en.sbatch_refused(p, "the probe job that asks which runtime the nodes have")
+            raise sbatch_refused(p, "the probe job that asks which runtime the nodes have")
         job_id = p.stdout.strip().split(";", 1)[0]
         deadline = time.monotonic() + timeout_s
         delay = options.poll_min_s
@@ -609,12 +618,12 @@ def _probe(
             if job.exists("runtimes.mac"):
                 body = job.read("runtimes")
                 mac = job.read("runtimes.mac").decode("ascii", "replace").strip()
-                if not hmac.compare_digest(mac, en.probe_mac(job.token, body)):
+                if not hmac.compare_digest(mac, probe_mac(job.token, body)):
                     raise InfraError("the probe job's answer does not carry its MAC: not taken")
                 job_id = ""
                 return body
-            st = en.query_job(job_id)
-            if st is not None and st.state in en.TERMINAL and not job.exists("runtimes.mac"):
+            st = query_job(job_id)
+            if st is not None and st.state in TERMINAL and not job.exists("runtimes.mac"):
                 raise InfraError(
                     f"the probe job {job_id} ended {st.state} without saying which container"
                     " runtime the nodes have",
@@ -629,6 +638,6 @@ def _probe(
         )
     finally:
         if job_id:
-            en.cancel_job(job_id)
+            cancel_job(job_id)
         job.remove()
         job.close()
