@@ -25,7 +25,7 @@ from storage.manifest import RunManifest
 from storage.records import ReplayFact, RunRecord
 
 if TYPE_CHECKING:
-    from replay_tui.replay.drill import DrillReport
+    from replay_tui.ops.drill import DrillReport
 
 __all__ = ["cut", "duration", "short", "table"]  # re-exported from replay_tui.textfmt
 

@@ -4,16 +4,18 @@ a drill cancelled or interrupted is NOT JUDGED, exit 130)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replay_tui.ops.judgement import Judgement, NotJudged, judgement_of
 
 if TYPE_CHECKING:
     from replay_tui.replay.context import ReplayEvent
-    from replay_tui.replay.drill import DrillReport, Pick
+    from replay_tui.replay.drill import DrillItem as DrillItem
+    from replay_tui.replay.drill import DrillReport as DrillReport
+    from replay_tui.replay.drill import Pick
     from replay_tui.replay.plan import ReplayOptions
     from storage.store import RunStore
 
@@ -71,3 +73,11 @@ def run_drill(
     return DrillDone(
         report=rep, judgement=judgement, not_judged=why, junit=junit, exit_code=rep.exit_code
     )
+
+
+def stored_drill_item(entry: Mapping[str, Any]) -> DrillItem | None:
+    """One run of a stored drill (an entry of ``DrillReport.to_dict()["runs"]``), or None
+    when the entry is no drill item (a face reading a stored drill back)."""
+    from replay_tui.replay.drill import DrillItem
+
+    return DrillItem.from_json(entry)

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Literal
 
 from storage.vocabulary import EXIT_NOT_REPRODUCED, EXIT_OK
 
-if TYPE_CHECKING:
-    from replay_tui.evidence.export import ExportResult
+if TYPE_CHECKING:  # the outcomes' parts, named here for the faces' annotations too
+    from replay_tui.evidence.export import ExportResult as ExportResult
     from replay_tui.evidence.modelsig import ModelFolder
-    from replay_tui.evidence.stats import Stats
-    from replay_tui.evidence.storecheck import StoreCheck
-    from replay_tui.evidence.verify import BundleCheck
+    from replay_tui.evidence.stats import Stats as Stats
+    from replay_tui.evidence.storecheck import StoreCheck as StoreCheck
+    from replay_tui.evidence.verify import BundleCheck as BundleCheck
+    from replay_tui.evidence.verify import ReportLine as ReportLine
     from storage.store import RunStore
 
 Checked = Literal["VERIFIED", "NOT_VERIFIED"]

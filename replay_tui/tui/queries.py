@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from replay_tui.compare.verdict import Comparison
     from replay_tui.gaps import Gap
     from replay_tui.ops.compare import AbortedSide
+    from replay_tui.ops.drill import DrillItem
     from replay_tui.ops.judgement import Judgement
     from replay_tui.ops.replay import ReplayDone
-    from replay_tui.replay.drill import DrillItem
     from storage.manifest import RunManifest
 
 __all__ = ["REPRODUCED", "VERDICTS"]
@@ -538,9 +538,9 @@ def load_dashboard(
 ) -> DashboardStats:
     """The dashboard's figures: the SLIs exactly as ``replay-tui stats`` computes them,
     the runs that need attention, the latest replays and drills."""
-    from replay_tui.evidence.stats import compute_stats
+    from replay_tui.ops.evidence import store_stats
 
-    s = compute_stats(store)
+    s = store_stats(store).stats
     critical = store.list_runs(RunQuery(has_critical=True, limit=critical_limit))
     of = {r.replay_of for r in critical if r.kind == "replay" and r.replay_of}
     return DashboardStats(
@@ -608,10 +608,10 @@ class StoredDrill:
 def drill_items(body: Mapping[str, Any]) -> tuple[tuple[DrillItem, ...], int]:
     """The runs of a stored drill (``DrillReport.to_dict``), and how many of its entries
     are no drill item (a malformed body reads as fewer runs rather than failing)."""
-    from replay_tui.replay.drill import DrillItem
+    from replay_tui.ops.drill import stored_drill_item
 
     runs = body.get("runs")
     entries = runs if isinstance(runs, list) else []
-    parsed = [DrillItem.from_json(x) for x in entries if isinstance(x, Mapping)]
+    parsed = [stored_drill_item(x) for x in entries if isinstance(x, Mapping)]
     items = tuple(i for i in parsed if i is not None)
     return items, len(parsed) - len(items)

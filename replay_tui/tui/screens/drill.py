@@ -48,8 +48,8 @@ from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
 from replay_tui.tui.widgets.style import Palette, duration, safe, short
 
 if TYPE_CHECKING:
+    from replay_tui.ops.drill import DrillReport
     from replay_tui.replay.context import ReplayEvent
-    from replay_tui.replay.drill import DrillReport
 
 Pick = Literal["random", "oldest", "unverified"]
 PICKS: list[tuple[str, Pick]] = [

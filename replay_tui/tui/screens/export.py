@@ -31,7 +31,7 @@ from replay_tui.tui.screens.result_modal import ResultModal
 from replay_tui.tui.widgets.style import Palette, safe, short
 
 if TYPE_CHECKING:
-    from replay_tui.evidence.export import ExportResult
+    from replay_tui.ops.evidence import ExportResult
     from storage.store import RunStore
 
 SIGNING_KEY_ENV = "REPLAY_TUI_SIGNING_KEY"

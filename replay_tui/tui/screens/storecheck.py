@@ -26,7 +26,7 @@ from replay_tui.tui.screens.result_modal import ResultModal
 from replay_tui.tui.widgets.style import Palette, safe
 
 if TYPE_CHECKING:
-    from replay_tui.evidence.storecheck import StoreCheck
+    from replay_tui.ops.evidence import StoreCheck
 
 
 class StoreCheckScreen(ResultModal):

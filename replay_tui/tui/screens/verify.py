@@ -31,7 +31,7 @@ from replay_tui.tui.screens.result_modal import ResultModal
 from replay_tui.tui.widgets.style import Palette, safe
 
 if TYPE_CHECKING:
-    from replay_tui.evidence.verify import BundleCheck, ReportLine
+    from replay_tui.ops.evidence import BundleCheck, ReportLine
 
 
 KEY_FIELD = "public key (.pub)"
