@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_tui.capture.launcher import record
 from replay_tui.capture.options import RecordOptions
 from replay_tui.errors import ReplayTuiError
+from replay_tui.ops.record import record_run
+from replay_tui.ops.replay import replay_and_judge
 from replay_tui.replay.context import ReplayEvent
 from replay_tui.replay.plan import ReplayOptions
-from replay_tui.replay.series import replay_many
 from storage.store import RunStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_mlp.py"
@@ -113,16 +113,11 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
     def rec(
         key: str, opts: RecordOptions, in_image: bool, image_override: str | None = None
     ) -> None:
-        ex = info = None
         use = image_override or (image if in_image else None)
-        if use:
-            from replay_tui.replay.backends.docker.engine import container_recorder
-
-            ex, info = container_recorder(use, opts)
-        say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {use}" if ex else ""))
-        res = record(opts, store, executor=ex, on_line=_progress(say), image_info=info)
-        ids[key] = res.manifest.run_id
-        say(f"  -> run {res.manifest.run_id} {res.manifest.status}")
+        say(f"recording {key}: {' '.join(opts.argv)}" + (f" in {use}" if use else ""))
+        done = record_run(opts, store.path, lambda: store, image=use, on_line=_progress(say))
+        ids[key] = done.run_id
+        say(f"  -> run {done.run_id} {done.status}")
 
     base = dict(
         cwd=repo,
@@ -174,10 +169,10 @@ def build_demo(store_path: Path, *, say: Say = print, use_docker: bool = True) -
         in_image=True,
     )
     say(f"replaying the pinned run with the {backend} backend")
-    report = replay_many(
+    replayed = replay_and_judge(
         store, ids["pinned"], ReplayOptions(backend=backend), on_event=_stage_lines(say)
     )
-    verdict = report.outcomes[0].verdict if report.outcomes else None
+    verdict = replayed.attempts[0].verdict if replayed.attempts else None
     say(f"  -> {verdict}")
     store.close()
     return DemoResult(store_path, backend, notice, ids)

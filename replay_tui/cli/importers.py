@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from replay_tui.cli.common import Ctx, echo_json, handled, json_option
 from replay_tui.safety import escape_control
 
+if TYPE_CHECKING:
+    from replay_tui.ops.importing import ImportDone
 
-def _report(tracker: str, source: str, outcomes: list[Any], as_json: bool) -> None:
-    imported = sum(o.status == "imported" for o in outcomes)
-    already = sum(o.status == "already" for o in outcomes)
-    skipped = sum(o.status == "skipped" for o in outcomes)
+
+def _report(done: ImportDone, as_json: bool) -> None:
     if as_json:
         echo_json(
             {
-                "tracker": tracker,
-                "source": source,
-                "imported": imported,
-                "already": already,
-                "skipped": skipped,
-                "runs": [o.to_dict() for o in outcomes],
+                "tracker": done.tracker,
+                "source": done.source,
+                "imported": done.imported,
+                "already": done.already,
+                "skipped": done.skipped,
+                "runs": [o.to_dict() for o in done.outcomes],
             }
         )
         return
-    for o in outcomes:
+    for o in done.outcomes:
         if o.status == "imported":
             g = o.gaps or {}
             click.echo(
@@ -40,7 +40,9 @@ def _report(tracker: str, source: str, outcomes: list[Any], as_json: bool) -> No
             click.echo(f"already  {o.source_run_id} -> {o.run_id} (imported before: kept as is)")
         else:
             click.echo(f"skipped  {o.source_run_id}: {o.reason}")
-    click.echo(f"{imported} imported, {already} already in the store, {skipped} skipped")
+    click.echo(
+        f"{done.imported} imported, {done.already} already in the store, {done.skipped} skipped"
+    )
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,13 +63,6 @@ def _budget_options(fn: F) -> F:
     fn = click.option("--max-points", type=click.IntRange(min=1), help=POINTS_HELP)(fn)
     fn = click.option("--max-bytes", "max_bytes", metavar="SIZE", help=BUDGET_HELP)(fn)
     return fn
-
-
-def _budget(max_bytes: str | None, max_points: int | None) -> Any:
-    from replay_tui.importers import ImportBudget, parse_size
-
-    size = parse_size(max_bytes, "--max-bytes") if max_bytes is not None else None
-    return ImportBudget.from_env(size, max_points)
 
 
 @click.group("import")
@@ -108,20 +103,19 @@ def import_mlflow(
     as_json: bool,
 ) -> None:
     """Import MLflow runs from TRACKING_URI (sqlite:///mlflow.db, mlruns/, http://...)."""
-    from replay_tui.importers import import_runs, load_importer
+    from replay_tui.ops.importing import import_tracker_runs
 
-    budget = _budget(max_bytes, max_points)
-    importer = load_importer("mlflow")
-    outcomes = import_runs(
+    done = import_tracker_runs(
         obj.store,
-        importer,
+        "mlflow",
         tracking_uri,
-        budget=budget,
+        max_bytes=max_bytes,
+        max_points=max_points,
         experiments=experiments,
         run_ids=run_ids,
         trust_roots=trust_roots,
     )
-    _report("mlflow", tracking_uri, outcomes, as_json)
+    _report(done, as_json)
 
 
 @import_group.command("wandb")
@@ -149,19 +143,19 @@ def import_wandb(
     as_json: bool,
 ) -> None:
     """Import W&B run folders (wandb/offline-run-*, wandb/run-*)."""
-    from replay_tui.importers import import_runs, load_importer
+    from replay_tui.ops.importing import import_tracker_runs
 
-    budget = _budget(max_bytes, max_points)
-    importer = load_importer("wandb")
-    outcomes = import_runs(
+    done = import_tracker_runs(
         obj.store,
-        importer,
+        "wandb",
         run_dirs[0],
-        budget=budget,
+        max_bytes=max_bytes,
+        max_points=max_points,
+        said_as=" ".join(run_dirs),
         folders=run_dirs[1:],
         trust_roots=trust_roots,
     )
-    _report("wandb", " ".join(run_dirs), outcomes, as_json)
+    _report(done, as_json)
 
 
 def register(main: click.Group) -> None:

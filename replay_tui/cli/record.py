@@ -129,8 +129,6 @@ def record(
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND (after --) and record its full provenance; exit with its exit code."""
-    from replay_tui.capture.launcher import StoreLater
-    from replay_tui.capture.launcher import record as do_record
     from replay_tui.capture.options import RecordOptions
     from replay_tui.capture.outputs import parse_size
 
@@ -161,20 +159,15 @@ def record(
     # the store is opened once the command has ended (its modules load while it runs);
     # what would refuse it is checked now, before the command starts
     check_store_path(obj.store_path, database=True)
-    store = StoreLater(obj.store_path, lambda: obj.store)
-    executor = None
-    image_info = None
-    if image:
-        from replay_tui.replay.backends.docker.engine import container_recorder
+    from replay_tui.ops.record import record_run
 
-        executor, image_info = container_recorder(image, opts)
-    res = do_record(opts, store, executor=executor, on_line=echo, image_info=image_info)
-    m = res.manifest
-    for why in res.refused:  # always said (also under --json and --quiet): each is a gap
+    done = record_run(opts, obj.store_path, lambda: obj.store, on_line=echo)
+    m = done.manifest
+    for why in done.refused:  # always said (also under --json and --quiet): each is a gap
         # a stale file was not refused: it is listed, as not written by this run
         word = "not an output of this run" if ": stale: " in why else "refused"
         click.echo(f"replay-tui: {word}: {why}", err=True)
-    for glob in res.unmatched:  # said whatever the mode: each is a gap
+    for glob in done.unmatched:  # said whatever the mode: each is a gap
         click.echo(
             f"replay-tui: --artifact {escape_control(glob)!r} matched no file: nothing it"
             " names was recorded",
@@ -185,25 +178,25 @@ def record(
             {
                 "run_id": m.run_id,
                 "status": m.status,
-                "exit_code": res.exit.exit_code,
+                "exit_code": done.exit_code,
                 "manifest_sha256": m.integrity.manifest_sha256,
-                "log": str(res.log_path),
-                "refused": list(res.refused),
-                "unmatched": list(res.unmatched),
+                "log": str(done.log_path),
+                "refused": list(done.refused),
+                "unmatched": list(done.unmatched),
             }
         )
     else:
         click.echo(
-            f"recorded run {m.run_id} ({m.status}, exit {res.exit.exit_code}) in {obj.store_path}"
+            f"recorded run {m.run_id} ({m.status}, exit {done.exit_code}) in {obj.store_path}"
         )
         stale = sum(1 for a in m.outputs.artifacts if a.stale is not None)
         click.echo(
             f"  {len(m.outputs.artifacts) - stale} artifact(s)"
             + (f" (+{stale} stale, not written by it)" if stale else "")
-            + f", {len(m.outputs.metrics)} metric(s), log kept at {res.log_path}"
+            + f", {len(m.outputs.metrics)} metric(s), log kept at {done.log_path}"
         )
     obj.store.close()  # committed already; this copies the WAL into the file and syncs it
-    raise Finished(res.exit.exit_code)
+    raise Finished(done.exit_code)
 
 
 def register(main: click.Group) -> None:
