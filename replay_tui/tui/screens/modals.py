@@ -115,6 +115,7 @@ KEYMAP: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("enter / ctrl+s", "the form b opens: start (escape: cancel, nothing starts)"),
             ("x / escape", "cancel a running bisect"),
+            ("l", "the output of the probe under the cursor (kept in the store)"),
             ("escape", "when done: back (the answer is stored: the run's Bisects tab)"),
         ),
     ),
