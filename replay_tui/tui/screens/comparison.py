@@ -3,6 +3,11 @@
 The comparison is the typed :class:`~replay_tui.compare.verdict.Comparison`, read back
 from the store (``replay_tui.compare.stored``: fields older bodies lack take their
 defaults) or computed in the worker when the pair was never compared.
+
+Why one module of about 800 lines: it is one screen, its five tabs filled from one
+comparison.  Each item's state and its words come from the domain (``compare.states``,
+the noise rule's ``short_claims``) and the widgets from ``tui/widgets/``; what is left here
+is which row goes in which tab.
 """
 
 from __future__ import annotations
