@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from replay_tui.bisect import factors as fx  # noqa: E402
+from replay_tui.bisect.answer import BisectResult  # noqa: E402
 from replay_tui.bisect.probe import Side  # noqa: E402
 from replay_tui.bisect.run import BisectOptions, _Runner, run_bisect  # noqa: E402
-from replay_tui.bisect.verdict import BisectResult  # noqa: E402
 from replay_tui.replay.plan import ReplayOptions  # noqa: E402
 from storage.store import RunStore  # noqa: E402
 from tests.support.training import QUICK, cli_env, git, make_repo  # noqa: E402

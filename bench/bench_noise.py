@@ -56,6 +56,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from replay_tui.compare.comparison import compare_runs  # noqa: E402
 from replay_tui.compare.floor import (  # noqa: E402
     floor_body,
     measure_floor,
@@ -65,7 +66,6 @@ from replay_tui.compare.floor import (  # noqa: E402
 from replay_tui.compare.noise_rule import judge as noise_judge  # noqa: E402
 from replay_tui.compare.tensors import compare_checkpoints  # noqa: E402
 from replay_tui.compare.tolerance import Tolerance  # noqa: E402
-from replay_tui.compare.verdict import compare_runs  # noqa: E402
 from replay_tui.replay.runner import compare_pair  # noqa: E402
 from storage.manifest import RunManifest, manifest_from_data  # noqa: E402
 from storage.objects import ObjectStore  # noqa: E402

@@ -4,7 +4,7 @@ The words themselves (verdict and status sets, the legacy map, exit-code precede
 defined once in ``storage.vocabulary`` and re-exported here with the rules that use
 them.
 
-A **verdict** judges a comparison of two runs (``replay_tui.compare.verdict``):
+A **verdict** judges a comparison of two runs (``replay_tui.compare.comparison``):
 IDENTICAL, EQUIVALENT, WITHIN_NOISE (all three: *reproduced*; only the first is
 *bit-identical*), DIVERGED, INCOMPLETE (both: *not reproduced*).
 

@@ -16,7 +16,7 @@ make GOOD behave like BAD:
 
 from __future__ import annotations
 
+from replay_tui.bisect.answer import BisectResult
 from replay_tui.bisect.factors import FACTORS
-from replay_tui.bisect.verdict import BisectResult
 
 __all__ = ["FACTORS", "BisectResult"]

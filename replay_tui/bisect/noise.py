@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from replay_tui.compare.comparison import Comparison, compare_runs
 from replay_tui.compare.distance import metric_gap, weight_rel_l2
 from replay_tui.compare.noise_floor_model import NoiseFloor as RuleFloor
 from replay_tui.compare.noise_rule import judge as rule_judge
-from replay_tui.compare.verdict import Comparison, compare_runs
 from replay_tui.verdicts import is_reproduced
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore

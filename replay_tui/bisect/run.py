@@ -26,6 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from replay_tui.bisect import factors as fx
+from replay_tui.bisect.answer import (
+    BisectResult,
+    DifferingFactor,
+    EnvChange,
+    FloorSummary,
+    GoodVsBad,
+    ProbeJudgement,
+    ProbeRecord,
+    Untestable,
+    noun,
+)
 from replay_tui.bisect.noise import (
     MARGIN,
     Behaviour,
@@ -42,17 +53,6 @@ from replay_tui.bisect.options import BisectOptions as BisectOptions
 from replay_tui.bisect.options import check_factor_names as check_factor_names
 from replay_tui.bisect.probe import Probe, Side, build_probe
 from replay_tui.bisect.search import search
-from replay_tui.bisect.verdict import (
-    BisectResult,
-    DifferingFactor,
-    EnvChange,
-    FloorSummary,
-    GoodVsBad,
-    ProbeJudgement,
-    ProbeRecord,
-    Untestable,
-    noun,
-)
 from replay_tui.errors import BadInput, InfraError, ReplayTuiError
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import OnEvent, ReplayEvent
@@ -276,7 +276,7 @@ class _Runner:
         docker_client: Any,
         result: BisectResult,
     ) -> None:
-        from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL
+        from replay_tui.compare.comparison import DEFAULT_ATOL, DEFAULT_RTOL
 
         self.store = store
         self.good, self.bad = good, bad

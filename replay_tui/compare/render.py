@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from replay_tui.compare.artifacts import ArtifactDiff
+from replay_tui.compare.comparison import TOLERANCE_RULE, Comparison
 from replay_tui.compare.environment import CLASS_ORDER, CLASS_TITLES, EnvironmentDiff, EnvRow
 from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.states import with_states, words
-from replay_tui.compare.verdict import TOLERANCE_RULE, Comparison
 from replay_tui.gaps import gap_lines
 from replay_tui.textfmt import short, table
 from storage.records import GapCounts

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
     from replay_tui.compare.artifacts import ArtifactDiff
+    from replay_tui.compare.comparison import Comparison
     from replay_tui.compare.metrics import MetricDiff
     from replay_tui.compare.noise_results import EndpointResult, NoiseJudgement
     from replay_tui.compare.tensors import TensorDiff
-    from replay_tui.compare.verdict import Comparison
 
 ItemState = Literal[
     "identical",

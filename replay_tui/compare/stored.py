@@ -2,7 +2,7 @@
 
 The store keeps a comparison as the JSON its ``to_dict()`` wrote; every reader (the
 TUI's comparison screen, the CLI, the evidence report) turns it back into the same
-:class:`~replay_tui.compare.verdict.Comparison` with :func:`comparison_from_dict` and
+:class:`~replay_tui.compare.comparison.Comparison` with :func:`comparison_from_dict` and
 reads attributes, never keys.  Bodies written by older versions lack some fields: those
 take the dataclass defaults.  Non-finite numbers were stored as strings (``"nan"``,
 ``"inf"``, strict JSON) and come back as floats, so ``comparison_from_dict(d).to_dict()``
@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from replay_tui.compare.artifacts import ArtifactDiff
+from replay_tui.compare.comparison import Comparison
 from replay_tui.compare.environment import EnvironmentDiff, EnvRow, PackagesDiff
 from replay_tui.compare.floor import FloorRef
 from replay_tui.compare.metrics import MetricDiff
 from replay_tui.compare.noise_results import NoiseJudgement
 from replay_tui.compare.tensors import CheckpointDiff, TensorDiff
-from replay_tui.compare.verdict import Comparison
 from replay_tui.gaps import Gap
 from storage.records import GapCounts
 

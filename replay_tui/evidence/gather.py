@@ -12,8 +12,8 @@ from storage.records import ReplayFact, RunRecord
 from storage.store import RunQuery, RunStore
 
 if TYPE_CHECKING:
+    from replay_tui.compare.comparison import Comparison
     from replay_tui.compare.floor import NoiseFloorFact
-    from replay_tui.compare.verdict import Comparison
 
 MAX_REPLAYS = 10_000
 

@@ -23,7 +23,7 @@ from replay_tui.safety import escape_control
 from storage.manifest import ArtifactInfo, RunManifest
 
 if TYPE_CHECKING:
-    from replay_tui.compare.verdict import Comparison
+    from replay_tui.compare.comparison import Comparison
 
 State = str
 """A row's state: a field's ``same``/``differs``/``info``, or an output's item state as

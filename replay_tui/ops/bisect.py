@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from replay_tui.errors import BadInput
 
 if TYPE_CHECKING:
+    from replay_tui.bisect.answer import BisectResult, Outcome
     from replay_tui.bisect.options import BisectOptions
-    from replay_tui.bisect.verdict import BisectResult, Outcome
     from replay_tui.replay.context import ReplayEvent
     from storage.store import RunStore
 

@@ -18,8 +18,8 @@ from replay_tui.ops.judgement import Judgement, aborted_exit
 from replay_tui.verdicts import Verdict, aborted_replays
 
 if TYPE_CHECKING:
+    from replay_tui.compare.comparison import Comparison
     from replay_tui.compare.tolerance import Tolerance
-    from replay_tui.compare.verdict import Comparison
     from storage.manifest import RunManifest
     from storage.store import RunStore
 

@@ -59,7 +59,7 @@ from storage.objects import ObjectStore
 from storage.store import Location, RunStore
 
 if TYPE_CHECKING:
-    from replay_tui.compare.verdict import Comparison
+    from replay_tui.compare.comparison import Comparison
 
 __all__ = [
     "STAGES",
@@ -782,8 +782,8 @@ def compare_pair(
 ) -> Comparison:
     """The full comparison of A and B as every command makes it: the objects beside the
     store, the tolerance given, and the noise floor that speaks for the pair."""
+    from replay_tui.compare.comparison import compare_runs
     from replay_tui.compare.floor import noise_context
-    from replay_tui.compare.verdict import compare_runs
 
     return compare_runs(
         a,

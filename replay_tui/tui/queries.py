@@ -30,8 +30,8 @@ from storage.store import Location, RunQuery, RunStore, SearchReach, StoreError
 # The run detail's gap rules and manifest models (pydantic) load when a run is first
 # opened, not with the runs browser (the first frame).
 if TYPE_CHECKING:
-    from replay_tui.bisect.verdict import BisectResult
-    from replay_tui.compare.verdict import Comparison
+    from replay_tui.bisect.answer import BisectResult
+    from replay_tui.compare.comparison import Comparison
     from replay_tui.gaps import Gap
     from replay_tui.ops.compare import AbortedSide
     from replay_tui.ops.drill import DrillItem
@@ -235,7 +235,7 @@ class StoredBisect:
 
 def bisects_of(store: RunStore, run_id: str) -> list[StoredBisect]:
     """The bisects ``run_id`` took part in (as GOOD or BAD), oldest first."""
-    from replay_tui.bisect.verdict import BisectResult
+    from replay_tui.bisect.answer import BisectResult
 
     out = []
     for f in store.bisects_of(run_id):

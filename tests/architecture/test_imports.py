@@ -37,7 +37,7 @@ def test_storage_is_free_of_everything_above_it() -> None:
 
 def test_domain_never_imports_textual() -> None:
     stmt = (
-        "import replay_tui.gaps, replay_tui.compare.verdict, replay_tui.replay.runner, "
+        "import replay_tui.gaps, replay_tui.compare.comparison, replay_tui.replay.runner, "
         "replay_tui.capture.launcher, replay_tui.sdk"
     )
     assert "textual" not in loaded_after(stmt)

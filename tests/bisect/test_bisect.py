@@ -18,10 +18,7 @@ from typing import Any
 import pytest
 
 from replay_tui.bisect import factors as fx
-from replay_tui.bisect.noise import Behaviour, Distance
-from replay_tui.bisect.probe import Side, build_probe
-from replay_tui.bisect.search import ddmin, search
-from replay_tui.bisect.verdict import (
+from replay_tui.bisect.answer import (
     BisectResult,
     DifferingFactor,
     EnvChange,
@@ -31,6 +28,9 @@ from replay_tui.bisect.verdict import (
     ProbeRecord,
     Untestable,
 )
+from replay_tui.bisect.noise import Behaviour, Distance
+from replay_tui.bisect.probe import Side, build_probe
+from replay_tui.bisect.search import ddmin, search
 from storage.store import RunStore
 from tests.support.training import QUICK, git, make_repo, record_example, replay_tui, write_data
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from replay_tui.bisect.answer import PROBE_COLUMNS, BisectResult, ProbeJudgement, ProbeRecord
 from replay_tui.bisect.noise import Closeness, conclude, judge, noise_floor
-from replay_tui.bisect.verdict import PROBE_COLUMNS, BisectResult, ProbeJudgement, ProbeRecord
 from storage.manifest import RunManifest, manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest

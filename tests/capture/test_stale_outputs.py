@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from replay_tui.capture.stale import CHANGED_BEFORE, LEFT_BEFORE
+from replay_tui.compare.comparison import compare_runs
 from replay_tui.compare.render import comparison_text
 from replay_tui.compare.stored import comparison_from_dict
-from replay_tui.compare.verdict import compare_runs
 from replay_tui.gaps import Gap, evaluate
 from storage.manifest import ManifestError, canonical_json, manifest_from_data, parse_manifest
 from storage.store import RunStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from replay_tui.compare.verdict import compare_runs
+from replay_tui.compare.comparison import compare_runs
 from storage.manifest import RunManifest, manifest_from_data
 from tests.conftest import MakeManifest
 

@@ -18,12 +18,12 @@ import torch
 from safetensors.torch import save_file
 
 from replay_tui.checkpoints.digest import tensor_digest
+from replay_tui.compare.comparison import DEFAULT_ATOL, DEFAULT_RTOL, Comparison
+from replay_tui.compare.comparison import compare_runs as _compare_runs
 from replay_tui.compare.environment import base_class, classify, compare_environment
 from replay_tui.compare.metrics import compare_metric, is_timing_metric
 from replay_tui.compare.render import comparison_text
 from replay_tui.compare.stored import StoredComparisonError, comparison_from_dict
-from replay_tui.compare.verdict import DEFAULT_ATOL, DEFAULT_RTOL, Comparison
-from replay_tui.compare.verdict import compare_runs as _compare_runs
 from storage.manifest import RunManifest, canonical_json, config_hash, manifest_from_data
 from storage.objects import ObjectStore
 from storage.records import GapCounts

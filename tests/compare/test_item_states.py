@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from replay_tui.compare.comparison import compare_runs
 from replay_tui.compare.states import counts, with_states
 from replay_tui.compare.stored import comparison_from_dict
-from replay_tui.compare.verdict import compare_runs
 from storage.manifest import manifest_from_data
 from tests.compare.test_noise_verdict import _context, _run
 from tests.conftest import MakeManifest

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from replay_tui.compare.comparison import compare_runs
 from replay_tui.compare.floor import (
     DeterminismCost,
     FloorRecord,
@@ -22,7 +23,6 @@ from replay_tui.compare.noise_params import NoiseParams
 from replay_tui.compare.noise_self_check import SelfCheck, self_check
 from replay_tui.compare.stored import comparison_from_dict
 from replay_tui.compare.tolerance import Tolerance
-from replay_tui.compare.verdict import compare_runs
 from storage.manifest import RunManifest, manifest_from_data
 from storage.records import GapCounts
 from storage.store import RunStore

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from replay_tui.bisect.answer import BisectResult, ProbeRecord
 from replay_tui.bisect.run import probe_log, stored_bisect
-from replay_tui.bisect.verdict import BisectResult, ProbeRecord
 from storage.store import RunStore
 from tests.conftest import RunCli
 

@@ -22,12 +22,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from replay_tui.compare.comparison import compare_runs
 from replay_tui.compare.floor import FloorRecord, NoiseContext, Spread, StoredFloor
 from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.noise_params import NoiseParams
 from replay_tui.compare.noise_self_check import self_check
 from replay_tui.compare.tolerance import Tolerance
-from replay_tui.compare.verdict import compare_runs
 from storage import ledger
 from storage.canonical import dumps as canonical_json
 from storage.manifest import RunManifest, manifest_from_data

@@ -187,7 +187,7 @@ def _same_pair() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def build_fixed_store(root: Path) -> FixedStore:
     """The store every snapshot is taken from (see the module doc)."""
-    from replay_tui.compare.verdict import compare_runs
+    from replay_tui.compare.comparison import compare_runs
 
     root.mkdir(parents=True, exist_ok=True)
     path = root / "store.db"

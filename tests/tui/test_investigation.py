@@ -19,8 +19,7 @@ from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static, TabbedContent
 
-from replay_tui.bisect.noise import Distance
-from replay_tui.bisect.verdict import (
+from replay_tui.bisect.answer import (
     BisectResult,
     DifferingFactor,
     EnvChange,
@@ -28,6 +27,7 @@ from replay_tui.bisect.verdict import (
     ProbeJudgement,
     ProbeRecord,
 )
+from replay_tui.bisect.noise import Distance
 from replay_tui.gaps import gap_counts
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenRun, PickAndCompare

@@ -55,9 +55,9 @@ from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field
 from replay_tui.tui.widgets.style import safe, short, when
 
 if TYPE_CHECKING:
+    from replay_tui.bisect.answer import BisectResult
     from replay_tui.bisect.factors import FactorReport
     from replay_tui.bisect.options import BisectOptions
-    from replay_tui.bisect.verdict import BisectResult
     from replay_tui.replay.plan import ReplayOptions
     from replay_tui.tui.queries import StoredBisect
 
@@ -370,7 +370,7 @@ class BisectScreen(AppScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        from replay_tui.bisect.verdict import PROBE_COLUMNS
+        from replay_tui.bisect.answer import PROBE_COLUMNS
 
         table = self.query_one("#bisect-probes", DataTable)
         for name in PROBE_COLUMNS:

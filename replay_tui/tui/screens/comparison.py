@@ -1,6 +1,6 @@
 """Two runs side by side: the verdict, every field, artifact hashes, metrics, tensors, gaps.
 
-The comparison is the typed :class:`~replay_tui.compare.verdict.Comparison`, read back
+The comparison is the typed :class:`~replay_tui.compare.comparison.Comparison`, read back
 from the store (``replay_tui.compare.stored``: fields older bodies lack take their
 defaults) or computed in the worker when the pair was never compared.
 
@@ -23,10 +23,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
+from replay_tui.compare.comparison import TOLERANCE_RULE
 from replay_tui.compare.noise_rule import short_claims
 from replay_tui.compare.states import PASSING, words
 from replay_tui.compare.states import counts as state_counts
-from replay_tui.compare.verdict import TOLERANCE_RULE
 from replay_tui.safety import escape_control
 from replay_tui.tui.messages import ComparisonLoaded
 from replay_tui.tui.queries import ComparisonView, load_comparison, open_store

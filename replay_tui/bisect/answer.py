@@ -469,7 +469,7 @@ class BisectResult:
     # -- JSON and text -------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        from replay_tui.compare.verdict import json_safe
+        from replay_tui.compare.comparison import json_safe
 
         body = {
             "version": BISECT_VERSION,
