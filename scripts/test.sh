@@ -30,4 +30,4 @@ echo "== import contracts"; lint-imports
 # Two workers (pytest-xdist) on the 2-core CI machines: the tests that drive an engine
 # run one after another on one of them (the xdist group "engines",
 # tests/conftest.py), the rest beside them.  REPLAY_TUI_TEST_WORKERS=0 runs serially.
-echo "== pytest"; pytest -q -p no:cacheprovider -n "${REPLAY_TUI_TEST_WORKERS:-2}" "$@"
+echo "== pytest"; pytest -q -p no:cacheprovider -n "${REPLAY_TUI_TEST_WORKERS:-2}" --durations=30 "$@"
