@@ -70,7 +70,7 @@ def export(
 ) -> None:
     """Write RUN's evidence bundle: manifests, comparison, gaps, logs, report, signatures
     (the bundle's own statement, SLSA provenance, a model signature), ML-BOM."""
-    from replay_tui.evidence.export import describe_export
+    from replay_tui.evidence.words import describe_export, public_half
     from replay_tui.ops.evidence import export_evidence
 
     done = export_evidence(obj.store, run, out, key=key, replay=replay_ref, model_dir=model_dir)
@@ -86,18 +86,11 @@ def export(
     if folder is not None:
         click.echo(f"  model files: {folder.files} written to {folder.path}")
         if res.model_signed:
-            pub = _public_half(key) if key is not None else Path("KEY.pub")
+            pub = public_half(key) if key is not None else Path("KEY.pub")
             click.echo(
                 f"  check them with: model_signing verify key --signature"
                 f" {res.path}/model.sig --public_key {pub} {folder.path}"
             )
-
-
-def _public_half(private: Path) -> Path:
-    """Where ``keygen`` writes the public key of ``private``."""
-    if private.suffix == ".key":
-        return private.with_suffix(".pub")
-    return private.with_name(private.name + ".pub")
 
 
 @click.command()
@@ -124,8 +117,9 @@ def _public_half(private: Path) -> Path:
 def keygen(out: Path, kind: str, force: bool, as_json: bool) -> None:
     """Make a key pair (ECDSA P-256 by default, or Ed25519) for signing evidence bundles."""
     from replay_tui.evidence.keys import generate
+    from replay_tui.evidence.words import public_half
 
-    public = _public_half(out)
+    public = public_half(out)
     pair = generate(out, public, force=force, kind=kind)  # type: ignore[arg-type]
     if as_json:
         echo_json(
@@ -171,7 +165,7 @@ def verify(
     else trusted-keys.pem in the user config folder).  Exit 1 on any difference, and when
     the signature was not checked against a trusted key.
     """
-    from replay_tui.evidence.verify import report_lines
+    from replay_tui.evidence.words import report_lines
     from replay_tui.ops.evidence import verify_evidence
     from replay_tui.safety import escape_control
 

@@ -330,39 +330,3 @@ def export_bundle(
         verdict_text=ev.verdict_text(),
         model_signed=model_sig is not None,
     )
-
-
-def public_half(private: Path) -> Path:
-    """Where ``keygen`` writes the public key of ``private``: ``KEY.key`` gives
-    ``KEY.pub``, any other name ``NAME.pub``."""
-    if private.suffix == ".key":
-        return private.with_suffix(".pub")
-    return private.with_name(private.name + ".pub")
-
-
-SIGN_ADVICE = "(pass --sign KEY to sign it)"
-"""What :func:`describe_export` says of an unsigned bundle (a face with no flags says
-how it takes a key instead)."""
-
-
-def describe_export(res: ExportResult, key_path: Path | None) -> list[str]:
-    """What ``replay-tui export`` says of a bundle it wrote, line by line: where, how many
-    files, the verdict, the ledger head, the signature and how to check it.  The TUI's
-    export says the same (``key_path``: the private key it was signed with, if any)."""
-    listed = res.files - 2  # SHA256SUMS and the statement are the other two
-    lines = [
-        f"exported run {res.run_id} to {res.path} ({res.files} files: the {listed} that"
-        " SHA256SUMS lists, SHA256SUMS and the statement)",
-        f"  verdict: {res.verdict_text or res.verdict or 'not replayed'}",
-    ]
-    if res.ledger_head:
-        lines.append(f"  store ledger head: {res.ledger_head} (verify-store --anchor takes it)")
-    if res.signed:  # keygen writes the public half beside the private key
-        lines.append(f"  signed with key {res.key_id}")
-        pub = public_half(key_path) if key_path is not None else None
-        check = f" --key {pub if pub is not None and pub.is_file() else 'KEY.pub'}"
-    else:
-        lines.append(f"  not signed {SIGN_ADVICE}")
-        check = " --allow-unsigned"
-    lines.append(f"  check it with: replay-tui verify {res.path}{check}")
-    return lines

@@ -130,49 +130,10 @@ class BundleCheck:
         }
 
 
-@dataclass(frozen=True)
-class ReportLine:
-    text: str
-    alarm: bool = False  # shown in red: the bundle was checked with its own key
-
-
-MAX_PROBLEM_LINES = 20
 COVERED_DOCUMENTS = (
     ("bom.cdx.json", "CycloneDX 1.6 ML-BOM"),
     ("annex_iv.json", "EU AI Act Annex IV map"),
 )
-
-
-def _no_verdict(chk: BundleCheck) -> str:
-    if chk.replays:
-        return f"none ({chk.replays} replay(s), none completed with a verdict)"
-    return "none (not replayed)"
-
-
-def report_lines(chk: BundleCheck) -> list[ReportLine]:
-    """What ``replay-tui verify`` prints (and the TUI shows), line by line: intact or
-    the first problem, the other problems, the exporting store's ledger head, notes."""
-    run_id = escape_control(chk.run_id) if chk.run_id else chk.run_id
-    verdict = escape_control(chk.verdict) if chk.verdict else chk.verdict
-    lines: list[ReportLine] = []
-    if chk.ok:
-        who = f", signed by key {chk.key_id}" if chk.signed and chk.key_id else ""
-        lines.append(
-            ReportLine(
-                f"bundle intact: {chk.files_checked} files match{who}"
-                + (f"; run {run_id}, verdict {verdict or _no_verdict(chk)}" if run_id else "")
-            )
-        )
-    else:
-        lines.append(ReportLine(f"BUNDLE FAILED VERIFICATION: {chk.problems[0].text()}"))
-        lines.extend(ReportLine(f"  also: {p.text()}") for p in chk.problems[1:MAX_PROBLEM_LINES])
-    if chk.ledger_head:
-        lines.append(ReportLine(f"  exported from a store whose ledger head was {chk.ledger_head}"))
-    lines.extend(ReportLine(f"  statement: {st.text()}") for st in chk.statements)
-    for note in chk.notes:
-        red = chk.embedded_fingerprint is not None and chk.embedded_fingerprint in note
-        lines.append(ReportLine(f"  note: {note}", alarm=red))
-    return lines
 
 
 def _dig(d: Any, *path: str) -> Any:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the outcomes' parts, named here for the faces' annotations 
     from replay_tui.evidence.stats import Stats as Stats
     from replay_tui.evidence.storecheck import StoreCheck as StoreCheck
     from replay_tui.evidence.verify import BundleCheck as BundleCheck
-    from replay_tui.evidence.verify import ReportLine as ReportLine
+    from replay_tui.evidence.words import ReportLine as ReportLine
     from storage.store import RunStore
 
 Checked = Literal["VERIFIED", "NOT_VERIFIED"]

@@ -276,7 +276,7 @@ class ReplayApp(App[None]):
         )
 
     def _export(self, run_id: str) -> None:
-        from replay_tui.evidence.export import describe_export
+        from replay_tui.evidence.words import describe_export
         from replay_tui.tui.screens.export import default_key, export_run_bundle, in_form_terms
 
         key = default_key()

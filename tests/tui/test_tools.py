@@ -450,7 +450,8 @@ def test_snapshot_verify_result(
     size: tuple[int, int],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from replay_tui.evidence.verify import BundleCheck, Problem, report_lines
+    from replay_tui.evidence.verify import BundleCheck, Problem
+    from replay_tui.evidence.words import report_lines
 
     monkeypatch.setenv("REPLAY_TUI_TRUSTED_KEYS", "/etc/replay-tui/trusted-keys.pem")
     check = BundleCheck(

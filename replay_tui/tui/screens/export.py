@@ -42,7 +42,7 @@ BUNDLES = "bundles"
 
 def in_form_terms(line: str) -> str:
     """A line of ``describe_export`` with its flag advice said as this form's field."""
-    from replay_tui.evidence.export import SIGN_ADVICE
+    from replay_tui.evidence.words import SIGN_ADVICE
 
     return line.replace(SIGN_ADVICE, f'(give a "{KEY_FIELD}" in the export form to sign it)')
 
@@ -200,7 +200,7 @@ class ExportBundleScreen(ResultModal):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def _export(self, out: Path, key: Path | None) -> None:
-        from replay_tui.evidence.export import describe_export
+        from replay_tui.evidence.words import describe_export
 
         result = export_run_bundle(self.store_path, self.run_id, out, key)
         self.post_message(self.Exported(result, describe_export(result, key)))

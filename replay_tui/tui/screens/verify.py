@@ -155,7 +155,7 @@ class VerifyBundleScreen(ResultModal):
     def _verify(
         self, bundle: Path, key: Path | None, allow_embedded_key: bool, allow_unsigned: bool
     ) -> None:
-        from replay_tui.evidence.verify import report_lines
+        from replay_tui.evidence.words import report_lines
         from replay_tui.ops.evidence import verify_evidence
 
         check = verify_evidence(
