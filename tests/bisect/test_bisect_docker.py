@@ -109,7 +109,7 @@ def test_image_is_named_and_the_code_edit_cleared(engine: Any, tmp_path: Path) -
     text = replay_tui(store, "bisect", good, bad, "--backend", "docker", "--quiet")
     assert text.returncode == 0, text.stderr[-4000:]
     assert "=> the divergence follows the image" in text.stdout
-    assert "vs GOOD" in text.stdout and "1st div step" in text.stdout
+    assert "vs GOOD" in text.stdout and "leaves GOOD at" in text.stdout
     with RunStore(store) as s:
         facts = s.bisects_of(bad)
         assert [f["outcome"] for f in facts] == ["cause"]

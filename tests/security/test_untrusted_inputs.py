@@ -750,7 +750,8 @@ def test_d3_d4_a_spool_of_ours_is_tightened_and_job_files_are_private(
     for name in (img.id.replace(":", "_"), "digest-" + cluster.split("@", 1)[1].replace(":", "_")):
         (probes / f"{name}.json").write_text(json.dumps(forged))
     argv = [str(EXE), "--store", str(store), "replay", rid, "--repo", str(repo)]
-    argv += ["--backend", "slurm", "--slurm-spool", str(spool)]
+    # the runtime named: no probe job first, so the first job folder is the replay's
+    argv += ["--backend", "slurm", "--slurm-spool", str(spool), "--slurm-runtime", "docker"]
     out_f, err_f = tmp_path / "replay.out", tmp_path / "replay.err"
     with out_f.open("w") as o, err_f.open("w") as e:
         proc = subprocess.Popen(argv, env=_env(), stdout=o, stderr=e, text=True)

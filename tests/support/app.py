@@ -317,13 +317,17 @@ async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
     queue is one whose messages were handled).  A DataTable measures new rows (its
     columns' widths) when its message queue is empty; a screenshot taken before that
     shows each column as wide as its label (seen twice, in the dashboard's snapshot on a
-    loaded machine), so that is waited for too."""
-    from textual.widgets import DataTable
+    loaded machine), so that is waited for too.  An input's cursor stops blinking (it
+    stays shown): a screenshot would otherwise catch it on or off by the clock (seen in
+    the drill form's snapshot under two test workers)."""
+    from textual.widgets import DataTable, Input
 
     app = pilot.app
     for _ in range(rounds):
         await pilot.pause()
         await app.workers.wait_for_complete()
+    for field in app.screen.query(Input):
+        field.cursor_blink = False
     await pilot.pause()
     quiet = 0
     for _ in range(1200):  # up to a minute
