@@ -17,6 +17,7 @@ from replay_tui.cli.common import (
     tolerance_options,
 )
 from replay_tui.compare.tolerance import Tolerance
+from replay_tui.ops.judgement import margin_not_tested
 from replay_tui.safety import escape_control, memory_limit_arg
 
 if TYPE_CHECKING:
@@ -219,28 +220,6 @@ def replay(
             if note is not None:
                 click.echo(f"replay {i}: {note['text']}")
     sys.exit(done.exit_code)
-
-
-def margin_not_tested(tol: Tolerance, verdict: str, floored: bool) -> dict[str, object] | None:
-    """With ``--margin`` and no noise judgement, why equivalence was not tested (None:
-    no margin declared).  The claim needs the replicas' spread: it is made only where the
-    noise rule judged the pair."""
-    if tol.margin is None and tol.margin_abs is None:
-        return None
-    rel = tol.margin or 0.0
-    shown = f"±{tol.margin_abs:g}" if tol.margin_abs is not None else f"±{100 * rel:.3g} %"
-    if verdict in ("IDENTICAL", "EQUIVALENT"):
-        why = "the pair is within the fixed tolerance, so the noise rule did not judge it"
-    elif not floored:
-        why = "no noise floor speaks for the pair (replay --times 3 measures one)"
-    else:
-        why = "the noise rule did not judge the pair"
-    return {
-        "tested": False,
-        "margin": tol.margin_abs if tol.margin_abs is not None else tol.margin,
-        "relative": tol.margin_abs is None,
-        "text": f"equivalence within {shown} not tested: {why}",
-    }
 
 
 @click.command("compare")

@@ -7,7 +7,7 @@ a replay that did not complete (its outputs are partial: exit 130 when it was st
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from replay_tui.verdicts import CANCELLED, INTERRUPTED, aborted_label
 from storage.vocabulary import (
@@ -17,6 +17,9 @@ from storage.vocabulary import (
     EXIT_NOT_REPRODUCED,
     EXIT_OK,
 )
+
+if TYPE_CHECKING:
+    from replay_tui.compare.tolerance import Tolerance
 
 Judgement = Literal["REPRODUCED", "NOT_REPRODUCED", "NOT_JUDGED"]
 """What a command's outcome amounts to (its exit code says the same)."""
@@ -48,3 +51,25 @@ def judgement_of(exit_code: int) -> tuple[Judgement, NotJudged | None]:
     if exit_code == EXIT_NOT_JUDGED:
         return "NOT_JUDGED", "no_floor"
     return "NOT_JUDGED", "aborted"
+
+
+def margin_not_tested(tol: Tolerance, verdict: str, floored: bool) -> dict[str, object] | None:
+    """With ``--margin`` and no noise judgement, why equivalence was not tested (None:
+    no margin declared).  The claim needs the replicas' spread: it is made only where the
+    noise rule judged the pair."""
+    if tol.margin is None and tol.margin_abs is None:
+        return None
+    rel = tol.margin or 0.0
+    shown = f"±{tol.margin_abs:g}" if tol.margin_abs is not None else f"±{100 * rel:.3g} %"
+    if verdict in ("IDENTICAL", "EQUIVALENT"):
+        why = "the pair is within the fixed tolerance, so the noise rule did not judge it"
+    elif not floored:
+        why = "no noise floor speaks for the pair (replay --times 3 measures one)"
+    else:
+        why = "the noise rule did not judge the pair"
+    return {
+        "tested": False,
+        "margin": tol.margin_abs if tol.margin_abs is not None else tol.margin,
+        "relative": tol.margin_abs is None,
+        "text": f"equivalence within {shown} not tested: {why}",
+    }
