@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
 from replay_tui.compare.metrics import json_float
@@ -22,6 +22,7 @@ from replay_tui.compare.noise_json import (
     read_str,
 )
 from replay_tui.compare.noise_params import pct
+from storage.wire import Wire, wire
 
 JudgementStatus = Literal["WITHIN_NOISE", "OUTSIDE_NOISE", "INCOMPLETE", "NO_METRICS"]
 """WITHIN_NOISE: every endpoint within the replicas' prediction interval (reproduced within
@@ -37,8 +38,10 @@ WeightsStatus = Literal["measured", "not_measured"]
 
 
 @dataclass(frozen=True)
-class EndpointResult:
+class EndpointResult(Wire):
     """One endpoint test of one metric."""
+
+    WIRE_EXTRA = ("ok",)
 
     metric: str
     endpoint: EndpointKind
@@ -53,10 +56,10 @@ class EndpointResult:
     """The floor, not the replicas' spread, set the half-width."""
     ratio: float | None
     """``|value - mean| / half_width``: <= 1 inside (None without a finite value)."""
-    state: str | None = None
+    state: str | None = field(default=None, metadata=wire(omit="none"))
     """The item state (``compare.states``: within_noise, outside_noise, missing) the
     comparison gave it; None in a body stored before states existed."""
-    step: float | None = None
+    step: float | None = field(default=None, metadata=wire(omit="none"))
     """One step of the metric's resolution at this endpoint (the final: the step; the
     tail mean over n points: step / n), the least the half-width may be; None: the
     metric moves in no detected step."""
@@ -76,42 +79,6 @@ class EndpointResult:
         """``half_width / |mean|``: the smallest change this endpoint could see, as a share
         of the value (None when the mean is 0)."""
         return self.half_width / abs(self.mean) if self.mean != 0 else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return (
-            {
-                "metric": self.metric,
-                "endpoint": self.endpoint,
-                "status": self.status,
-                "ok": self.ok,
-                "value": json_float(self.value),
-                "mean": self.mean,
-                "sd": self.sd,
-                "half_width": self.half_width,
-                "floored": self.floored,
-                "ratio": json_float(self.ratio),
-            }
-            | ({"step": self.step} if self.step is not None else {})
-            | ({"state": self.state} if self.state is not None else {})
-        )
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EndpointResult:
-        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
-        status = read_choice(d.get("status"), ("ok", "outside", "missing", "not_finite"), "status")
-        return cls(
-            read_str(d, "metric"),
-            cast(EndpointKind, endpoint),
-            cast(EndpointStatus, status),
-            read_opt_float(d.get("value"), "value"),
-            read_float(d.get("mean"), "mean"),
-            read_float(d.get("sd"), "sd"),
-            read_float(d.get("half_width"), "half_width"),
-            bool(d.get("floored")),
-            read_opt_float(d.get("ratio"), "ratio"),
-            d["state"] if isinstance(d.get("state"), str) else None,
-            read_opt_float(d.get("step"), "step"),
-        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""storage.wire: the one rule by which typed results become JSON and come back."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from storage.canonical import dumps
+from storage.wire import Wire, wire
+
+
+@dataclass(frozen=True)
+class Point(Wire):
+    step: int
+    value: float | None
+
+
+@dataclass(frozen=True)
+class Result(Wire):
+    WIRE_EXTRA = ("ok",)
+
+    name: str
+    status: Literal["ok", "outside"]
+    spread: float
+    points: tuple[Point, ...] = ()
+    by_metric: dict[str, float] = field(default_factory=dict)
+    note: str | None = field(default=None, metadata=wire(omit="none"))
+    renamed: int = field(default=0, metadata=wire(key="n", omit="default"))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def test_round_trip_and_strict_floats() -> None:
+    r = Result("loss", "ok", math.inf, (Point(1, math.nan), Point(2, None)), {"a": -math.inf})
+    d = r.to_dict()
+    assert d == {
+        "name": "loss",
+        "status": "ok",
+        "spread": "inf",
+        "points": [{"step": 1, "value": "nan"}, {"step": 2, "value": None}],
+        "by_metric": {"a": "-inf"},
+        "ok": True,
+    }
+    dumps(d)  # strict JSON: no inf or nan left
+    back = Result.from_dict(d)
+    assert back.spread == math.inf and back.by_metric["a"] == -math.inf
+    assert back.points[0].value is not None and math.isnan(back.points[0].value)
+    assert back.points[1] == Point(2, None)
+
+
+def test_omitted_fields_and_keys() -> None:
+    d = Result("x", "outside", 1.0, note="why", renamed=3).to_dict()
+    assert d["note"] == "why" and d["n"] == 3 and "renamed" not in d
+    assert Result.from_dict(d) == Result("x", "outside", 1.0, note="why", renamed=3)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"status": "ok", "spread": 1.0}, "name: missing"),
+        ({"name": "x", "status": "maybe", "spread": 1.0}, "status: expected one of ok, outside"),
+        ({"name": "x", "status": "ok", "spread": True}, "spread: expected a number"),
+        (
+            {"name": "x", "status": "ok", "spread": 1, "points": [{"step": "1", "value": 0}]},
+            r"points\[0\]\.step: expected an integer",
+        ),
+        (
+            {"name": "x", "status": "ok", "spread": 1, "by_metric": []},
+            "by_metric: expected an object",
+        ),
+    ],
+)
+def test_bad_values_are_refused_with_where(body: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Result.from_dict(body)
+
+
+def test_a_nested_where_names_the_path() -> None:
+    with pytest.raises(ValueError, match=r"^floor\.points\[1\]\.value: expected a number"):
+        Result.from_dict(
+            {
+                "name": "x",
+                "status": "ok",
+                "spread": 1,
+                "points": [{"step": 1, "value": 1}, {"step": 2, "value": "x"}],
+            },
+            "floor",
+        )
