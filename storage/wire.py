@@ -201,7 +201,8 @@ class Wire:
     """A frozen dataclass that writes and reads itself by ``storage.wire``'s one rule."""
 
     WIRE_EXTRA: ClassVar[tuple[str, ...]] = ()
-    """Derived properties ``to_dict`` writes too (for a reader of the JSON); never read."""
+    """Derived properties ``to_dict`` writes too (for a reader of the JSON); never read.
+    A name that is a method is written as what it returns (called without arguments)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -211,7 +212,8 @@ class Wire:
                 continue
             out[spec.key or f.name] = spec.encode(v) if spec.encode else dump(v)
         for name in self.WIRE_EXTRA:
-            out[name] = dump(getattr(self, name))
+            v = getattr(self, name)
+            out[name] = dump(v() if callable(v) else v)  # a method is written as its value
         return out
 
     @classmethod

@@ -91,3 +91,23 @@ def test_a_nested_where_names_the_path() -> None:
             },
             "floor",
         )
+
+
+@dataclass(frozen=True)
+class Said(Wire):
+    WIRE_EXTRA = ("text", "loud")
+
+    word: str
+
+    def text(self) -> str:
+        return f"said {self.word}"
+
+    @property
+    def loud(self) -> str:
+        return self.word.upper()
+
+
+def test_an_extra_that_is_a_method_is_written_as_its_value() -> None:
+    d = Said("hi").to_dict()
+    assert d == {"word": "hi", "text": "said hi", "loud": "HI"}
+    assert Said.from_dict(d) == Said("hi")
