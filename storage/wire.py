@@ -29,9 +29,9 @@ import typing
 from collections.abc import Callable, Mapping, Sequence, Sized
 from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
-Omit = Literal["none", "empty", "default"]
+Omit = Literal["none", "empty", "default", "always"]
 """When ``to_dict`` leaves a field out: it is None; it is None or empty; it equals its
-default."""
+default; always (a field held in memory only, never written and read as its default)."""
 
 _META = "replay_tui.wire"
 T = TypeVar("T", bound="Wire")
@@ -43,6 +43,7 @@ class _Spec:
     omit: Omit | None = None
     encode: Callable[[Any], Any] | None = None
     decode: Callable[[Any, str], Any] | None = None
+    inline: bool = False
 
 
 def wire(
@@ -51,12 +52,15 @@ def wire(
     omit: Omit | None = None,
     encode: Callable[[Any], Any] | None = None,
     decode: Callable[[Any, str], Any] | None = None,
+    inline: bool = False,
 ) -> dict[str, Any]:
     """Field metadata: ``field(default=None, metadata=wire(omit="none"))``.
 
     ``encode(value)`` gives the stored form (plain JSON); ``decode(stored, where)`` reads
-    it back and raises ``ValueError`` naming ``where`` for a bad one."""
-    return {_META: _Spec(key, omit, encode, decode)}
+    it back and raises ``ValueError`` naming ``where`` for a bad one.  An ``inline``
+    field's keys sit in the enclosing object: its written form (an object) is merged
+    into it, and it is read from the enclosing object itself."""
+    return {_META: _Spec(key, omit, encode, decode, inline)}
 
 
 def json_float(x: float | None) -> float | str | None:
@@ -106,6 +110,8 @@ def dump(value: Any) -> Any:
 def _omitted(spec: _Spec, f: dataclasses.Field[Any], v: Any) -> bool:
     if spec.omit is None:
         return False
+    if spec.omit == "always":
+        return True
     if spec.omit == "none":
         return v is None
     if spec.omit == "empty":
@@ -203,6 +209,9 @@ class Wire:
     WIRE_EXTRA: ClassVar[tuple[str, ...]] = ()
     """Derived properties ``to_dict`` writes too (for a reader of the JSON); never read.
     A name that is a method is written as what it returns (called without arguments)."""
+    WIRE_ORDER: ClassVar[tuple[str, ...]] = ()
+    """The keys ``to_dict`` writes first, in this order (extras among the fields, as
+    ``--json`` has always printed them); the rest follow, fields then extras."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -210,10 +219,16 @@ class Wire:
             v = getattr(self, f.name)
             if _omitted(spec, f, v):
                 continue
-            out[spec.key or f.name] = spec.encode(v) if spec.encode else dump(v)
+            written = spec.encode(v) if spec.encode else dump(v)
+            if spec.inline:
+                out.update(written)
+            else:
+                out[spec.key or f.name] = written
         for name in self.WIRE_EXTRA:
             v = getattr(self, name)
             out[name] = dump(v() if callable(v) else v)  # a method is written as its value
+        if self.WIRE_ORDER:
+            out = {k: out[k] for k in self.WIRE_ORDER if k in out} | out
         return out
 
     @classmethod
@@ -223,6 +238,13 @@ class Wire:
         hints = _hints(cls)
         kwargs: dict[str, Any] = {}
         for f, spec in _fields(cls):
+            if spec.omit == "always":
+                continue
+            if spec.inline:
+                kwargs[f.name] = (
+                    spec.decode(d, where) if spec.decode else load(hints[f.name], d, where)
+                )
+                continue
             key = spec.key or f.name
             at = _join(where, key)
             if key not in d:

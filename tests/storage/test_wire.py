@@ -111,3 +111,29 @@ def test_an_extra_that_is_a_method_is_written_as_its_value() -> None:
     d = Said("hi").to_dict()
     assert d == {"word": "hi", "text": "said hi", "loud": "HI"}
     assert Said.from_dict(d) == Said("hi")
+
+
+@dataclass(frozen=True)
+class Flat(Wire):
+    """A point whose keys sit in its row, a memo never written, and extras placed."""
+
+    WIRE_EXTRA = ("total",)
+    WIRE_ORDER = ("name", "total")
+
+    name: str
+    point: Point = field(metadata=wire(inline=True))
+    memo: str = field(default="", compare=False, metadata=wire(omit="always"))
+
+    @property
+    def total(self) -> float:
+        return self.point.step + (self.point.value or 0.0)
+
+
+def test_inline_fields_memos_and_the_written_order() -> None:
+    f = Flat("x", Point(2, 0.5), memo="kept in memory")
+    d = f.to_dict()
+    assert list(d) == ["name", "total", "step", "value"] and d["total"] == 2.5
+    back = Flat.from_dict({**d, "memo": "never read"})
+    assert back == f and back.memo == ""
+    with pytest.raises(ValueError, match=r"^row\.step: expected an integer"):
+        Flat.from_dict({"name": "x", "step": "2", "value": 1}, "row")
