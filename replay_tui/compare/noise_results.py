@@ -1,35 +1,24 @@
 """What judging a candidate against a noise floor gives (``compare.noise_rule.judge``):
 the endpoint tests, the per-step bands, the weights diagnostic, the too-wide margins, the
 equivalence claim (TOST), the sensitivity of a WITHIN_NOISE, and the judgement holding
-them.  Frozen dataclasses with ``to_dict`` (strict JSON: ``inf`` and ``nan`` become
-strings) and ``from_dict``."""
+them.  Frozen ``storage.wire`` models: ``to_dict`` (strict JSON: ``inf`` and ``nan``
+become strings) and ``from_dict``."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 
-from replay_tui.compare.metrics import json_float
-from replay_tui.compare.noise_json import (
-    read_choice,
-    read_float,
-    read_int,
-    read_list,
-    read_opt_float,
-    read_optional,
-    read_str,
-)
 from replay_tui.compare.noise_params import pct
-from storage.wire import Wire, wire
+from storage.wire import Wire, json_float, read_float, read_int, wire
 
 JudgementStatus = Literal["WITHIN_NOISE", "OUTSIDE_NOISE", "INCOMPLETE", "NO_METRICS"]
 """WITHIN_NOISE: every endpoint within the replicas' prediction interval (reproduced within
 this run's noise; not bit-identical).  OUTSIDE_NOISE: at least one endpoint outside (or not
 finite).  INCOMPLETE: none outside, but the candidate lacks an endpoint the replicas have.
 NO_METRICS: the replicas have no metric to judge by."""
-_JUDGEMENT_STATUSES: Final = ("WITHIN_NOISE", "OUTSIDE_NOISE", "INCOMPLETE", "NO_METRICS")
 
 EndpointKind = Literal["final", "tail_mean"]
 EndpointStatus = Literal["ok", "outside", "missing", "not_finite"]
@@ -97,9 +86,43 @@ class BandPoint:
         return self.value is not None and not self.lo <= self.value <= self.hi
 
 
+POINT_FIELDS: Final = ("step", "mean", "lo", "hi", "value")
+"""A band's points are stored as a table, one row ``[step, mean, lo, hi, value]`` a
+point, under these column names."""
+
+
+def _points_table(points: tuple[BandPoint, ...]) -> list[list[Any]]:
+    return [
+        [p.step, json_float(p.mean), json_float(p.lo), json_float(p.hi), json_float(p.value)]
+        for p in points
+    ]
+
+
+def _read_points(v: object, where: str) -> tuple[BandPoint, ...]:
+    if not isinstance(v, list):
+        raise ValueError(f"{where}: expected a list, got {type(v).__name__}")
+    points = []
+    for i, row in enumerate(v):
+        if not isinstance(row, list | tuple) or len(row) != 5:
+            raise ValueError("band points: each is [step, mean, lo, hi, value]")
+        at = f"{where}[{i}]"
+        points.append(
+            BandPoint(
+                step=read_int(row[0], f"{at}.step"),
+                mean=read_float(row[1], f"{at}.mean"),
+                lo=read_float(row[2], f"{at}.lo"),
+                hi=read_float(row[3], f"{at}.hi"),
+                value=None if row[4] is None else read_float(row[4], f"{at}.value"),
+            )
+        )
+    return tuple(points)
+
+
 @dataclass(frozen=True)
-class MetricBand:
+class MetricBand(Wire):
     """The per-step band of one metric (a diagnostic: where a divergence starts)."""
+
+    WIRE_EXTRA = ("point_fields",)
 
     metric: str
     status: BandStatus
@@ -109,7 +132,12 @@ class MetricBand:
     """The first step of the first ``exit_run`` consecutive compared points out."""
     points_compared: int
     points_out: int
-    points: tuple[BandPoint, ...]
+    points: tuple[BandPoint, ...] = field(metadata=wire(encode=_points_table, decode=_read_points))
+
+    @property
+    def point_fields(self) -> tuple[str, ...]:
+        """The columns of the stored points table."""
+        return POINT_FIELDS
 
     @property
     def exit_point(self) -> BandPoint | None:
@@ -118,48 +146,9 @@ class MetricBand:
                 return p
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "status": self.status,
-            "t": self.t,
-            "leaves_band_at": self.leaves_band_at,
-            "points_compared": self.points_compared,
-            "points_out": self.points_out,
-            "point_fields": ["step", "mean", "lo", "hi", "value"],
-            "points": [[p.step, p.mean, p.lo, p.hi, json_float(p.value)] for p in self.points],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MetricBand:
-        status = read_choice(d.get("status"), ("inside", "leaves_band", "no_overlap"), "status")
-        points = []
-        for row in read_list(d, "points"):
-            if not isinstance(row, list | tuple) or len(row) != 5:
-                raise ValueError("band points: each is [step, mean, lo, hi, value]")
-            points.append(
-                BandPoint(
-                    read_int(row[0], "step"),
-                    read_float(row[1], "mean"),
-                    read_float(row[2], "lo"),
-                    read_float(row[3], "hi"),
-                    read_opt_float(row[4], "value"),
-                )
-            )
-        at = d.get("leaves_band_at")
-        return cls(
-            read_str(d, "metric"),
-            cast(BandStatus, status),
-            read_float(d.get("t"), "t"),
-            None if at is None else read_int(at, "leaves_band_at"),
-            read_int(d.get("points_compared"), "points_compared"),
-            read_int(d.get("points_out"), "points_out"),
-            tuple(points),
-        )
-
 
 @dataclass(frozen=True)
-class WeightsDiagnostic:
+class WeightsDiagnostic(Wire):
     """Median candidate-to-replica weight distance over the median replica-to-replica one
     (about 1 for a true reproduction).  A diagnostic, never part of pass/fail."""
 
@@ -168,29 +157,13 @@ class WeightsDiagnostic:
     candidate_median: float | None
     replica_median: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "ratio": json_float(self.ratio),
-            "candidate_median": json_float(self.candidate_median),
-            "replica_median": json_float(self.replica_median),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> WeightsDiagnostic:
-        status = read_choice(d.get("status"), ("measured", "not_measured"), "status")
-        return cls(
-            cast(WeightsStatus, status),
-            read_opt_float(d.get("ratio"), "ratio"),
-            read_opt_float(d.get("candidate_median"), "candidate_median"),
-            read_opt_float(d.get("replica_median"), "replica_median"),
-        )
-
 
 @dataclass(frozen=True)
-class TooWide:
+class TooWide(Wire):
     """The endpoint band of a metric is wider than the declared practical margin: this
     run's noise cannot show agreement to that margin (the caller reports a gap)."""
+
+    WIRE_EXTRA = ("relative_width",)
 
     metric: str
     endpoint: EndpointKind
@@ -199,38 +172,16 @@ class TooWide:
     half_width: float
     """Measured, absolute."""
     mean: float
-    margin_abs: float | None = None
+    margin_abs: float | None = field(default=None, metadata=wire(omit="none"))
     """The margin as declared, when it was declared in the metric's units."""
 
     @property
     def relative_width(self) -> float:
         return self.half_width / abs(self.mean) if self.mean != 0 else math.inf
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "endpoint": self.endpoint,
-            "margin": json_float(self.margin),
-            "half_width": self.half_width,
-            "mean": self.mean,
-            "relative_width": json_float(self.relative_width),
-        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TooWide:
-        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
-        return cls(
-            read_str(d, "metric"),
-            cast(EndpointKind, endpoint),
-            read_float(d.get("margin"), "margin"),
-            read_float(d.get("half_width"), "half_width"),
-            read_float(d.get("mean"), "mean"),
-            read_opt_float(d.get("margin_abs"), "margin_abs"),
-        )
-
 
 @dataclass(frozen=True)
-class EndpointTost:
+class EndpointTost(Wire):
     """One endpoint's two one-sided tests against the declared margin."""
 
     metric: str
@@ -244,35 +195,15 @@ class EndpointTost:
     ``s * sqrt(1 + 1/K)``, unless a floor or a step raised the half-width)."""
     p: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "endpoint": self.endpoint,
-            "margin": self.margin,
-            "diff": json_float(self.diff),
-            "se": self.se,
-            "p": self.p,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EndpointTost:
-        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
-        return cls(
-            read_str(d, "metric"),
-            cast(EndpointKind, endpoint),
-            read_float(d.get("margin"), "margin"),
-            read_opt_float(d.get("diff"), "diff"),
-            read_float(d.get("se"), "se"),
-            read_float(d.get("p"), "p"),
-        )
-
 
 @dataclass(frozen=True)
-class Equivalence:
+class Equivalence(Wire):
     """The positive claim a declared margin gives: the candidate is within ± margin of
     the replicas' mean at every endpoint, by two one-sided tests (TOST) each at ``alpha``
     (an intersection-union test: no multiplicity correction is needed).  Never changes
     the verdict."""
+
+    WIRE_EXTRA = ("equivalent", "text")
 
     margin: float
     """As declared: a share of the value (``relative``) or in the metric's units."""
@@ -302,32 +233,13 @@ class Equivalence:
         head = "equivalent" if self.equivalent else "not shown equivalent"
         return f"{head} within {self.margin_text} ({_p_text(self.p)})"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "margin": self.margin,
-            "relative": self.relative,
-            "alpha": self.alpha,
-            "p": self.p,
-            "equivalent": self.equivalent,
-            "text": self.text(),
-            "endpoints": [e.to_dict() for e in self.endpoints],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Equivalence:
-        return cls(
-            read_float(d.get("margin"), "margin"),
-            bool(d.get("relative")),
-            read_float(d.get("alpha"), "alpha"),
-            read_float(d.get("p"), "p"),
-            tuple(EndpointTost.from_dict(e) for e in read_list(d, "endpoints")),
-        )
-
 
 @dataclass(frozen=True)
-class MetricSensitivity:
+class MetricSensitivity(Wire):
     """The smallest change of one metric a WITHIN_NOISE could have seen: its narrowest
     endpoint half-width."""
+
+    WIRE_EXTRA = ("relative",)
 
     metric: str
     endpoint: EndpointKind
@@ -346,31 +258,14 @@ class MetricSensitivity:
             else (f"{self.metric} ±{self.half_width:.3g} (its mean is 0)")
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "endpoint": self.endpoint,
-            "half_width": self.half_width,
-            "mean": self.mean,
-            "relative": json_float(self.relative),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MetricSensitivity:
-        endpoint = read_choice(d.get("endpoint"), ("final", "tail_mean"), "endpoint")
-        return cls(
-            read_str(d, "metric"),
-            cast(EndpointKind, endpoint),
-            read_float(d.get("half_width"), "half_width"),
-            read_float(d.get("mean"), "mean"),
-        )
-
 
 @dataclass(frozen=True)
-class Sensitivity:
+class Sensitivity(Wire):
     """How strong a WITHIN_NOISE is: per metric, the smallest change it could have seen
     (the half-width h as a share of the value), and overall the largest of them (a
     change of every metric by less than that may pass as noise)."""
+
+    WIRE_EXTRA = ("overall", "text")
 
     metrics: tuple[MetricSensitivity, ...]
 
@@ -398,17 +293,6 @@ class Sensitivity:
             else "smallest visible change: per metric"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "overall": json_float(self.overall),
-            "text": self.text(),
-            "metrics": [m.to_dict() for m in self.metrics],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Sensitivity:
-        return cls(tuple(MetricSensitivity.from_dict(m) for m in read_list(d, "metrics")))
-
 
 def sensitivity_of(endpoints: Sequence[EndpointResult]) -> Sensitivity | None:
     """Each metric's narrowest endpoint (by ``h / |mean|``; a mean of 0: by h), in the
@@ -421,7 +305,12 @@ def sensitivity_of(endpoints: Sequence[EndpointResult]) -> Sensitivity | None:
     if not best:
         return None
     return Sensitivity(
-        tuple(MetricSensitivity(e.metric, e.endpoint, e.half_width, e.mean) for e in best.values())
+        metrics=tuple(
+            MetricSensitivity(
+                metric=e.metric, endpoint=e.endpoint, half_width=e.half_width, mean=e.mean
+            )
+            for e in best.values()
+        )
     )
 
 
@@ -434,9 +323,20 @@ def _p_text(p: float) -> str:
     return "p<0.0001" if p < 1e-4 else f"p={p:.3g}"
 
 
+JUDGEMENT_VERSION: Final = 1
+
+
+def _read_version(v: object, where: str) -> int:
+    if v != JUDGEMENT_VERSION or isinstance(v, bool):
+        raise ValueError(f"noise judgement: unknown version {v!r}")
+    return JUDGEMENT_VERSION
+
+
 @dataclass(frozen=True)
-class NoiseJudgement:
+class NoiseJudgement(Wire):
     """A candidate judged against a noise floor."""
+
+    WIRE_EXTRA = ("within",)
 
     status: JudgementStatus
     k: int
@@ -455,12 +355,14 @@ class NoiseJudgement:
     """Candidate metrics (timing aside) the floor has no spread for."""
     reasons: tuple[str, ...]
     """Plain-English lines, the headline first."""
-    equivalence: Equivalence | None = None
+    equivalence: Equivalence | None = field(default=None, metadata=wire(omit="none"))
     """With a declared margin: whether the candidate is shown within it (TOST).  None:
     no margin declared (or a judgement stored before the claim existed)."""
-    sensitivity: Sensitivity | None = None
+    sensitivity: Sensitivity | None = field(default=None, metadata=wire(omit="none"))
     """A WITHIN_NOISE's strength: the smallest change it could have seen.  None: not
     WITHIN_NOISE (or stored before it was kept: :meth:`smallest_change` works it out)."""
+    version: int = field(default=JUDGEMENT_VERSION, metadata=wire(decode=_read_version))
+    """The stored form's version (one so far)."""
 
     @property
     def within(self) -> bool:
@@ -479,50 +381,3 @@ class NoiseJudgement:
             if b.metric == metric:
                 return b
         return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return (
-            {
-                "version": 1,
-                "status": self.status,
-                "within": self.within,
-                "k": self.k,
-                "alpha": self.alpha,
-                "tests": self.tests,
-                "t_endpoint": json_float(self.t_endpoint),
-                "t_step": json_float(self.t_step),
-                "endpoints": [e.to_dict() for e in self.endpoints],
-                "bands": [b.to_dict() for b in self.bands],
-                "weights": self.weights.to_dict(),
-                "too_wide": [w.to_dict() for w in self.too_wide],
-                "not_judged": list(self.not_judged),
-                "reasons": list(self.reasons),
-            }
-            | ({"equivalence": self.equivalence.to_dict()} if self.equivalence is not None else {})
-            | ({"sensitivity": self.sensitivity.to_dict()} if self.sensitivity is not None else {})
-        )
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NoiseJudgement:
-        if d.get("version") != 1:
-            raise ValueError(f"noise judgement: unknown version {d.get('version')!r}")
-        status = read_choice(d.get("status"), _JUDGEMENT_STATUSES, "status")
-        weights = d.get("weights")
-        if not isinstance(weights, Mapping):
-            raise ValueError("noise judgement: weights must be an object")
-        return cls(
-            cast(JudgementStatus, status),
-            read_int(d.get("k"), "k"),
-            read_float(d.get("alpha"), "alpha"),
-            read_int(d.get("tests"), "tests"),
-            read_opt_float(d.get("t_endpoint"), "t_endpoint"),
-            read_float(d.get("t_step"), "t_step"),
-            tuple(EndpointResult.from_dict(e) for e in read_list(d, "endpoints")),
-            tuple(MetricBand.from_dict(b) for b in read_list(d, "bands")),
-            WeightsDiagnostic.from_dict(weights),
-            tuple(TooWide.from_dict(w) for w in read_list(d, "too_wide")),
-            tuple(str(x) for x in read_list(d, "not_judged")),
-            tuple(str(x) for x in read_list(d, "reasons")),
-            read_optional(Equivalence.from_dict, d.get("equivalence"), "equivalence"),
-            read_optional(Sensitivity.from_dict, d.get("sensitivity"), "sensitivity"),
-        )
