@@ -1,24 +1,26 @@
 """The answer of a bisect: a sentence, the evidence table, the blamed factor's
 environment diff, and the same as strict JSON (``to_dict``; a stored one reads back
-into the same :class:`BisectResult` with ``from_json``).
+into the same :class:`BisectResult` with ``from_dict``).
 
 Every row of the answer is a small frozen dataclass (:class:`DifferingFactor`,
 :class:`Untestable`, :class:`EnvChange`, :class:`FloorSummary`, :class:`GoodVsBad`,
-:class:`ProbeJudgement`) whose ``to_dict`` writes the row as the JSON has always held it
-and whose ``from_json`` reads it back (what is missing or of another type reads as the
-default).
+:class:`ProbeJudgement`) on ``storage.wire``: it writes the row as the JSON has always
+held it and reads it back.  A stored answer is read leniently, as it always was: what a
+body lacks or holds in another shape reads as the default (an older or damaged body
+still opens), so every field here names the lenient reading it takes (``decode=``).
 
 Exit codes: 0 a cause was found, 1 unexplained, 2 bad input, 3 infrastructure failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
 from replay_tui.bisect.noise import Closeness, Distance
 from storage.manifest import JSONValue
+from storage.wire import Wire, wire
 
 BISECT_VERSION = 1
 
@@ -56,262 +58,253 @@ def _join(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-# -- reading JSON back -----------------------------------------------------------------
+# -- reading a stored answer leniently ---------------------------------------------------
+# Each is a ``decode=`` (``storage.wire``): the value as stored, and where it was.  None
+# refuses anything: a body stored by an older version, or damaged, still opens.
+
+W = TypeVar("W", bound=Wire)
 
 
-def _text(v: Any) -> str | None:
+def _text(v: Any, where: str) -> str | None:
+    """Text, any other value as its text; None stays None."""
     return None if v is None else str(v)
 
 
-def _strs(v: Any) -> list[str]:
+def _str(v: Any, where: str) -> str:
+    """Text, any other value as its text; nothing (None, "", 0) reads as ""."""
+    return str(v or "")
+
+
+def _strs(v: Any, where: str) -> list[str]:
+    """The strings of a list (what is no string is left out); anything else reads as []."""
     return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
 
 
-def _rows_of(v: Any) -> list[Any]:
-    return list(v) if isinstance(v, list) else []
+def _strs_tuple(v: Any, where: str) -> tuple[str, ...]:
+    return tuple(_strs(v, where))
 
 
-def _rows(v: Any) -> list[Mapping[str, Any]]:
-    return [x for x in v if isinstance(x, Mapping)] if isinstance(v, list) else []
-
-
-def _whole(v: Any) -> int | None:
+def _whole(v: Any, where: str) -> int | None:
+    """A whole number (a bool is none); anything else reads as None."""
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _num(v: Any) -> float | None:
-    """A number as ``to_dict`` wrote it: as it is (an int stays an int, so it writes back
-    the same), or a non-finite one as ``json_safe`` spells it ("nan", "inf", "-inf")."""
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
-        return float(v)
-    return None
+def _count(v: Any, where: str) -> int:
+    """A whole number; anything else (and 0) reads as 0."""
+    return _whole(v, where) or 0
 
 
-def _distance(d: Mapping[str, Any]) -> Distance | None:
-    """``metric_gap`` and ``weight_rel_l2`` of ``d`` (``Distance.to_dict``); None when
-    either is not a number."""
-    gap, l2 = _num(d.get("metric_gap")), _num(d.get("weight_rel_l2"))
-    return None if gap is None or l2 is None else Distance(gap, l2)
+def _true(v: Any, where: str) -> bool:
+    """True only when stored as true."""
+    return v is True
 
 
-def _distance_at(v: Any) -> Distance | None:
-    return _distance(v) if isinstance(v, Mapping) else None
+def _bool_or_none(v: Any, where: str) -> bool | None:
+    return v if isinstance(v, bool) else None
 
 
-def _sha(v: Any) -> str | None:
+def _seconds_or_none(v: Any, where: str) -> float | None:
+    """A duration as stored (a number as it is); anything else reads as None."""
+    return v if isinstance(v, int | float) else None
+
+
+def _seconds(v: Any, where: str) -> float:
+    """A duration as a float; anything but a number reads as 0.0."""
+    return float(v) if isinstance(v, int | float) else 0.0
+
+
+def _sha(v: Any, where: str = "") -> str | None:
     """A blob's name as a body holds it: 64 lowercase hex digits, else None."""
     if isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v):
         return v
     return None
 
 
+def _shas(v: Any, where: str) -> list[str]:
+    """The blob names of a list (what is none is left out)."""
+    return [x for x in (_sha(s) for s in v) if x] if isinstance(v, list) else []
+
+
+def _maybe(cls: type[W], absent: Mapping[str, Any] | None = None) -> Callable[[Any, str], W | None]:
+    """A row of ``cls``, or None when it is none (not an object, or what it needs
+    unreadable); the keys in ``absent`` read through the row's own lenient readings when
+    a body lacks them."""
+
+    def read(v: Any, where: str) -> W | None:
+        if not isinstance(v, Mapping):
+            return None
+        try:
+            return cls.from_dict({**(absent or {}), **v}, where)
+        except ValueError:
+            return None
+
+    return read
+
+
+def _rows(cls: type[W]) -> Callable[[Any, str], list[W]]:
+    """The rows of a list that are rows of ``cls``; the others are left out."""
+    one = _maybe(cls)
+
+    def read(v: Any, where: str) -> list[W]:
+        rows = (one(x, f"{where}[{i}]") for i, x in enumerate(v)) if isinstance(v, list) else ()
+        return [r for r in rows if r is not None]
+
+    return read
+
+
+def _any(v: Any, where: str) -> Any:
+    return v
+
+
 # -- the rows of the answer --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class DifferingFactor:
+class DifferingFactor(Wire):
     """A factor that differs between GOOD and BAD (``factors.FactorDiff`` as the answer
-    keeps it): how, and whether it could be tested here."""
+    keeps it): how, and whether it could be tested here.  A stored row that names no
+    factor is none."""
 
     factor: str
-    detail: tuple[str, ...]
-    testable: bool
-    reason: str | None = None  # why it is untestable
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "factor": self.factor,
-            "detail": list(self.detail),
-            "testable": self.testable,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> DifferingFactor | None:
-        """None when ``d`` names no factor."""
-        factor = d.get("factor")
-        if not isinstance(factor, str):
-            return None
-        testable = d.get("testable")
-        return cls(factor, tuple(_strs(d.get("detail"))), testable is True, _text(d.get("reason")))
+    detail: tuple[str, ...] = field(default=(), metadata=wire(decode=_strs_tuple))
+    testable: bool = field(default=False, metadata=wire(decode=_true))
+    reason: str | None = field(default=None, metadata=wire(decode=_text))  # why untestable
 
 
 @dataclass(frozen=True)
-class Untestable:
-    """A factor that differs but could not be tested here, and why."""
+class Untestable(Wire):
+    """A factor that differs but could not be tested here, and why.  A stored row that
+    names no factor is none."""
 
     factor: str
-    reason: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"factor": self.factor, "reason": self.reason}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Untestable | None:
-        """None when ``d`` names no factor."""
-        factor = d.get("factor")
-        return cls(factor, _text(d.get("reason"))) if isinstance(factor, str) else None
+    reason: str | None = field(default=None, metadata=wire(decode=_text))
 
 
 @dataclass(frozen=True)
-class EnvChange:
+class EnvChange(Wire):
     """One thing that differs inside a blamed factor, GOOD -> BAD.  ``good`` and ``bad``
     are the values as recorded (a manifest field's JSON: text, a number, a list...)."""
 
-    factor: str
-    what: str
-    good: JSONValue
-    bad: JSONValue
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"factor": self.factor, "what": self.what, "good": self.good, "bad": self.bad}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> EnvChange:
-        return cls(
-            str(d.get("factor") or ""), str(d.get("what") or ""), d.get("good"), d.get("bad")
-        )
+    factor: str = field(default="", metadata=wire(decode=_str))
+    what: str = field(default="", metadata=wire(decode=_str))
+    good: JSONValue = field(default=None, metadata=wire(decode=_any))
+    bad: JSONValue = field(default=None, metadata=wire(decode=_any))
 
 
 @dataclass(frozen=True)
-class FloorSummary:
+class FloorSummary(Wire):
     """GOOD's noise floor as the answer keeps it (``noise.NoiseFloor`` without its
     replays' ids and the noise rule's floors): over how many runs, the largest distance
-    among them, and whether every replay was bit-identical."""
+    among them (its two numbers beside the others), and whether every replay was
+    bit-identical.  A stored one that holds no distance is none."""
 
-    runs: int  # GOOD as recorded and its replays
-    floor: Distance
-    identical: bool
+    WIRE_EXTRA = ("replays",)
+    WIRE_ORDER = ("runs", "replays")
+
+    runs: int = field(metadata=wire(decode=_count))  # GOOD as recorded and its replays
+    floor: Distance = field(metadata=wire(inline=True))
+    identical: bool = field(metadata=wire(decode=_true))
 
     @property
     def replays(self) -> int:
         return self.runs - 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "runs": self.runs,
-            "replays": self.replays,
-            **self.floor.to_dict(),
-            "identical": self.identical,
-        }
 
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> FloorSummary | None:
-        """None when ``d`` holds no distance."""
-        floor = _distance(d)
-        if floor is None:
-            return None
-        return cls(_whole(d.get("runs")) or 0, floor, d.get("identical") is True)
+_FLOOR_ABSENT = {"runs": None, "identical": None}
+"""What a stored floor lacks reads as (through its lenient readings: 0 runs, not
+identical)."""
 
 
 @dataclass(frozen=True)
-class GoodVsBad:
-    """GOOD against BAD as recorded: the comparison's verdict, their distance, the first
-    step where they part, and the metric that parts there."""
+class GoodVsBad(Wire):
+    """GOOD against BAD as recorded: the comparison's verdict, their distance (its two
+    numbers beside the others), the first step where they part, and the metric that
+    parts there.  A stored one that holds no distance is none."""
 
-    verdict: str | None
-    distance: Distance
-    first_divergent_step: int | None
-    metric: str | None
+    verdict: str | None = field(metadata=wire(decode=_text))
+    distance: Distance = field(metadata=wire(inline=True))
+    first_divergent_step: int | None = field(metadata=wire(decode=_whole))
+    metric: str | None = field(metadata=wire(decode=_text))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            **self.distance.to_dict(),
-            "first_divergent_step": self.first_divergent_step,
-            "metric": self.metric,
-        }
 
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> GoodVsBad | None:
-        """None when ``d`` holds no distance."""
-        dist = _distance(d)
-        if dist is None:
-            return None
-        return cls(
-            _text(d.get("verdict")),
-            dist,
-            _whole(d.get("first_divergent_step")),
-            _text(d.get("metric")),
-        )
+_GOOD_BAD_ABSENT = {"verdict": None, "first_divergent_step": None, "metric": None}
+"""What a stored GOOD vs BAD lacks reads as (None)."""
 
 
 @dataclass(frozen=True)
-class ProbeJudgement:
+class ProbeJudgement(Wire):
     """What a probe's JSON keeps of its judgement (``noise.judge``): the verdicts of the
     probe compared with GOOD and with BAD within the fixed tolerance, the first step where
     its metrics leave GOOD's, its distances to both, and how it stands against each
     (``closeness``: near or far and what decided it, from which ``noise.conclude`` says
-    what it behaves like; bodies stored before it have none)."""
+    what it behaves like; bodies stored before it have none).  Its keys sit in the probe's
+    row (:class:`ProbeRecord`), which writes and reads the two closenesses together."""
 
-    vs_good: str | None
-    vs_bad: str | None
-    first_divergent_step: int | None  # vs GOOD (None: none)
-    distance_to_good: Distance | None
-    distance_to_bad: Distance | None
-    near_good: Closeness | None = None
-    near_bad: Closeness | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "vs_good": self.vs_good,
-            "vs_bad": self.vs_bad,
-            "first_divergent_step": self.first_divergent_step,
-            "distance_to_good": _distance_dict(self.distance_to_good),
-            "distance_to_bad": _distance_dict(self.distance_to_bad),
-        }
-        if self.near_good is not None and self.near_bad is not None:
-            out["closeness"] = {"good": self.near_good.to_dict(), "bad": self.near_bad.to_dict()}
-        return out
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ProbeJudgement | None:
-        """None when ``d`` (a probe's row) holds nothing of a judgement."""
-        near = d.get("closeness")
-        near = near if isinstance(near, Mapping) else {}
-        near_good, near_bad = (
-            Closeness.from_json(near.get("good")),
-            Closeness.from_json(near.get("bad")),
-        )
-        both = near_good is not None and near_bad is not None
-        j = cls(
-            _text(d.get("vs_good")),
-            _text(d.get("vs_bad")),
-            _whole(d.get("first_divergent_step")),
-            _distance_at(d.get("distance_to_good")),
-            _distance_at(d.get("distance_to_bad")),
-            near_good if both else None,
-            near_bad if both else None,
-        )
-        return None if j == _NOT_JUDGED else j
+    vs_good: str | None = field(default=None, metadata=wire(decode=_text))
+    vs_bad: str | None = field(default=None, metadata=wire(decode=_text))
+    first_divergent_step: int | None = field(default=None, metadata=wire(decode=_whole))
+    """vs GOOD (None: none)."""
+    distance_to_good: Distance | None = field(default=None, metadata=wire(decode=_maybe(Distance)))
+    distance_to_bad: Distance | None = field(default=None, metadata=wire(decode=_maybe(Distance)))
+    near_good: Closeness | None = field(default=None, metadata=wire(omit="always"))
+    near_bad: Closeness | None = field(default=None, metadata=wire(omit="always"))
 
 
-_NOT_JUDGED = ProbeJudgement(None, None, None, None, None)
+_NOT_JUDGED = ProbeJudgement()
+_closeness = _maybe(Closeness)
 
 
-def _distance_dict(d: Distance | None) -> dict[str, float] | None:
-    return None if d is None else d.to_dict()
+def _write_judgement(j: ProbeJudgement | None) -> dict[str, Any]:
+    """A probe's judgement as its row holds it: every key (None when not judged), and
+    ``closeness`` only when both closenesses are known."""
+    out = (j or _NOT_JUDGED).to_dict()
+    if j is not None and j.near_good is not None and j.near_bad is not None:
+        out["closeness"] = {"good": j.near_good.to_dict(), "bad": j.near_bad.to_dict()}
+    return out
+
+
+def _read_judgement(d: Mapping[str, Any], where: str) -> ProbeJudgement | None:
+    """The judgement in a probe's row; None when the row holds nothing of one.  The
+    closenesses are kept only when both read."""
+    j = ProbeJudgement.from_dict(d, where)
+    near = d.get("closeness")
+    near = near if isinstance(near, Mapping) else {}
+    good, bad = _closeness(near.get("good"), where), _closeness(near.get("bad"), where)
+    if good is not None and bad is not None:
+        j = replace(j, near_good=good, near_bad=bad)
+    return None if j == _NOT_JUDGED else j
+
+
+def _base(v: Any, where: str) -> str:
+    return "good" if v == "good" else "bad"
+
+
+def _outcome(v: Any, where: str) -> Outcome:
+    return "cause" if v == "cause" else "unexplained"
 
 
 @dataclass
-class ProbeRecord:
+class ProbeRecord(Wire):
     """One probe as run: what was swapped into which run, why, and what it did."""
 
-    index: int
-    base: str  # "good" or "bad"
-    swapped: list[str]
-    why: str
-    behaves: str | None = None  # BAD / GOOD / neither / failed / error
-    judgement: ProbeJudgement | None = None  # None: not judged (not run, or failed)
-    replay_run: str | None = None
-    status: str | None = None
-    error: str | None = None
-    duration_s: float | None = None
-    log_sha256: str | None = None
+    index: int = field(default=0, metadata=wire(key="probe", decode=_count))
+    base: str = field(default="bad", metadata=wire(decode=_base))  # "good" or "bad"
+    swapped: list[str] = field(default_factory=list, metadata=wire(decode=_strs))
+    why: str = field(default="", metadata=wire(decode=_str))
+    behaves: str | None = field(default=None, metadata=wire(key="behaves_like", decode=_text))
+    """BAD / GOOD / neither / failed / error."""
+    judgement: ProbeJudgement | None = field(
+        default=None,
+        metadata=wire(inline=True, encode=_write_judgement, decode=_read_judgement),
+    )
+    """None: not judged (not run, or failed)."""
+    replay_run: str | None = field(default=None, metadata=wire(decode=_text))
+    status: str | None = field(default=None, metadata=wire(decode=_text))
+    error: str | None = field(default=None, metadata=wire(decode=_text))
+    duration_s: float | None = field(default=None, metadata=wire(decode=_seconds_or_none))
+    log_sha256: str | None = field(default=None, metadata=wire(omit="none", decode=_sha))
     """The probe's output as the store keeps it (a blob; None: not stored)."""
-    log: str | None = field(default=None, compare=False, repr=False)
+    log: str | None = field(default=None, compare=False, repr=False, metadata=wire(omit="always"))
     """The probe's output as this process saw it (not written to JSON: the blob is)."""
 
     @property
@@ -359,71 +352,99 @@ class ProbeRecord:
             _step(step),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "probe": self.index,
-            "base": self.base,
-            "swapped": self.swapped,
-            "why": self.why,
-            "behaves_like": self.behaves,
-            **(self.judgement or _NOT_JUDGED).to_dict(),
-            "replay_run": self.replay_run,
-            "status": self.status,
-            "error": self.error,
-            "duration_s": self.duration_s,
-        }
-        if self.log_sha256 is not None:
-            out["log_sha256"] = self.log_sha256
-        return out
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ProbeRecord:
-        """A probe as ``to_dict`` wrote it (what is missing or of another type reads as
-        None)."""
-        duration = d.get("duration_s")
-        return cls(
-            index=_whole(d.get("probe")) or 0,
-            base="good" if d.get("base") == "good" else "bad",
-            swapped=_strs(d.get("swapped")),
-            why=str(d.get("why") or ""),
-            behaves=_text(d.get("behaves_like")),
-            judgement=ProbeJudgement.from_json(d),
-            replay_run=_text(d.get("replay_run")),
-            status=_text(d.get("status")),
-            error=_text(d.get("error")),
-            duration_s=duration if isinstance(duration, int | float) else None,
-            log_sha256=_sha(d.get("log_sha256")),
-        )
-
 
 @dataclass
-class BisectResult:
-    good: str
-    bad: str
-    backend: str
-    outcome: Outcome = "unexplained"
-    causes: list[str] = field(default_factory=list)
-    cleared: list[str] = field(default_factory=list)
-    partial: list[str] = field(default_factory=list)
-    untestable: list[Untestable] = field(default_factory=list)
-    factors: list[DifferingFactor] = field(default_factory=list)
-    probes: list[ProbeRecord] = field(default_factory=list)
-    noise_floor: FloorSummary | None = None
-    good_bad: GoodVsBad | None = None
-    reason: str | None = None  # why it is unexplained
-    confirmed: bool | None = None
-    interaction: bool = False
-    budget: int = 0
-    budget_exhausted: bool = False
-    times: int = 0
-    env_diff: list[EnvChange] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    duration_s: float = 0.0
-    bisect_id: int | None = None
-    floor_logs: list[str] = field(default_factory=list)
+class BisectResult(Wire):
+    """A bisect's answer.  Its JSON (``to_dict``) holds the verdict line, the exit code
+    and the probes' count beside the fields (written, never read: :meth:`verdict_line`
+    says it from the rest)."""
+
+    WIRE_EXTRA = ("version", "verdict", "exit_code", "probes_run")
+    WIRE_ORDER = (
+        "version",
+        "good",
+        "bad",
+        "backend",
+        "outcome",
+        "verdict",
+        "exit_code",
+        "causes",
+        "cleared",
+        "partial",
+        "untestable",
+        "factors",
+        "probes",
+        "probes_run",
+        "budget",
+        "budget_exhausted",
+        "times",
+        "noise_floor",
+        "good_vs_bad",
+        "reason",
+        "confirmed",
+        "interaction",
+        "env_diff",
+        "notes",
+        "duration_s",
+        "floor_logs",
+        "bisect_id",
+    )
+
+    good: str = field(default="", metadata=wire(decode=_str))
+    bad: str = field(default="", metadata=wire(decode=_str))
+    backend: str = field(default="", metadata=wire(decode=_str))
+    outcome: Outcome = field(default="unexplained", metadata=wire(decode=_outcome))
+    causes: list[str] = field(default_factory=list, metadata=wire(decode=_strs))
+    cleared: list[str] = field(default_factory=list, metadata=wire(decode=_strs))
+    partial: list[str] = field(default_factory=list, metadata=wire(decode=_strs))
+    untestable: list[Untestable] = field(
+        default_factory=list, metadata=wire(decode=_rows(Untestable))
+    )
+    factors: list[DifferingFactor] = field(
+        default_factory=list, metadata=wire(decode=_rows(DifferingFactor))
+    )
+    probes: list[ProbeRecord] = field(
+        default_factory=list, metadata=wire(decode=_rows(ProbeRecord))
+    )
+    noise_floor: FloorSummary | None = field(
+        default=None, metadata=wire(decode=_maybe(FloorSummary, _FLOOR_ABSENT))
+    )
+    good_bad: GoodVsBad | None = field(
+        default=None,
+        metadata=wire(key="good_vs_bad", decode=_maybe(GoodVsBad, _GOOD_BAD_ABSENT)),
+    )
+    reason: str | None = field(default=None, metadata=wire(decode=_text))  # why unexplained
+    confirmed: bool | None = field(default=None, metadata=wire(decode=_bool_or_none))
+    interaction: bool = field(default=False, metadata=wire(decode=_true))
+    budget: int = field(default=0, metadata=wire(decode=_count))
+    budget_exhausted: bool = field(default=False, metadata=wire(decode=_true))
+    times: int = field(default=0, metadata=wire(decode=_count))
+    env_diff: list[EnvChange] = field(default_factory=list, metadata=wire(decode=_rows(EnvChange)))
+    notes: list[str] = field(default_factory=list, metadata=wire(decode=_strs))
+    duration_s: float = field(default=0.0, metadata=wire(decode=_seconds))
+    bisect_id: int | None = field(default=None, metadata=wire(omit="none", decode=_whole))
+    floor_logs: list[str] = field(default_factory=list, metadata=wire(omit="empty", decode=_shas))
     """The output of each replay of GOOD that measured its noise floor, as stored blobs."""
-    floor_log_texts: list[str] = field(default_factory=list, compare=False, repr=False)
+    floor_log_texts: list[str] = field(
+        default_factory=list, compare=False, repr=False, metadata=wire(omit="always")
+    )
     """The same as this process saw it (not written to JSON: the blobs are)."""
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> BisectResult:
+        """A stored answer (``to_dict``) read back leniently (``from_dict``; the name the
+        bisect engine and its tests read a stored answer by)."""
+        return cls.from_dict(body)
+
+    @property
+    def version(self) -> int:
+        """The answer's JSON version."""
+        return BISECT_VERSION
+
+    @property
+    def verdict(self) -> str:
+        """The sentence (:meth:`verdict_line`), as the JSON holds it."""
+        return self.verdict_line()
 
     @property
     def exit_code(self) -> int:
@@ -465,81 +486,6 @@ class BisectResult:
         elif self.confirmed is False:
             line += f" (BAD with GOOD's {_join(causes)} does not fully behave like GOOD)"
         return line
-
-    # -- JSON and text -------------------------------------------------------------------
-
-    def to_dict(self) -> dict[str, Any]:
-        from replay_tui.compare.comparison import json_safe
-
-        body = {
-            "version": BISECT_VERSION,
-            "good": self.good,
-            "bad": self.bad,
-            "backend": self.backend,
-            "outcome": self.outcome,
-            "verdict": self.verdict_line(),
-            "exit_code": self.exit_code,
-            "causes": self.causes,
-            "cleared": self.cleared,
-            "partial": self.partial,
-            "untestable": [u.to_dict() for u in self.untestable],
-            "factors": [f.to_dict() for f in self.factors],
-            "probes": [p.to_dict() for p in self.probes],
-            "probes_run": self.probes_run,
-            "budget": self.budget,
-            "budget_exhausted": self.budget_exhausted,
-            "times": self.times,
-            "noise_floor": None if self.noise_floor is None else self.noise_floor.to_dict(),
-            "good_vs_bad": None if self.good_bad is None else self.good_bad.to_dict(),
-            "reason": self.reason,
-            "confirmed": self.confirmed,
-            "interaction": self.interaction,
-            "env_diff": [c.to_dict() for c in self.env_diff],
-            "notes": self.notes,
-            "duration_s": self.duration_s,
-        }
-        if self.floor_logs:
-            body["floor_logs"] = self.floor_logs
-        if self.bisect_id is not None:
-            body["bisect_id"] = self.bisect_id
-        out: dict[str, Any] = json_safe(body)
-        return out
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> BisectResult:
-        """A stored answer (``to_dict``) read back; what a body lacks, or holds in
-        another shape, takes the default (an older or damaged body still opens).  The
-        verdict line is not read: :meth:`verdict_line` says it from the rest."""
-        noise, good_bad = body.get("noise_floor"), body.get("good_vs_bad")
-        duration = body.get("duration_s")
-        confirmed = body.get("confirmed")
-        untestable = (Untestable.from_json(u) for u in _rows(body.get("untestable")))
-        factors = (DifferingFactor.from_json(f) for f in _rows(body.get("factors")))
-        return cls(
-            good=str(body.get("good") or ""),
-            bad=str(body.get("bad") or ""),
-            backend=str(body.get("backend") or ""),
-            outcome="cause" if body.get("outcome") == "cause" else "unexplained",
-            causes=_strs(body.get("causes")),
-            cleared=_strs(body.get("cleared")),
-            partial=_strs(body.get("partial")),
-            untestable=[u for u in untestable if u is not None],
-            factors=[f for f in factors if f is not None],
-            probes=[ProbeRecord.from_json(p) for p in _rows(body.get("probes"))],
-            noise_floor=FloorSummary.from_json(noise) if isinstance(noise, Mapping) else None,
-            good_bad=GoodVsBad.from_json(good_bad) if isinstance(good_bad, Mapping) else None,
-            reason=_text(body.get("reason")),
-            confirmed=confirmed if isinstance(confirmed, bool) else None,
-            interaction=body.get("interaction") is True,
-            budget=_whole(body.get("budget")) or 0,
-            budget_exhausted=body.get("budget_exhausted") is True,
-            times=_whole(body.get("times")) or 0,
-            env_diff=[EnvChange.from_json(r) for r in _rows(body.get("env_diff"))],
-            notes=_strs(body.get("notes")),
-            duration_s=float(duration) if isinstance(duration, int | float) else 0.0,
-            bisect_id=_whole(body.get("bisect_id")),
-            floor_logs=[x for x in (_sha(v) for v in _rows_of(body.get("floor_logs"))) if x],
-        )
 
     def logs_stored(self) -> int:
         """How many outputs (probes' and GOOD's noise-floor replays') the store keeps."""

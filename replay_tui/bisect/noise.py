@@ -20,9 +20,8 @@ it), nothing can be attributed: the run is not reproducible enough.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 from replay_tui.compare.comparison import Comparison, compare_runs
 from replay_tui.compare.distance import metric_gap, weight_rel_l2
@@ -31,6 +30,7 @@ from replay_tui.compare.noise_rule import judge as rule_judge
 from replay_tui.verdicts import is_reproduced
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
+from storage.wire import Wire, wire
 
 MARGIN = 10.0
 """GOOD and BAD must be this many times further apart than GOOD's noise floor."""
@@ -45,10 +45,20 @@ spread 1.5-3×, keeps that rare while GOOD and BAD stay ``MARGIN`` floors apart.
 Behaviour = Literal["BAD", "GOOD", "neither", "failed"]
 
 
+def _number(v: object, where: str) -> float:
+    """A distance as it was written: a number as it is (an int stays an int, so that it
+    writes back the same), or a non-finite one as a string ("nan", "inf", "-inf")."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+        return float(v)
+    raise ValueError(f"{where}: expected a number, got {v!r}")
+
+
 @dataclass(frozen=True)
-class Distance:
-    metric_gap: float
-    weight_rel_l2: float
+class Distance(Wire):
+    metric_gap: float = field(metadata=wire(decode=_number))
+    weight_rel_l2: float = field(metadata=wire(decode=_number))
 
     def within(self, floor: Distance) -> bool:
         return self.metric_gap <= floor.metric_gap and self.weight_rel_l2 <= floor.weight_rel_l2
@@ -58,9 +68,6 @@ class Distance:
             self.metric_gap > margin * floor.metric_gap
             or self.weight_rel_l2 > margin * floor.weight_rel_l2
         )
-
-    def to_dict(self) -> dict[str, float]:
-        return {"metric_gap": self.metric_gap, "weight_rel_l2": self.weight_rel_l2}
 
 
 ZERO = Distance(0.0, 0.0)
@@ -185,33 +192,31 @@ class Judgement:
     near_bad: Closeness | None = None
 
 
+def _basis(v: object, where: str) -> str:
+    """What decided a closeness, as written; anything else reads as "" (a damaged body
+    still opens)."""
+    return str(v or "")
+
+
+def _step_or_none(v: object, where: str) -> int | None:
+    """A step as written; anything but a whole number reads as None (a damaged body still
+    opens)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 @dataclass(frozen=True)
-class Closeness:
+class Closeness(Wire):
     """How a probe stands against one run (GOOD or BAD): near or far, what decided it
     (``basis``), and for a far one the first step where its metrics leave that run's
     (None: not known, or no metric history)."""
 
     near: bool
-    basis: str
-    step: int | None = None
+    basis: str = field(default="", metadata=wire(decode=_basis))
+    step: int | None = field(default=None, metadata=wire(decode=_step_or_none))
 
     def label(self) -> str:
         """``near: within noise``, ``far: beyond 2x floor``: the table's cell."""
         return ("near: " if self.near else "far: ") + self.basis
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"near": self.near, "basis": self.basis, "step": self.step}
-
-    @classmethod
-    def from_json(cls, d: Any) -> Closeness | None:
-        if not isinstance(d, Mapping) or not isinstance(d.get("near"), bool):
-            return None
-        step = d.get("step")
-        return cls(
-            d["near"],
-            str(d.get("basis") or ""),
-            step if isinstance(step, int) and not isinstance(step, bool) else None,
-        )
 
 
 _REPRODUCED_BASIS = {"IDENTICAL": "identical", "EQUIVALENT": "within tolerance"}
