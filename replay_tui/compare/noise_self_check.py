@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from replay_tui.compare.noise_floor_model import History, NoiseFloor
 from replay_tui.compare.noise_params import NoiseParams
 from replay_tui.compare.noise_results import JudgementStatus
 from replay_tui.compare.noise_rule import endpoint_line, judge
+from storage.wire import Wire
 
 SelfCheckStatus = Literal["WELL_BEHAVED", "NOT_WELL_BEHAVED", "TOO_FEW_REPLICAS", "NO_METRICS"]
 SELF_CHECK_MIN_K: Final = 4
 
 
 @dataclass(frozen=True)
-class LeftOut:
+class LeftOut(Wire):
     """One replica judged against the others."""
 
     label: str
@@ -25,15 +26,14 @@ class LeftOut:
     failed: tuple[str, ...]
     """The reason lines of its failed endpoints."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "status": self.status, "failed": list(self.failed)}
-
 
 @dataclass(frozen=True)
-class SelfCheck:
+class SelfCheck(Wire):
     """Each replica, left out, judged against the others.  Exchangeable replicas fail
     about ``K * alpha`` of these (0.25 at K=5, alpha 0.05); more than one failure says
     the replicas are not draws of one distribution, and the floor is not to be trusted."""
+
+    WIRE_EXTRA = ("well_behaved",)
 
     status: SelfCheckStatus
     k: int
@@ -44,16 +44,6 @@ class SelfCheck:
     @property
     def well_behaved(self) -> bool:
         return self.status == "WELL_BEHAVED"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "well_behaved": self.well_behaved,
-            "k": self.k,
-            "failures": self.failures,
-            "results": [r.to_dict() for r in self.results],
-            "message": self.message,
-        }
 
 
 def self_check(
@@ -74,11 +64,11 @@ def self_check(
         raise ValueError(f"{len(names)} labels for {k} replicas")
     if k < SELF_CHECK_MIN_K:
         return SelfCheck(
-            "TOO_FEW_REPLICAS",
-            k,
-            0,
-            (),
-            f"the self-check needs at least {SELF_CHECK_MIN_K} replicas, got {k}",
+            status="TOO_FEW_REPLICAS",
+            k=k,
+            failures=0,
+            results=(),
+            message=f"the self-check needs at least {SELF_CHECK_MIN_K} replicas, got {k}",
         )
     results: list[LeftOut] = []
     for i in range(k):
@@ -90,20 +80,30 @@ def self_check(
             labels=[names[j] for j in rest],
         )
         if not floor.metrics:
-            return SelfCheck("NO_METRICS", k, 0, (), "no metrics to judge the replicas by")
+            return SelfCheck(
+                status="NO_METRICS",
+                k=k,
+                failures=0,
+                results=(),
+                message="no metrics to judge the replicas by",
+            )
         j = judge(floor, histories[i], finals[i], params)
         failed = tuple(endpoint_line(e, k - 1, params) for e in j.endpoints if not e.ok)
-        results.append(LeftOut(names[i], j.status, failed))
+        results.append(LeftOut(label=names[i], status=j.status, failed=failed))
     bad = [r.label for r in results if r.status != "WITHIN_NOISE"]
     a = f"{params.alpha:g}"
     if len(bad) <= 1:
         extra = f" ({bad[0]}, which chance allows)" if bad else ""
         msg = f"{len(bad)} of {k} replicas fall outside the others' noise{extra}"
-        return SelfCheck("WELL_BEHAVED", k, len(bad), tuple(results), msg)
+        return SelfCheck(
+            status="WELL_BEHAVED", k=k, failures=len(bad), results=tuple(results), message=msg
+        )
     msg = (
         f"{len(bad)} of {k} replicas fall outside the others' noise ({', '.join(bad)}); at "
         f"most one is expected by chance at α={a}.  The replicas do not behave as draws of "
         f"one distribution (different machines or software, an input that changed between "
         f"them): this noise floor should not be trusted"
     )
-    return SelfCheck("NOT_WELL_BEHAVED", k, len(bad), tuple(results), msg)
+    return SelfCheck(
+        status="NOT_WELL_BEHAVED", k=k, failures=len(bad), results=tuple(results), message=msg
+    )
