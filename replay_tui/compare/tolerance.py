@@ -12,8 +12,10 @@ flags, and every stored judgement keeps the values it used (``to_dict``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Final
+
+from storage.wire import Wire, wire
 
 DEFAULT_RTOL: Final = 1e-5
 DEFAULT_ATOL: Final = 1e-8
@@ -41,14 +43,23 @@ class ToleranceError(ValueError):
 
 
 @dataclass(frozen=True)
-class Tolerance:
+class Tolerance(Wire):
+    """The tolerance a judgement used; stored with the rule it applies (``rule``)."""
+
+    WIRE_EXTRA = ("rule",)
+
     rtol: float = DEFAULT_RTOL
     atol: float = DEFAULT_ATOL
     alpha: float = DEFAULT_ALPHA
     margin: float | None = None
     """Relative: a share of the metric's value (``--margin 0.5%``: 0.005)."""
-    margin_abs: float | None = None
+    margin_abs: float | None = field(default=None, metadata=wire(omit="none"))
     """Absolute, in the metric's units (``--margin 0.01``); at most one of the two."""
+
+    @property
+    def rule(self) -> str:
+        """How the tolerance is applied (:data:`TOLERANCE_RULE`)."""
+        return TOLERANCE_RULE
 
     def __post_init__(self) -> None:
         for name in ("rtol", "atol"):
@@ -81,27 +92,11 @@ class Tolerance:
     ) -> Tolerance:
         """Flags as given (None: the default), validated."""
         return cls(
-            DEFAULT_RTOL if rtol is None else rtol,
-            DEFAULT_ATOL if atol is None else atol,
-            DEFAULT_ALPHA if alpha is None else alpha,
-            margin,
-            margin_abs,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rtol": self.rtol,
-            "atol": self.atol,
-            "alpha": self.alpha,
-            "margin": self.margin,
-            "rule": TOLERANCE_RULE,
-        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Tolerance:
-        d = d or {}
-        return cls.of(
-            d.get("rtol"), d.get("atol"), d.get("alpha"), d.get("margin"), d.get("margin_abs")
+            rtol=DEFAULT_RTOL if rtol is None else rtol,
+            atol=DEFAULT_ATOL if atol is None else atol,
+            alpha=DEFAULT_ALPHA if alpha is None else alpha,
+            margin=margin,
+            margin_abs=margin_abs,
         )
 
     def text(self) -> str:
