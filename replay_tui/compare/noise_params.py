@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from storage.wire import Wire, wire
 
 
 @dataclass(frozen=True)
-class NoiseParams:
+class NoiseParams(Wire):
     """The knobs of the rule.  Invalid values raise ``ValueError`` on construction."""
 
     alpha: float = 0.05
@@ -22,7 +24,7 @@ class NoiseParams:
     """A practical margin the user declared, relative (0.01 = 1 % of the metric's value):
     a band wider than it is recorded as ``too_wide``, and the candidate is tested for
     equivalence within ``± margin * |mean|`` (TOST).  None: no relative margin declared."""
-    margin_abs: float | None = None
+    margin_abs: float | None = field(default=None, metadata=wire(omit="none"))
     """The same margin declared in the metric's own units (``--margin 0.01``: ± 0.01);
     at most one of ``margin`` and ``margin_abs`` is set."""
     exit_run: int = 3
@@ -75,17 +77,6 @@ class NoiseParams:
             raise ValueError(f"window must be >= 0, got {self.window!r}")
         return self
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "alpha": self.alpha,
-            "rel_floor": self.rel_floor,
-            "abs_floor": self.abs_floor,
-            "margin": self.margin,
-            "exit_run": self.exit_run,
-            "tail_fraction": self.tail_fraction,
-            "window": self.window,
-        } | ({"margin_abs": self.margin_abs} if self.margin_abs is not None else {})
-
     @property
     def declared_margin(self) -> bool:
         return self.margin is not None or self.margin_abs is not None
@@ -103,12 +94,13 @@ class NoiseParams:
         return "none" if self.margin is None else f"±{pct(self.margin)}"
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NoiseParams:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(d) - known)
+    def from_dict(cls, d: Mapping[str, Any], where: str = "") -> NoiseParams:
+        """As ``Wire.from_dict``, and a key that names no parameter is refused (a knob
+        misspelt would otherwise be read as its default)."""
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"unknown noise parameter(s): {', '.join(unknown)}")
-        return cls(**{k: d[k] for k in known if k in d})
+        return super().from_dict(d, where)
 
 
 def pct(x: float) -> str:
