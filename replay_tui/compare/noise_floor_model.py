@@ -7,22 +7,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal
 
-from replay_tui.compare.metrics import is_timing_metric, json_float
-from replay_tui.compare.noise_json import (
-    read_distance,
-    read_finite,
-    read_float,
-    read_int,
-    read_list,
-    read_str,
-)
+from replay_tui.compare.metrics import is_timing_metric
+from replay_tui.compare.noise_json import read_distance, read_finite, read_int
 from replay_tui.compare.noise_params import NoiseParams
 from replay_tui.compare.stats import MAX_DENOMINATOR, as_fraction, grid_step
 from replay_tui.compare.stats import mean_sd as _mean_sd
+from storage.wire import Wire, wire
 
 STEP_SLACK: Final = 1.0 + 1e-9
 """A value one step from the mean is inside a band of one step: compared with a slack far
@@ -34,7 +28,7 @@ History = Sequence[tuple[int, float]] | Mapping[int, float]
 A step logged more than once counts with its last value."""
 
 SkipReason = Literal["timing", "not_in_every_replica", "not_finite"]
-_SKIP_REASONS: Final[tuple[SkipReason, ...]] = ("timing", "not_in_every_replica", "not_finite")
+FLOOR_VERSION: Final = 1
 
 
 @dataclass(frozen=True)
@@ -46,8 +40,54 @@ class StepStat:
     sd: float
 
 
+def _finites(v: object, where: str) -> tuple[float, ...]:
+    if not isinstance(v, list):
+        raise ValueError(f"noise floor {where}: expected a list, got {type(v).__name__}")
+    return tuple(read_finite(x, where) for x in v)
+
+
+def _steps_table(steps: tuple[StepStat, ...]) -> list[list[Any]]:
+    return [[s.step, s.mean, s.sd] for s in steps]
+
+
+def _read_steps(v: object, where: str) -> tuple[StepStat, ...]:
+    """The table ``[[step, mean, sd], ...]``: finite values, no negative sd."""
+    if not isinstance(v, list):
+        raise ValueError(f"noise floor {where}: expected a list, got {type(v).__name__}")
+    steps = []
+    for row in v:
+        if not isinstance(row, list | tuple) or len(row) != 3:
+            raise ValueError(f"noise floor {where}: each row is [step, mean, sd]")
+        sd = read_finite(row[2], where)
+        if sd < 0:
+            raise ValueError(f"noise floor {where}: negative sd")
+        steps.append(StepStat(step=read_int(row[0], where), mean=read_finite(row[1], where), sd=sd))
+    return tuple(steps)
+
+
+def _step_pair(step: Fraction) -> list[int]:
+    return [step.numerator, step.denominator]
+
+
+def _read_step(raw: object, where: str) -> Fraction:
+    """``[numerator, denominator]``, both > 0, the denominator bounded (whether it fits
+    the replicas' values is :meth:`MetricFloor.check`)."""
+    if not (
+        isinstance(raw, list)
+        and len(raw) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
+        and raw[0] > 0
+        and 0 < raw[1] <= MAX_DENOMINATOR
+    ):
+        raise ValueError(
+            f"noise floor {where}: [numerator, denominator], both > 0, the"
+            f" denominator at most {MAX_DENOMINATOR}"
+        )
+    return Fraction(raw[0], raw[1])
+
+
 @dataclass(frozen=True)
-class SkippedMetric:
+class SkippedMetric(Wire):
     """A metric left out of the floor, and why."""
 
     name: str
@@ -55,19 +95,21 @@ class SkippedMetric:
 
 
 @dataclass(frozen=True)
-class MetricFloor:
+class MetricFloor(Wire):
     """One metric over the K replicas (index i is replica i throughout)."""
 
     name: str
-    finals: tuple[float, ...]
+    finals: tuple[float, ...] = field(metadata=wire(decode=_finites))
     """Each replica's final value (its logged final, else its last history point)."""
     tail_steps: tuple[int, ...]
     """The steps of the tail endpoint (the last ``tail_fraction`` of ``steps``)."""
-    tail_means: tuple[float, ...]
+    tail_means: tuple[float, ...] = field(metadata=wire(decode=_finites))
     """Each replica's mean over ``tail_steps``; empty when there is no common history."""
-    steps: tuple[StepStat, ...]
+    steps: tuple[StepStat, ...] = field(metadata=wire(encode=_steps_table, decode=_read_steps))
     """Mean and sd per step that every replica logged (non-finite points dropped)."""
-    step: Fraction | None = None
+    step: Fraction | None = field(
+        default=None, metadata=wire(omit="none", encode=_step_pair, decode=_read_step)
+    )
     """The metric's resolution: every value the replicas recorded is a whole multiple of
     it, and they differ by it somewhere (``stats.grid_step``; an accuracy over N samples
     moves in steps of 1/N).  None: no such step (a smooth float metric)."""
@@ -92,48 +134,17 @@ class MetricFloor:
     def endpoint_count(self) -> int:
         return 2 if self.tail_means else 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "finals": list(self.finals),
-            "tail_steps": list(self.tail_steps),
-            "tail_means": list(self.tail_means),
-            "steps": [[s.step, s.mean, s.sd] for s in self.steps],
-        } | ({"step": [self.step.numerator, self.step.denominator]} if self.step else {})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], k: int) -> MetricFloor:
-        name = read_str(d, "name")
-        finals = tuple(read_finite(v, f"{name}.finals") for v in read_list(d, "finals"))
-        tail_steps = tuple(read_int(v, f"{name}.tail_steps") for v in read_list(d, "tail_steps"))
-        tail_means = tuple(read_finite(v, f"{name}.tail_means") for v in read_list(d, "tail_means"))
-        steps = []
-        for row in read_list(d, "steps"):
-            if not isinstance(row, list | tuple) or len(row) != 3:
-                raise ValueError(f"noise floor {name}.steps: each row is [step, mean, sd]")
-            sd = read_finite(row[2], f"{name}.steps")
-            if sd < 0:
-                raise ValueError(f"noise floor {name}.steps: negative sd")
-            steps.append(StepStat(read_int(row[0], f"{name}.steps"), read_finite(row[1], name), sd))
+    def check(self, k: int) -> None:
+        """``ValueError`` unless this is a metric of K replicas as a floor measures one:
+        K finals, K tail means with their steps, and a step that is the replicas' own."""
+        name = self.name
+        finals, steps, step = self.finals, self.steps, self.step
         if len(finals) != k:
             raise ValueError(f"noise floor {name}: {len(finals)} finals for K={k}")
-        if tail_means and (len(tail_means) != k or not tail_steps):
+        if self.tail_means and (len(self.tail_means) != k or not self.tail_steps):
             raise ValueError(f"noise floor {name}: tail_means need K values and tail_steps")
-        step = None
-        if "step" in d:
-            raw = d["step"]
-            if not (
-                isinstance(raw, list)
-                and len(raw) == 2
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in raw)
-                and raw[0] > 0
-                and 0 < raw[1] <= MAX_DENOMINATOR
-            ):
-                raise ValueError(
-                    f"noise floor {name}.step: [numerator, denominator], both > 0, the"
-                    f" denominator at most {MAX_DENOMINATOR}"
-                )
-            step = Fraction(raw[0], raw[1])
+        if step is not None:
+            raw = (step.numerator, step.denominator)
             # the step was found in the replicas' values: their finals are whole multiples
             # of it (a step widened by hand, which would widen every band, is refused)
             for v in finals:
@@ -152,23 +163,38 @@ class MetricFloor:
                     f"noise floor {name}.step: {raw[0]}/{raw[1]} is wider than the replicas"
                     f" ever differ (largest sd {spread:.3g})"
                 )
-        return cls(name, finals, tail_steps, tail_means, tuple(steps), step)
+
+
+def _read_pairs(v: object, where: str) -> tuple[float, ...] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list):
+        raise ValueError("noise floor: weights_pairwise must be a list or null")
+    return tuple(read_distance(x, where) for x in v)
+
+
+def _read_version(v: object, where: str) -> int:
+    if v != FLOOR_VERSION or isinstance(v, bool):
+        raise ValueError(f"noise floor: unknown version {v!r}")
+    return FLOOR_VERSION
 
 
 @dataclass(frozen=True)
-class NoiseFloor:
+class NoiseFloor(Wire):
     """The spread of K >= 2 replicas of one run, per metric, and their weight distances."""
 
     k: int
     labels: tuple[str, ...]
     """One label per replica (a run id), in the order of the inputs."""
-    tail_fraction: float
+    tail_fraction: float = field(metadata=wire(decode=read_finite))
     """The share of logged steps the tail endpoint covers (fixed when the floor is built)."""
     metrics: tuple[MetricFloor, ...]
     """The judged metrics, sorted by name."""
     skipped: tuple[SkippedMetric, ...]
-    weights_pairwise: tuple[float, ...] | None
+    weights_pairwise: tuple[float, ...] | None = field(metadata=wire(decode=_read_pairs))
     """Distances between the replicas' weights (any number of pairs); None: not measured."""
+    version: int = field(default=FLOOR_VERSION, metadata=wire(decode=_read_version))
+    """The stored form's version (one so far)."""
 
     @classmethod
     def from_replicas(
@@ -202,18 +228,25 @@ class NoiseFloor:
         skipped: list[SkippedMetric] = []
         for name in everything:
             if is_timing_metric(name):
-                skipped.append(SkippedMetric(name, "timing"))
+                skipped.append(SkippedMetric(name=name, reason="timing"))
                 continue
             fin = [r.final(name) for r in runs]
             known = [v for v in fin if v is not None]
             if len(known) < k:
-                skipped.append(SkippedMetric(name, "not_in_every_replica"))
+                skipped.append(SkippedMetric(name=name, reason="not_in_every_replica"))
                 continue
             if not all(math.isfinite(v) for v in known):
-                skipped.append(SkippedMetric(name, "not_finite"))
+                skipped.append(SkippedMetric(name=name, reason="not_finite"))
                 continue
             metrics.append(_metric_floor(name, known, [r.history(name) for r in runs], params))
-        return cls(k, names, params.tail_fraction, tuple(metrics), tuple(skipped), pairs)
+        return cls(
+            k=k,
+            labels=names,
+            tail_fraction=params.tail_fraction,
+            metrics=tuple(metrics),
+            skipped=tuple(skipped),
+            weights_pairwise=pairs,
+        )
 
     def metric(self, name: str) -> MetricFloor | None:
         for m in self.metrics:
@@ -226,47 +259,19 @@ class NoiseFloor:
         """``m``, the number of endpoint tests a judgement against this floor makes."""
         return sum(m.endpoint_count for m in self.metrics)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": 1,
-            "k": self.k,
-            "labels": list(self.labels),
-            "tail_fraction": self.tail_fraction,
-            "metrics": [m.to_dict() for m in self.metrics],
-            "skipped": [{"name": s.name, "reason": s.reason} for s in self.skipped],
-            "weights_pairwise": (
-                None
-                if self.weights_pairwise is None
-                else [json_float(v) for v in self.weights_pairwise]
-            ),
-        }
-
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NoiseFloor:
-        """Read a stored floor back; ``ValueError`` when it is not one."""
-        if d.get("version") != 1:
-            raise ValueError(f"noise floor: unknown version {d.get('version')!r}")
-        k = read_int(d.get("k"), "k")
-        if k < 2:
-            raise ValueError(f"noise floor: K must be >= 2, got {k}")
-        labels = tuple(str(x) for x in read_list(d, "labels"))
-        if len(labels) != k:
-            raise ValueError(f"noise floor: {len(labels)} labels for K={k}")
-        tail_fraction = read_finite(d.get("tail_fraction"), "tail_fraction")
-        metrics = tuple(MetricFloor.from_dict(m, k) for m in read_list(d, "metrics"))
-        skipped = []
-        for s in read_list(d, "skipped"):
-            reason = s.get("reason") if isinstance(s, Mapping) else None
-            if reason not in _SKIP_REASONS:
-                raise ValueError(f"noise floor: unknown skip reason {reason!r}")
-            skipped.append(SkippedMetric(read_str(s, "name"), cast(SkipReason, reason)))
-        raw = d.get("weights_pairwise")
-        pairs = None
-        if raw is not None:
-            if not isinstance(raw, list):
-                raise ValueError("noise floor: weights_pairwise must be a list or null")
-            pairs = tuple(read_distance(read_float(v, "weights_pairwise"), "weights") for v in raw)
-        return cls(k, labels, tail_fraction, metrics, tuple(skipped), pairs)
+    def from_dict(cls, d: Mapping[str, Any], where: str = "") -> NoiseFloor:
+        """A stored floor read back (``Wire.from_dict``) and checked as a whole: K >= 2,
+        a label a replica, each metric one of K replicas; ``ValueError`` when it is not
+        one."""
+        floor = super().from_dict(d, where)
+        if floor.k < 2:
+            raise ValueError(f"noise floor: K must be >= 2, got {floor.k}")
+        if len(floor.labels) != floor.k:
+            raise ValueError(f"noise floor: {len(floor.labels)} labels for K={floor.k}")
+        for m in floor.metrics:
+            m.check(floor.k)
+        return floor
 
 
 @dataclass(frozen=True)
@@ -313,7 +318,7 @@ def _metric_floor(
         vals = [h[step] for h in histories]
         if all(math.isfinite(v) for v in vals):
             mean, sd = _mean_sd(vals)
-            steps.append(StepStat(step, mean, sd))
+            steps.append(StepStat(step=step, mean=mean, sd=sd))
     tail_steps: tuple[int, ...] = ()
     tail_means: tuple[float, ...] = ()
     # The replicas move on a grid when they differ somewhere (their finals, or at a step
@@ -325,4 +330,11 @@ def _metric_floor(
         n = max(1, math.ceil(params.tail_fraction * len(steps) - 1e-9))
         tail_steps = tuple(s.step for s in steps[-n:])
         tail_means = tuple(_mean_sd([h[s] for s in tail_steps])[0] for h in histories)
-    return MetricFloor(name, tuple(finals), tail_steps, tail_means, tuple(steps), grid)
+    return MetricFloor(
+        name=name,
+        finals=tuple(finals),
+        tail_steps=tail_steps,
+        tail_means=tail_means,
+        steps=tuple(steps),
+        step=grid,
+    )
