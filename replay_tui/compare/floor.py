@@ -10,29 +10,30 @@ tolerance against it (``replay_tui.compare.noise_rule``; docs/noise.md).
 
 The same table holds determinism-cost measurements (``replay --determinism off``).  Each
 fact's body is written and read through a typed record (:class:`FloorRecord`,
-:class:`DeterminismCost`: ``to_json`` / ``from_json``, the stored JSON unchanged), and
-a row reads back as a :class:`NoiseFloorFact` whose ``kind`` says which it is.
+:class:`DeterminismCost`: ``storage.wire`` models, ``to_dict`` / ``from_dict``), and a
+row reads back as a :class:`NoiseFloorFact` whose ``kind`` says which it is.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, cast
 
 from replay_tui.compare.distance import weight_rel_l2
 from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.noise_params import NoiseParams
-from replay_tui.compare.noise_results import JudgementStatus, NoiseJudgement
+from replay_tui.compare.noise_results import NoiseJudgement
 from replay_tui.compare.noise_rule import judge
-from replay_tui.compare.noise_self_check import LeftOut, SelfCheck, SelfCheckStatus, self_check
+from replay_tui.compare.noise_self_check import SelfCheck, self_check
 from replay_tui.compare.tolerance import Tolerance
 from replay_tui.gaps import Gap
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from storage.wire import Wire, wire
 
 FLOOR_KEY: Final = "floor"
 """A noise-floor fact's body holds its floor under this key (older facts of the same
@@ -78,16 +79,24 @@ def measure_floor(
 def floor_body(
     floor: NoiseFloor, check: SelfCheck | None, tolerance: Tolerance, original: str
 ) -> dict[str, Any]:
-    """The body of a noise-floor fact (:meth:`FloorRecord.to_json`, no spread)."""
-    return FloorRecord(floor, original, floor.labels, tolerance, check).to_json()
+    """The body of a noise-floor fact (:class:`FloorRecord`, no spread)."""
+    return FloorRecord(
+        floor=floor,
+        original_run=original,
+        replicas=floor.labels,
+        tolerance=tolerance,
+        self_check=check,
+    ).to_dict()
 
 
 # -- what a noise-floor fact holds -------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Spread:
+class Spread(Wire):
     """The replicas' spread in a few numbers people read."""
+
+    WIRE_EXTRA = ("largest_identical_group", "all_identical")
 
     replicas: int
     max_metric_gap: float
@@ -105,32 +114,8 @@ class Spread:
         return len(self.identical_groups) == 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "replicas": self.replicas,
-            "max_metric_gap": self.max_metric_gap,
-            "max_weight_rel_l2": self.max_weight_rel_l2,
-            "largest_identical_group": self.largest_identical_group,
-            "identical_groups": list(self.identical_groups),
-            "all_identical": self.all_identical,
-            "floor_id": self.floor_id,
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Spread:
-        """``ValueError`` when ``d`` is not a spread ``to_json`` wrote."""
-        groups = d.get("identical_groups")
-        floor_id = d.get("floor_id")
-        if not isinstance(groups, list) or not all(_is_int(g) for g in groups):
-            raise ValueError("spread: identical_groups must be a list of counts")
-        if floor_id is not None and not _is_int(floor_id):
-            raise ValueError(f"spread: floor_id {floor_id!r} is not a fact id")
-        return cls(
-            _int(d.get("replicas"), "spread replicas"),
-            _number(d.get("max_metric_gap"), "spread max_metric_gap"),
-            _number(d.get("max_weight_rel_l2"), "spread max_weight_rel_l2"),
-            tuple(groups),
-            floor_id,
-        )
+        """The same as ``to_dict`` (a replay series' ``--json`` names it so)."""
+        return self.to_dict()
 
 
 MeasuredOn = Literal["gpu", "cpu"]
@@ -141,131 +126,129 @@ _COST_NOTE: Final[dict[MeasuredOn, str]] = {
 }
 
 
+def _note_of(measured_on: MeasuredOn) -> str:
+    return _COST_NOTE[measured_on]
+
+
+def _measured_on(note: object, where: str) -> MeasuredOn:
+    """Where it ran is stored as its note (one of two sentences): the GPU's sentence reads
+    as ``gpu``, any other (a note of an older wording) as ``cpu``."""
+    return "gpu" if note == _COST_NOTE["gpu"] else "cpu"
+
+
 @dataclass(frozen=True)
-class DeterminismCost:
+class DeterminismCost(Wire):
     """What deterministic mode costs: a replay's run time with it on against one with it
     switched off (``replay --determinism off``), and the verdict of the one with it off."""
 
+    WIRE_EXTRA = ("determinism_cost_pct",)
+
     deterministic_s: float
     nondeterministic_s: float
-    measured_on: MeasuredOn
+    measured_on: MeasuredOn = field(
+        default="cpu", metadata=wire(key="note", encode=_note_of, decode=_measured_on)
+    )
     """Where the two runs ran: on CPU deterministic mode changes few kernels, so the
-    cost there is mostly timing noise (:attr:`note` says so)."""
-    off_verdict: str | None
+    cost there is mostly timing noise (:attr:`note` says so; it is what is stored)."""
+    off_verdict: str | None = None
 
     @property
     def cost_pct(self) -> float:
         return (self.deterministic_s - self.nondeterministic_s) / self.nondeterministic_s * 100
 
     @property
+    def determinism_cost_pct(self) -> float:
+        """:attr:`cost_pct` under the name it is stored by."""
+        return self.cost_pct
+
+    @property
     def note(self) -> str:
         return _COST_NOTE[self.measured_on]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "deterministic_s": self.deterministic_s,
-            "nondeterministic_s": self.nondeterministic_s,
-            "determinism_cost_pct": self.cost_pct,
-            "note": self.note,
-            "off_verdict": self.off_verdict,
-        }
-
     def fact_body(self) -> dict[str, Any]:
         """The body of the noise-floor fact that stores this measurement."""
-        return {DETERMINISM_KEY: self.to_json()}
+        return {DETERMINISM_KEY: self.to_dict()}
+
+    def to_json(self) -> dict[str, Any]:
+        """The same as ``to_dict`` (a replay series' ``--json`` names it so)."""
+        return self.to_dict()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> DeterminismCost:
-        """``ValueError`` when ``d`` is not a measurement ``to_json`` wrote.  Where it
-        ran is stored as its note (one of two sentences), and read back from it."""
-        off = d.get("off_verdict")
-        if off is not None and not isinstance(off, str):
-            raise ValueError(f"determinism cost: off_verdict {off!r} is not a verdict")
-        return cls(
-            _number(d.get("deterministic_s"), "deterministic_s"),
-            _number(d.get("nondeterministic_s"), "nondeterministic_s"),
-            "gpu" if d.get("note") == _COST_NOTE["gpu"] else "cpu",
-            off,
-        )
+        """The same as ``from_dict`` (kept for the callers that name it so)."""
+        return cls.from_dict(d)
+
+
+def _read_floor(v: object, where: str) -> NoiseFloor:
+    if not isinstance(v, Mapping):
+        raise ValueError("a noise-floor fact holds its floor under 'floor'")
+    try:
+        return NoiseFloor.from_dict(v)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"noise floor: {e}") from None
+
+
+def _str_or_none(v: object, where: str) -> str | None:
+    """A string, or None for anything else (a floor's parts around it are read leniently)."""
+    return v if isinstance(v, str) else None
+
+
+def _strs(v: object, where: str) -> tuple[str, ...]:
+    """Each item as a string; () for anything but a list (read leniently, as before)."""
+    return tuple(str(x) for x in v) if isinstance(v, list) else ()
+
+
+def _lenient(read: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """A reading of ``read`` for a JSON object, None for anything else or what it cannot
+    read: a floor fact's tolerance, self-check and spread are read so (the floor is what
+    matters; verify-store checks the rest)."""
+
+    def decode(v: object, where: str) -> Any:
+        if not isinstance(v, Mapping):
+            return None
+        try:
+            return read(v, where)
+        except ValueError:
+            return None
+
+    return decode
 
 
 @dataclass(frozen=True)
-class FloorRecord:
+class FloorRecord(Wire):
     """The body of a noise-floor fact: the floor, the run it is of, its replicas, the
-    tolerance it was measured with, the self-check (K >= 4) and the spread summary."""
+    tolerance it was measured with, the self-check (K >= 4) and the spread summary.
 
-    floor: NoiseFloor
-    original_run: str | None
-    replicas: tuple[str, ...]
-    tolerance: Tolerance | None
-    self_check: SelfCheck | None = None
-    spread: Spread | None = None
+    Reading it is ``ValueError`` when the floor itself cannot be read; the parts around
+    it that cannot be (a tolerance, a self-check, a spread of another shape) read as None."""
+
+    floor: NoiseFloor = field(metadata=wire(key=FLOOR_KEY, decode=_read_floor))
+    original_run: str | None = field(default=None, metadata=wire(decode=_str_or_none))
+    replicas: tuple[str, ...] = field(default=(), metadata=wire(decode=_strs))
+    tolerance: Tolerance | None = field(
+        default=None, metadata=wire(decode=_lenient(Tolerance.from_dict))
+    )
+    self_check: SelfCheck | None = field(
+        default=None, metadata=wire(decode=_lenient(SelfCheck.from_dict))
+    )
+    spread: Spread | None = field(
+        default=None, metadata=wire(omit="none", decode=_lenient(Spread.from_dict))
+    )
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            FLOOR_KEY: self.floor.to_dict(),
-            "original_run": self.original_run,
-            "replicas": list(self.replicas),
-            "tolerance": self.tolerance.to_dict() if self.tolerance is not None else None,
-            "self_check": self.self_check.to_dict() if self.self_check is not None else None,
-        }
-        if self.spread is not None:
-            body["spread"] = self.spread.to_json()
-        return body
+        """The same as ``to_dict`` (kept for the callers that name it so)."""
+        return self.to_dict()
 
     @classmethod
     def from_json(cls, body: Mapping[str, Any]) -> FloorRecord:
-        """``ValueError`` when the floor itself cannot be read; the parts around it that
-        cannot be (a tolerance, a self-check, a spread of another shape) read as None."""
-        raw = body.get(FLOOR_KEY)
-        if not isinstance(raw, Mapping):
-            raise ValueError("a noise-floor fact holds its floor under 'floor'")
-        try:
-            floor = NoiseFloor.from_dict(raw)
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"noise floor: {e}") from None
-        original = body.get("original_run")
-        replicas = body.get("replicas")
-        return cls(
-            floor,
-            original if isinstance(original, str) else None,
-            tuple(str(r) for r in replicas) if isinstance(replicas, list) else floor.labels,
-            _lenient(Tolerance.from_dict, body.get("tolerance")),
-            _lenient(self_check_from_json, body.get("self_check")),
-            _lenient(Spread.from_json, body.get("spread")),
-        )
-
-
-_SELF_CHECK_STATUSES: Final = get_args(SelfCheckStatus)
-_JUDGEMENT_STATUSES: Final = get_args(JudgementStatus)
+        """The same as ``from_dict`` (kept for the callers that name it so)."""
+        return cls.from_dict(body)
 
 
 def self_check_from_json(d: Mapping[str, Any]) -> SelfCheck:
     """A stored self-check (``SelfCheck.to_dict``) read back; ``ValueError`` when it is
     not one."""
-    status = d.get("status")
-    if status not in _SELF_CHECK_STATUSES:
-        raise ValueError(f"self-check: unknown status {status!r}")
-    results = []
-    raw = d.get("results")
-    for r in raw if isinstance(raw, list) else []:
-        if not isinstance(r, Mapping) or r.get("status") not in _JUDGEMENT_STATUSES:
-            raise ValueError("self-check: each result is a replica's judgement")
-        failed = r.get("failed")
-        results.append(
-            LeftOut(
-                str(r.get("label", "")),
-                cast(JudgementStatus, r["status"]),
-                tuple(str(x) for x in failed) if isinstance(failed, list) else (),
-            )
-        )
-    return SelfCheck(
-        cast(SelfCheckStatus, status),
-        _int(d.get("k"), "self-check k"),
-        _int(d.get("failures"), "self-check failures"),
-        tuple(results),
-        str(d.get("message") or ""),
-    )
+    return SelfCheck.from_dict(d)
 
 
 FactKind = Literal["floor", "determinism", "other"]
@@ -299,7 +282,7 @@ class NoiseFloorFact:
         if self.stored_body is not None:
             body: Any = self.stored_body
         elif self.record is not None:
-            body = self.record.to_json()
+            body = self.record.to_dict()
         elif self.determinism is not None:
             body = self.determinism.fact_body()
         else:
@@ -325,10 +308,10 @@ class NoiseFloorFact:
         sha = raw_sha if isinstance(raw_sha, str) else None
         try:
             if stored is not None and FLOOR_KEY in stored:
-                record = FloorRecord.from_json(stored)
+                record = FloorRecord.from_dict(stored)
                 return cls(*head, "floor", record=record, stored_body=stored, body_sha256=sha)
             if stored is not None and isinstance(stored.get(DETERMINISM_KEY), Mapping):
-                cost = DeterminismCost.from_json(stored[DETERMINISM_KEY])
+                cost = DeterminismCost.from_dict(stored[DETERMINISM_KEY])
                 return cls(
                     *head, "determinism", determinism=cost, stored_body=stored, body_sha256=sha
                 )
@@ -348,54 +331,53 @@ def latest_floor_fact(store: RunStore, run_id: str) -> NoiseFloorFact | None:
     return next((f for f in noise_floor_facts(store, run_id) if f.kind == "floor"), None)
 
 
-@dataclass(frozen=True)
-class FloorRef:
-    """Which stored floor judged a comparison (``Comparison.floor``), and how: the side
-    that was the candidate, and whether it was one of the floor's own replicas."""
+def _run_named(v: object, where: str) -> str:
+    if not isinstance(v, str):
+        raise ValueError("the floor reference names no run")
+    return v
 
-    fact_id: int
-    run_id: str
-    created_at: str
-    replicas: tuple[str, ...]
-    k: int
-    candidate: Side
-    in_sample: bool
-    body_sha256: str | None = None
+
+def _text(v: object, where: str) -> str:
+    """A string; an empty or absent one reads as ``""``."""
+    return str(v or "")
+
+
+def _side(v: object, where: str) -> Side:
+    """``a`` or, for anything else, ``b`` (the candidate a replay is)."""
+    return "a" if v == "a" else "b"
+
+
+def _is_true(v: object, where: str) -> bool:
+    return v is True
+
+
+@dataclass(frozen=True)
+class FloorRef(Wire):
+    """Which stored floor judged a comparison (``Comparison.floor``), and how: the side
+    that was the candidate, and whether it was one of the floor's own replicas.
+
+    Read leniently but for what names the floor (a fact id, a run, K): ``ValueError``
+    without them."""
+
+    fact_id: int = field(metadata=wire(decode=lambda v, where: _int(v, "floor fact_id")))
+    run_id: str = field(metadata=wire(decode=_run_named))
+    created_at: str = field(metadata=wire(decode=_text))
+    replicas: tuple[str, ...] = field(metadata=wire(decode=_strs))
+    k: int = field(metadata=wire(decode=lambda v, where: _int(v, "floor k")))
+    candidate: Side = field(metadata=wire(decode=_side))
+    in_sample: bool = field(metadata=wire(decode=_is_true))
+    body_sha256: str | None = field(default=None, metadata=wire(omit="none", decode=_str_or_none))
     """The floor fact's body hash as the ledger recorded it when it judged (None in
     comparisons stored before it was kept): ``verify-store`` holds the comparison to it."""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "fact_id": self.fact_id,
-            "run_id": self.run_id,
-            "created_at": self.created_at,
-            "replicas": list(self.replicas),
-            "k": self.k,
-            "candidate": self.candidate,
-            "in_sample": self.in_sample,
-        }
-        if self.body_sha256 is not None:
-            out["body_sha256"] = self.body_sha256
-        return out
+        """The same as ``to_dict`` (kept for the callers that name it so)."""
+        return self.to_dict()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> FloorRef:
-        """``ValueError`` when ``d`` names no floor (a fact id, a run, K)."""
-        run_id = d.get("run_id")
-        if not isinstance(run_id, str):
-            raise ValueError("the floor reference names no run")
-        replicas = d.get("replicas")
-        candidate = d.get("candidate")
-        return cls(
-            _int(d.get("fact_id"), "floor fact_id"),
-            run_id,
-            str(d.get("created_at") or ""),
-            tuple(str(r) for r in replicas) if isinstance(replicas, list) else (),
-            _int(d.get("k"), "floor k"),
-            "a" if candidate == "a" else "b",
-            d.get("in_sample") is True,
-            sha if isinstance(sha := d.get("body_sha256"), str) else None,
-        )
+        """The same as ``from_dict`` (kept for the callers that name it so)."""
+        return cls.from_dict(d)
 
 
 def _is_int(v: object) -> bool:
@@ -406,22 +388,6 @@ def _int(v: object, what: str) -> int:
     if not _is_int(v):
         raise ValueError(f"{what}: expected a whole number, got {v!r}")
     return cast(int, v)
-
-
-def _number(v: object, what: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ValueError(f"{what}: expected a number, got {v!r}")
-    return v
-
-
-def _lenient(read: Callable[[Any], Any], v: object) -> Any:
-    """``read(v)`` for a JSON object, None for anything else or what it cannot read."""
-    if not isinstance(v, Mapping):
-        return None
-    try:
-        return read(v)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -458,14 +424,14 @@ class StoredFloor:
     def ref(self, candidate: Side, in_sample: bool) -> FloorRef:
         """This floor as the reference a comparison judged by it keeps."""
         return FloorRef(
-            self.fact_id,
-            self.run_id,
-            self.created_at,
-            self.replicas,
-            self.floor.k,
-            candidate,
-            in_sample,
-            self.body_sha256,
+            fact_id=self.fact_id,
+            run_id=self.run_id,
+            created_at=self.created_at,
+            replicas=self.replicas,
+            k=self.floor.k,
+            candidate=candidate,
+            in_sample=in_sample,
+            body_sha256=self.body_sha256,
         )
 
 
