@@ -588,6 +588,82 @@ def test_stored_bytes_are_pinned(name: str) -> None:
     assert _sha(_body(obj)) == pinned
 
 
+ORDER: dict[str, str] = {
+    "E1": "0523e27e345d852958efadddea7b26e50c1c6badd0dba506fcbdec3e23f4a245",
+    "E2": "6c621b3e2fa2d0e7c408b175d30a7762780665f0e56abbc574c27755769cd737",
+    "E3": "67fbd8f654a5252cdda80c292684e859431975a075909a9f9c9bf94b9232283d",
+    "BAND": "25605a110e3075511aebddea534f669229dbd78c6effd1f8e742e8c7f407bff9",
+    "BAND_EMPTY": "ce6fe7cbcf0a79da354505eca17aeb3a20c4d5bf5fabb23c42bbbcb30a375a3a",
+    "W_MEASURED": "4402af145ed640c29359a6f0cabf93d6e7dc5d6e2c3b143a9a808b3c376eddda",
+    "W_NONE": "f923a4f4055a62e257c1f731f956dca06c6b35d6c959c2577e5937332d9849a8",
+    "TW_REL": "851fd7ed6372df5dfd8f6b25e39acf16c8a03bfa4fa8d40b9816d322b5272eab",
+    "TW_ABS": "a1374680e780bbfe11a950b70e23d400e2a259d22cc9c8a05fec34ca23360249",
+    "TOST_1": "825ef15868c9a6ec503d6115b7444df3f1701a692a7e33cdc3f1f5efc1038f40",
+    "TOST_2": "0977016f452decd5e404a4c1271a718a8f7ecee662b02a8800840e332ede08fd",
+    "EQ": "7b71cf106bb9a53327ed41eeec3a6c90ebca2b638d576db19170b4de2faa4ac5",
+    "EQ_EMPTY": "f31c3674b61b0eb7ab4e23352cce5ae6b45c9e8e26a41cc90f81cd1f6f23e01d",
+    "MS_1": "1e13976ad929d70fa0f8eeb00da812990e8304201171bd707af56287794013f4",
+    "MS_0": "c34cbaabdc8f0454ed6a00f1ba81a5605ed2e8f543a421b85c7926d3e93b09b5",
+    "SENS": "ace88c46de9a633d96bf177c830167ff12edd1efb40e865044ed8319bfdeb1cb",
+    "SENS_EMPTY": "2185103de6da483813f8af40788bb3b742e4b8f3e4a6c176e4e4d561462a5739",
+    "J_FULL": "71f8fd5e479755568b3a24e8021a133c90aaa4aa900fad0ad7e5d410c82d3da1",
+    "J_BARE": "46b0776433aec7d58675de3611a11c40ee6a1ed09e0ed3648a246bb8859ee06b",
+    "J_OUT": "8384a81cb0cec36328b1cf2ebc3e6cf339ae268061cfb1c5105d14ceceb74563",
+    "MF_STEP": "8c334062cc0cd99eff8b370cedf0cecb84f9c09cdbf33c703ec75b06ee276393",
+    "MF_SMOOTH": "7de7c871bb8dc5a3e3ff1f6d6e8072f8f06da7d51ecefbc26c68273ce9aeb8c0",
+    "FLOOR": "5ec3c3272679ad4957b7e509007347062d90c1ae1db9ea8f189c49bf4746d56b",
+    "FLOOR_BARE": "ccba7c704be26570246fa3124a0f6b230c8323a5f9af4bd86b982b2ba33d9075",
+    "FLOOR_REAL": "034265e8f9e0fb5757e93ac4d7dcdf967753d11a005910e48bdae7754e2857cf",
+    "LEFT_1": "1948ffdd8a0e44f90a1dfbd127a9ee0653bfc9068d51343d7323da01accb6c8e",
+    "LEFT_2": "9c6e9a465b04839e7a7836627c578cefc89c5bbd5b4b3bee1851f0b5edfab372",
+    "CHECK": "a4c1048225061e9b812ca854f4be1da5df8b26ad1a412fbe9017320393a29f3b",
+    "CHECK_FEW": "eb397a86c8fce8af8f0d4aa7ad3e97acfe9406c25c023753b8a167b6d1e51a28",
+    "SPREAD": "61aa2cba2534efbd626194401a5196a911eb64b941c856f45e12e6a68e5bc7f0",
+    "SPREAD_BARE": "ec22196779b54401b2b52ea8969765cdac1a331724e7314c6ddab0358401e324",
+    "COST_GPU": "7975fea424e62dc3e359585ac7b79111db129ce144a92ced33d457c7541f8755",
+    "COST_CPU": "8bf32e8a149fa4a8669d50839469cdf59fb00b597064d6e884898f8525678fe9",
+    "TOL": "26709112497d0327c854da6103c5b0479aa5a53edd4ea66ad50f6e165e202e33",
+    "TOL_REL": "4708719578b0aaef93c8970862d571de6a83fb4595a5216eac578a003494942a",
+    "TOL_ABS": "287ed7ca0663707d0ed75053c740c972f943b0e44b56954590a286c9dc4e4e09",
+    "RECORD": "efc356a39e17403c85d16ac500ef64991df06e5183b3d82b0b8ae2d3fc5efac3",
+    "RECORD_BARE": "1d72fa25104309fee4b4c702cad50cfa3c078cd50dab12b182f9f5c32a0ddb71",
+    "FACT_STORED": "769016fed1429b5adcca53bc81c544b478de88c404ed0e172baa733d885c7efe",
+    "FACT_RECORD": "e1176633afe5e44a0a332e8bf7768b4d8c21358aa2d84aa2b9e9c5ff8112fcac",
+    "FACT_COST": "161cac4da5d4e30714e905b2ef0f0f6d378a25feae4dca7230313f269cd88d96",
+    "FACT_OTHER": "f5d20934281add2d61ad2736aa8d44dfe34f2f805d6732593dc86e3b18318d7d",
+    "REF": "d3db1251ee9ec3ba13ef12e1b3c1fd256ec94d7c012a42d9c25e158dc31c7667",
+    "REF_SHA": "17e2777bc452bb7942035430659c557bf97182654cae3c4b5c49346d54b30ae1",
+    "PARAMS": "9f834535028a2176cb5bd8742ed5cb2887dc7a7644a34ddf01af2a59719996c5",
+    "PARAMS_ABS": "4bdad1e42a4351088cd5987704ef254f484cc9e5a7d6d2a532ebff7476e0c330",
+    "PARAMS_REL": "d876b449eb8e5ec82f41c78cd179a80044320e78a97c77f6cdcd232912c8170a",
+    "ROW_SAME": "c12701eb68b510acbba4b1872054ef725c1c1f5f0d5850801ad8e1906e0d442a",
+    "ROW_ABSENT": "67a65b8172134ab6032dc35e43877c4d13083bc3781809e6717887cffc563e51",
+    "PKGS": "9656fca26ac94f01594c91da5451a80a745b20dc20271737ab7650875fbf8584",
+    "PKGS_SAME": "a23eb4e017fe9090b1c7e212a74c62f6015ff1ac32f90a18dfc04807332a8f8a",
+    "ENV": "47a29aeac679caf7fa8aafeb71cf11d4c737470b800dee6bba6cb3afacab45b5",
+    "ENV_BARE": "2ec7c39037d6b5b0abbd580700b7870fbfb36021e76938169c00ea477529e6d6",
+    "T_EQ": "8730f1298e9d31d8d348a48e032e278d379532a869d76135ff0644552dc7a372",
+    "T_FULL": "c470dca9b6bfac0925891a1d8167ad5c7f45fdc1b0733c129e2a7d43e1083bae",
+    "CKPT": "47e30a77f5e4f6baab7e4baad846bc86917621e1c2d1a19bc35e44fd61985192",
+    "CKPT_BARE": "499c9b13cedfaf138d74d43b224cab3aaee163aa03b10c272e3de545cd2c2fd0",
+    "MD_FULL": "609b1ca7fcf045018a1822e6acd281b87166ce41d13d3540b4a1a9f5b9418463",
+    "MD_BARE": "8d1e4c87db625600e839edbe0e4b280d6a0396eee774a31fa28d7b5a17bcf6f8",
+    "ART_FULL": "bddf051ded121a0f99c52ade56c3ed6e918b2dd0444ec7150d2fcdabcaa4f346",
+    "ART_BARE": "fe50ef71090734e4681a0846360d6232c748a52adf177c22acdea2771beff94d",
+    "COMP_BARE": "e5791b5f7e422b5979753a1525ac817cbe3c6773e51ab88e693b745459fe0928",
+    "COMP_FULL": "3b432259a6ecfac234d8cf0f912a7fb7d31e4fed8a0f740eb7a9006f7eb047aa",
+    "COMP_NOISE_NO_FLOOR": "71966590780f8e91fb0b95968fff35a8d586123487df37d9859a6975cb87ba6b",
+}
+"""The hash of each body as ``json.dumps`` writes it (keys in the order ``to_dict`` gives
+them, which ``--json`` prints): the order the hand-written writers gave."""
+
+
+@pytest.mark.parametrize("name", sorted(ORDER))
+def test_the_order_of_keys_is_pinned(name: str) -> None:
+    obj = PINNED[name][0]
+    assert hashlib.sha256(json.dumps(_body(obj)).encode()).hexdigest() == ORDER[name]
+
+
 def _same_bytes(read: Callable[[Any], Any], obj: Any) -> None:
     """``read`` of the stored body gives the object back (by its re-dumped bytes where
     a NaN makes ``==`` fail) and the same bytes."""
