@@ -123,6 +123,16 @@ class MetricBand(Wire):
     """The per-step band of one metric (a diagnostic: where a divergence starts)."""
 
     WIRE_EXTRA = ("point_fields",)
+    WIRE_ORDER = (
+        "metric",
+        "status",
+        "t",
+        "leaves_band_at",
+        "points_compared",
+        "points_out",
+        "point_fields",
+        "points",
+    )
 
     metric: str
     status: BandStatus
@@ -164,6 +174,15 @@ class TooWide(Wire):
     run's noise cannot show agreement to that margin (the caller reports a gap)."""
 
     WIRE_EXTRA = ("relative_width",)
+    WIRE_ORDER = (
+        "metric",
+        "endpoint",
+        "margin",
+        "half_width",
+        "mean",
+        "relative_width",
+        "margin_abs",
+    )
 
     metric: str
     endpoint: EndpointKind
@@ -204,6 +223,7 @@ class Equivalence(Wire):
     the verdict."""
 
     WIRE_EXTRA = ("equivalent", "text")
+    WIRE_ORDER = ("margin", "relative", "alpha", "p", "equivalent", "text", "endpoints")
 
     margin: float
     """As declared: a share of the value (``relative``) or in the metric's units."""
@@ -266,6 +286,7 @@ class Sensitivity(Wire):
     change of every metric by less than that may pass as noise)."""
 
     WIRE_EXTRA = ("overall", "text")
+    WIRE_ORDER = ("overall", "text", "metrics")
 
     metrics: tuple[MetricSensitivity, ...]
 
@@ -337,6 +358,24 @@ class NoiseJudgement(Wire):
     """A candidate judged against a noise floor."""
 
     WIRE_EXTRA = ("within",)
+    WIRE_ORDER = (
+        "version",
+        "status",
+        "within",
+        "k",
+        "alpha",
+        "tests",
+        "t_endpoint",
+        "t_step",
+        "endpoints",
+        "bands",
+        "weights",
+        "too_wide",
+        "not_judged",
+        "reasons",
+        "equivalence",
+        "sensitivity",
+    )
 
     status: JudgementStatus
     k: int
