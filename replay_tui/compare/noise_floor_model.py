@@ -183,6 +183,16 @@ def _read_version(v: object, where: str) -> int:
 class NoiseFloor(Wire):
     """The spread of K >= 2 replicas of one run, per metric, and their weight distances."""
 
+    WIRE_ORDER = (
+        "version",
+        "k",
+        "labels",
+        "tail_fraction",
+        "metrics",
+        "skipped",
+        "weights_pairwise",
+    )
+
     k: int
     labels: tuple[str, ...]
     """One label per replica (a run id), in the order of the inputs."""
