@@ -34,6 +34,7 @@ class SelfCheck(Wire):
     the replicas are not draws of one distribution, and the floor is not to be trusted."""
 
     WIRE_EXTRA = ("well_behaved",)
+    WIRE_ORDER = ("status", "well_behaved", "k", "failures", "results", "message")
 
     status: SelfCheckStatus
     k: int
