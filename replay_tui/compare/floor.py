@@ -97,6 +97,15 @@ class Spread(Wire):
     """The replicas' spread in a few numbers people read."""
 
     WIRE_EXTRA = ("largest_identical_group", "all_identical")
+    WIRE_ORDER = (
+        "replicas",
+        "max_metric_gap",
+        "max_weight_rel_l2",
+        "largest_identical_group",
+        "identical_groups",
+        "all_identical",
+        "floor_id",
+    )
 
     replicas: int
     max_metric_gap: float
@@ -142,6 +151,13 @@ class DeterminismCost(Wire):
     switched off (``replay --determinism off``), and the verdict of the one with it off."""
 
     WIRE_EXTRA = ("determinism_cost_pct",)
+    WIRE_ORDER = (
+        "deterministic_s",
+        "nondeterministic_s",
+        "determinism_cost_pct",
+        "note",
+        "off_verdict",
+    )
 
     deterministic_s: float
     nondeterministic_s: float
