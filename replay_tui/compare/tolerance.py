@@ -47,6 +47,7 @@ class Tolerance(Wire):
     """The tolerance a judgement used; stored with the rule it applies (``rule``)."""
 
     WIRE_EXTRA = ("rule",)
+    WIRE_ORDER = ("rtol", "atol", "alpha", "margin", "rule", "margin_abs")
 
     rtol: float = DEFAULT_RTOL
     atol: float = DEFAULT_ATOL
