@@ -14,6 +14,17 @@ from storage.wire import Wire, wire
 class NoiseParams(Wire):
     """The knobs of the rule.  Invalid values raise ``ValueError`` on construction."""
 
+    WIRE_ORDER = (
+        "alpha",
+        "rel_floor",
+        "abs_floor",
+        "margin",
+        "exit_run",
+        "tail_fraction",
+        "window",
+        "margin_abs",
+    )
+
     alpha: float = 0.05
     """Family-wise false-failure rate of the endpoint tests (Bonferroni over them)."""
     rel_floor: float = 1e-3
