@@ -4,6 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test-deps
+export PATH="$PWD/.venv/bin:$PATH"
+# Lint, types and import contracts need only the venv: they run while the engines come up
+# (mostly downloads and waiting), and their verdict is read before pytest starts.
+lint_log=$(mktemp)
+(
+  set -e
+  echo "== ruff"
+  ruff check .
+  ruff format --check .
+  echo "== mypy"; mypy
+  echo "== import contracts"; lint-imports
+) >"$lint_log" 2>&1 &
+lint_pid=$!
 if [ "${REPLAY_TUI_NO_DOCKER:-0}" != "1" ]; then
   bash scripts/docker-env.sh >&2
   set -a; . "${REPLAY_TUI_ENV_DIR:-/var/lib/replay-tui-env}/train-image.env"; set +a
@@ -20,13 +33,11 @@ if [ "${REPLAY_TUI_NO_SLURM:-0}" != "1" ]; then
   bash scripts/slurm-env.sh >&2
 fi
 bash scripts/cosign-env.sh >&2  # cosign, the independent verifier of the SLSA provenance
-export PATH="$PWD/.venv/bin:$PATH"
-# One command per line: under set -e a failure inside an && list would not stop the run.
-echo "== ruff"
-ruff check .
-ruff format --check .
-echo "== mypy"; mypy
-echo "== import contracts"; lint-imports
+lint_rc=0
+wait "$lint_pid" || lint_rc=$?
+cat "$lint_log"
+rm -f "$lint_log"
+if [ "$lint_rc" != 0 ]; then echo "lint, types or import contracts failed (exit $lint_rc)" >&2; exit "$lint_rc"; fi
 # Two workers (pytest-xdist) on the 2-core CI machines: the tests that drive an engine
 # run one after another on one of them (the xdist group "engines",
 # tests/conftest.py), the rest beside them.  REPLAY_TUI_TEST_WORKERS=0 runs serially.
