@@ -1,13 +1,16 @@
-"""Rows become typed records here, and only here."""
+"""Rows become typed records here, and only here; the records write themselves (and the
+gap counts read themselves back) by ``storage.wire``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from storage.wire import Wire, wire
 
 if TYPE_CHECKING:
     from storage.manifest import RunManifest
@@ -43,32 +46,38 @@ RUN_COLUMNS = (
 RUN_SELECT = ", ".join(f'"{c}"' for c in RUN_COLUMNS)
 
 
+def _count(v: object, where: str) -> int:
+    """A stored count; one that is not a whole number reads as 0, as it always has (a
+    comparison body stored with an odd count still opens)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 @dataclass(frozen=True)
-class GapCounts:
-    """How many provenance gaps of each severity a run (or a pair of runs) has."""
+class GapCounts(Wire):
+    """How many provenance gaps of each severity a run (or a pair of runs) has; a count
+    that is absent or not a whole number reads as 0."""
 
-    critical: int = 0
-    warning: int = 0
-    info: int = 0
+    critical: int = field(default=0, metadata=wire(decode=_count))
+    warning: int = field(default=0, metadata=wire(decode=_count))
+    info: int = field(default=0, metadata=wire(decode=_count))
 
-    def to_json(self) -> dict[str, int]:
-        return {"critical": self.critical, "warning": self.warning, "info": self.info}
+    def to_json(self) -> dict[str, Any]:
+        """``to_dict``, by the name the comparison's writer calls."""
+        return self.to_dict()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> GapCounts:
-        """Counts as ``to_json`` wrote them; a count that is absent or not a whole number
-        reads as 0."""
-
-        def n(key: str) -> int:
-            v = d.get(key)
-            return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-        return cls(n("critical"), n("warning"), n("info"))
+        """``from_dict``, by the name the stored comparison's reader calls."""
+        return cls.from_dict(d)
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """One row of the runs browser."""
+class RunRecord(Wire):
+    """One row of the runs browser (written with its gap counts as one object, last)."""
+
+    WIRE_ORDER = tuple(
+        c for c in RUN_COLUMNS if c not in {"gaps_critical", "gaps_warning", "gaps_info"}
+    )
 
     id: str
     name: str
@@ -128,13 +137,6 @@ class RunRecord:
             ingested_at=d["ingested_at"],
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {c: getattr(self, c) for c in RUN_COLUMNS if c not in _GAP_COLUMNS}
-        out["gaps"] = None if self.gaps is None else self.gaps.to_json()
-        return out
-
-
-_GAP_COLUMNS = {"gaps_critical", "gaps_warning", "gaps_info"}
 
 REPLAY_COLUMNS = (
     "id",
@@ -153,7 +155,7 @@ REPLAY_SELECT = ", ".join(f"r.{c}" for c in REPLAY_COLUMNS)
 
 
 @dataclass(frozen=True)
-class ReplayFact:
+class ReplayFact(Wire):
     """One replay attempt as the store recorded it (a row of ``replays``).
 
     ``status`` is the attempt's end (``replay_tui.verdicts``: completed, cancelled,
@@ -184,9 +186,6 @@ class ReplayFact:
     def from_mapping(cls, d: Mapping[str, Any]) -> ReplayFact:
         """A row read by column name (``REPLAY_COLUMNS``, ``determinism`` optional)."""
         return cls.from_row((*(d[c] for c in REPLAY_COLUMNS), d.get("determinism")))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {c: getattr(self, c) for c in (*REPLAY_COLUMNS, "determinism")}
 
 
 def run_row(

@@ -49,8 +49,8 @@ def _hashes(body: Any) -> tuple[str, str]:
 
 
 def _write(obj: Any) -> Any:
-    """``obj`` as it is written (the gap counts wrote themselves with ``to_json``)."""
-    return obj.to_json() if isinstance(obj, GapCounts) else obj.to_dict()
+    """``obj`` as it is written."""
+    return obj.to_dict()
 
 
 def _same_bytes(a: Any, b: Any) -> bool:
@@ -281,8 +281,8 @@ CASES: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
     ),
     "probe-full": (_PROBE_FULL, None),
     "probe-bare": (_PROBE_BARE, None),
-    "bisect-full": (_FULL, BisectResult.from_json),
-    "bisect-unexplained": (_UNEXPLAINED, BisectResult.from_json),
+    "bisect-full": (_FULL, BisectResult.from_dict),
+    "bisect-unexplained": (_UNEXPLAINED, BisectResult.from_dict),
     "factor-diff": (FactorDiff(name="seed", detail=["seed 1 -> 2"]), None),
     "factor-diff-untestable": (
         FactorDiff(name="hardware", detail=[], testable=False, reason="host"),
@@ -421,8 +421,8 @@ CASES: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
         ),
         None,
     ),
-    "gap-counts": (GapCounts(critical=1, warning=2, info=3), GapCounts.from_json),
-    "gap-counts-zero": (GapCounts(), GapCounts.from_json),
+    "gap-counts": (GapCounts(critical=1, warning=2, info=3), GapCounts.from_dict),
+    "gap-counts-zero": (GapCounts(), GapCounts.from_dict),
     "run-record-full": (_run_record(GapCounts(critical=0, warning=1, info=2), full=True), None),
     "run-record-bare": (_run_record(None, full=False), None),
     "replay-fact-full": (
@@ -772,4 +772,4 @@ still opens, what it lacks or holds in another shape taking the default."""
 @pytest.mark.parametrize("name", sorted(READ_PINNED))
 def test_an_old_or_damaged_bisect_body_reads_as_it_did(name: str) -> None:
     body = {"thin": _THIN, "odd": _ODD}[name]
-    assert _hashes(BisectResult.from_json(body).to_dict()) == READ_PINNED[name]
+    assert _hashes(BisectResult.from_dict(body).to_dict()) == READ_PINNED[name]
