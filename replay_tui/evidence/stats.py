@@ -41,19 +41,22 @@ from replay_tui.compare.metrics import is_timing_metric
 from replay_tui.verdicts import ABORTED, is_bit_identical, is_reproduced, summarize
 from storage import readmodel
 from storage.store import RunStore
+from storage.wire import Wire, wire
 
 
 @dataclass(frozen=True)
-class Ratio:
+class Ratio(Wire):
+    """A share: written with its value first (None when there is nothing to count)."""
+
+    WIRE_EXTRA = ("value",)
+    WIRE_ORDER = ("value",)
+
     numerator: int
     denominator: int
 
     @property
     def value(self) -> float | None:
         return self.numerator / self.denominator if self.denominator else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "numerator": self.numerator, "denominator": self.denominator}
 
     def text(self, of: str) -> str:
         if not self.denominator:
@@ -63,7 +66,14 @@ class Ratio:
 
 
 @dataclass(frozen=True)
-class Spread:
+class AbortedRate(Ratio):
+    """The aborted replay rate, with the count of each status that aborted."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Spread(Wire):
     """Per-group variances summarised: how many groups, the largest, the mean."""
 
     groups: int
@@ -73,63 +83,71 @@ class Spread:
     @classmethod
     def of(cls, values: list[float]) -> Spread:
         if not values:
-            return cls(0, None, None)
-        return cls(len(values), max(values), statistics.fmean(values))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"groups": self.groups, "max": self.max, "mean": self.mean}
+            return cls(groups=0, max=None, mean=None)
+        return cls(groups=len(values), max=max(values), mean=statistics.fmean(values))
 
 
 @dataclass(frozen=True)
-class Stats:
+class MetricVariance(Spread):
+    """The metric variance, with the (run, metric) pairs that vary most."""
+
+    worst: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OpsSeen(Wire):
+    """Nondeterministic ops seen at run time in original runs: in all, in how many runs,
+    and which."""
+
+    total: int
+    runs: int
+    distinct: list[str]
+
+
+@dataclass(frozen=True)
+class Stats(Wire):
     original_runs: int
     replays: int
-    reproducible: Ratio
-    bit_identical: Ratio
-    aborted: Ratio
-    aborted_by_status: dict[str, int]
-    checkpoint_match: Ratio
-    metric_variance: Spread
-    worst_metrics: list[dict[str, Any]]
-    data_verified: Ratio
-    data_hashed: Ratio
-    nondeterministic_ops: int
-    runs_with_nondeterministic_ops: int
-    distinct_nondeterministic_ops: list[str]
-    training_time_variance: Spread
+    reproducible: Ratio = field(metadata=wire(key="reproducible_run_rate"))
+    bit_identical: Ratio = field(metadata=wire(key="bit_identical_run_rate"))
+    aborted: AbortedRate = field(metadata=wire(key="aborted_replay_rate"))
+    checkpoint_match: Ratio = field(metadata=wire(key="checkpoint_hash_match_rate"))
+    metric_variance: MetricVariance
+    data_verified: Ratio = field(metadata=wire(key="data_verification_rate"))
+    data_hashed: Ratio = field(metadata=wire(key="data_hashed_rate"))
+    nondeterministic: OpsSeen = field(metadata=wire(key="nondeterministic_ops"))
+    training_time_variance: Spread = field(metadata=wire(key="training_time_variance_s2"))
     training_time_cv_max: float | None
-    attested: Ratio
-    drills: Ratio
+    attested: Ratio = field(metadata=wire(key="attested_run_rate"))
+    drills: Ratio = field(metadata=wire(key="drill_pass_rate"))
     last_drill_at: str | None
-    generated_at: str = field(default="")
-    without_image: Ratio = field(default_factory=lambda: Ratio(0, 0))
+    without_image: Ratio = field(
+        default_factory=lambda: Ratio(numerator=0, denominator=0),
+        metadata=wire(key="runs_without_image"),
+    )
     """Succeeded original runs recorded without an image, of all succeeded original runs
     (``readmodel.WITHOUT_IMAGE``: a drill on a pinned backend leaves the same runs out)."""
+    generated_at: str = field(default="")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "original_runs": self.original_runs,
-            "replays": self.replays,
-            "reproducible_run_rate": self.reproducible.to_dict(),
-            "bit_identical_run_rate": self.bit_identical.to_dict(),
-            "aborted_replay_rate": {**self.aborted.to_dict(), "by_status": self.aborted_by_status},
-            "checkpoint_hash_match_rate": self.checkpoint_match.to_dict(),
-            "metric_variance": {**self.metric_variance.to_dict(), "worst": self.worst_metrics},
-            "data_verification_rate": self.data_verified.to_dict(),
-            "data_hashed_rate": self.data_hashed.to_dict(),
-            "nondeterministic_ops": {
-                "total": self.nondeterministic_ops,
-                "runs": self.runs_with_nondeterministic_ops,
-                "distinct": self.distinct_nondeterministic_ops,
-            },
-            "training_time_variance_s2": self.training_time_variance.to_dict(),
-            "training_time_cv_max": self.training_time_cv_max,
-            "attested_run_rate": self.attested.to_dict(),
-            "drill_pass_rate": self.drills.to_dict(),
-            "last_drill_at": self.last_drill_at,
-            "runs_without_image": self.without_image.to_dict(),
-            "generated_at": self.generated_at,
-        }
+    @property
+    def aborted_by_status(self) -> dict[str, int]:
+        return self.aborted.by_status
+
+    @property
+    def worst_metrics(self) -> list[dict[str, Any]]:
+        return self.metric_variance.worst
+
+    @property
+    def nondeterministic_ops(self) -> int:
+        return self.nondeterministic.total
+
+    @property
+    def runs_with_nondeterministic_ops(self) -> int:
+        return self.nondeterministic.runs
+
+    @property
+    def distinct_nondeterministic_ops(self) -> list[str]:
+        return self.nondeterministic.distinct
 
     def text(self) -> str:
         def g(x: float | None) -> str:
@@ -199,10 +217,18 @@ def stats_from(f: readmodel.SliFacts, now: str) -> Stats:
     # every counted replay per original run: the latest completed verdict, the aborted
     sums = [summarize(x) for x in f.replay_outcomes.values()]
     judged = [x for x in sums if x.verdict is not None]
-    reproducible = Ratio(sum(is_reproduced(x.verdict) for x in judged), len(judged))
-    bit_identical = Ratio(sum(is_bit_identical(x.verdict) for x in judged), len(judged))
+    reproducible = Ratio(
+        numerator=sum(is_reproduced(x.verdict) for x in judged), denominator=len(judged)
+    )
+    bit_identical = Ratio(
+        numerator=sum(is_bit_identical(x.verdict) for x in judged), denominator=len(judged)
+    )
     by_status = {st: sum(x.aborted.get(st, 0) for x in sums) for st in ABORTED}
-    aborted = Ratio(sum(by_status.values()), sum(x.attempts for x in sums))
+    aborted = AbortedRate(
+        numerator=sum(by_status.values()),
+        denominator=sum(x.attempts for x in sums),
+        by_status=by_status,
+    )
     metric_values: dict[tuple[str, str], list[float]] = defaultdict(list)
     for orig, finals in f.finals.items():
         for name, final in finals:
@@ -217,28 +243,34 @@ def stats_from(f: readmodel.SliFacts, now: str) -> Stats:
         for v in time_groups.values()
         if statistics.fmean(v) > 0
     ]
+    mv = Spread.of(list(metric_var.values()))
     return Stats(
         original_runs=f.original_runs,
         replays=f.replays,
         reproducible=reproducible,
         bit_identical=bit_identical,
         aborted=aborted,
-        aborted_by_status=by_status,
-        checkpoint_match=Ratio(f.checkpoints_matched, f.checkpoints_compared),
-        metric_variance=Spread.of(list(metric_var.values())),
-        worst_metrics=[{"run_id": r, "metric": m, "variance": v} for (r, m), v in worst],
-        data_verified=Ratio(f.replays_data_verified, f.replays_with_data),
-        data_hashed=Ratio(f.data_inputs_hashed, f.data_inputs),
-        nondeterministic_ops=f.nondeterministic_ops,
-        runs_with_nondeterministic_ops=f.runs_with_nondeterministic_ops,
-        distinct_nondeterministic_ops=f.distinct_nondeterministic_ops,
+        checkpoint_match=Ratio(numerator=f.checkpoints_matched, denominator=f.checkpoints_compared),
+        metric_variance=MetricVariance(
+            groups=mv.groups,
+            max=mv.max,
+            mean=mv.mean,
+            worst=[{"run_id": r, "metric": m, "variance": v} for (r, m), v in worst],
+        ),
+        data_verified=Ratio(numerator=f.replays_data_verified, denominator=f.replays_with_data),
+        data_hashed=Ratio(numerator=f.data_inputs_hashed, denominator=f.data_inputs),
+        nondeterministic=OpsSeen(
+            total=f.nondeterministic_ops,
+            runs=f.runs_with_nondeterministic_ops,
+            distinct=f.distinct_nondeterministic_ops,
+        ),
         training_time_variance=Spread.of(time_var),
         training_time_cv_max=max(cvs) if cvs else None,
-        attested=Ratio(f.signed_originals, f.original_runs),
-        drills=Ratio(f.drills_passed, f.drills),
+        attested=Ratio(numerator=f.signed_originals, denominator=f.original_runs),
+        drills=Ratio(numerator=f.drills_passed, denominator=f.drills),
         last_drill_at=f.last_drill_at,
         generated_at=now,
-        without_image=Ratio(f.succeeded_without_image, f.succeeded_originals),
+        without_image=Ratio(numerator=f.succeeded_without_image, denominator=f.succeeded_originals),
     )
 
 

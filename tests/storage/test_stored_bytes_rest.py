@@ -29,7 +29,7 @@ from replay_tui.bisect.factors import FactorDiff
 from replay_tui.bisect.noise import Closeness, Distance
 from replay_tui.evidence.annex import Fact, Item
 from replay_tui.evidence.export import ExportResult
-from replay_tui.evidence.stats import Ratio, Spread, Stats
+from replay_tui.evidence.stats import AbortedRate, MetricVariance, OpsSeen, Ratio, Spread, Stats
 from replay_tui.evidence.verify import BundleCheck, Problem, StatementCheck
 from replay_tui.gaps.registry import Gap
 from replay_tui.importers import Outcome
@@ -183,16 +183,19 @@ def _stats(generated: str, without: Ratio | None) -> Stats:
         replays=7,
         reproducible=Ratio(numerator=3, denominator=4),
         bit_identical=Ratio(numerator=1, denominator=4),
-        aborted=Ratio(numerator=2, denominator=7),
-        aborted_by_status={"cancelled": 1, "infra-error": 1},
+        aborted=AbortedRate(
+            numerator=2, denominator=7, by_status={"cancelled": 1, "infra-error": 1}
+        ),
         checkpoint_match=Ratio(numerator=0, denominator=0),
-        metric_variance=Spread(groups=2, max=0.25, mean=0.125),
-        worst_metrics=[{"run_id": "r1", "metric": "loss", "variance": 0.25}],
+        metric_variance=MetricVariance(
+            groups=2,
+            max=0.25,
+            mean=0.125,
+            worst=[{"run_id": "r1", "metric": "loss", "variance": 0.25}],
+        ),
         data_verified=Ratio(numerator=1, denominator=1),
         data_hashed=Ratio(numerator=2, denominator=3),
-        nondeterministic_ops=4,
-        runs_with_nondeterministic_ops=2,
-        distinct_nondeterministic_ops=["aten::index_add_", "aten::scatter_"],
+        nondeterministic=OpsSeen(total=4, runs=2, distinct=["aten::index_add_", "aten::scatter_"]),
         training_time_variance=Spread(groups=0, max=None, mean=None),
         training_time_cv_max=None,
         attested=Ratio(numerator=1, denominator=5),
