@@ -42,6 +42,7 @@ from replay_tui.evidence.statement import (
 )
 from replay_tui.safety import escape_control
 from storage.manifest import sha256_hex
+from storage.wire import Wire, wire
 
 MAX_SUMS_BYTES = 16 * 1024 * 1024
 MAX_ENVELOPE_READ = 64 * 1024 * 1024
@@ -52,20 +53,17 @@ NOT_TRUSTED = "signature not checked against a trusted key"
 
 
 @dataclass(frozen=True)
-class Problem:
+class Problem(Wire):
     file: str
     kind: ProblemKind
     message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"file": self.file, "kind": self.kind, "message": self.message}
 
     def text(self) -> str:
         return escape_control(f"{self.kind}: {self.file}: {self.message}")
 
 
 @dataclass(frozen=True)
-class StatementCheck:
+class StatementCheck(Wire):
     """One signed statement a bundle carries (or lacks), and what ``verify`` made of it."""
 
     name: str  # the bundle member
@@ -74,23 +72,26 @@ class StatementCheck:
     checked: bool  # its signature (or its being unsigned) and its contents were checked
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "predicate_type": self.predicate_type,
-            "present": self.present,
-            "checked": self.checked,
-            "detail": self.detail,
-        }
-
     def text(self) -> str:
         state = "checked" if self.checked else "NOT checked" if self.present else "absent"
         return escape_control(f"{self.name} ({self.predicate_type}): {state}: {self.detail}")
 
 
+def _read_path(v: object, where: str) -> Path:
+    if not isinstance(v, str):
+        raise ValueError(f"{where}: expected a path, got {v!r}")
+    return Path(v)
+
+
 @dataclass
-class BundleCheck:
-    path: Path
+class BundleCheck(Wire):
+    """What ``verify`` made of a bundle; written with ``ok`` first (the replay attempts
+    the statement lists and the key it verified with are not written)."""
+
+    WIRE_EXTRA = ("ok",)
+    WIRE_ORDER = ("ok", "path", "run_id", "verdict")
+
+    path: Path = field(metadata=wire(encode=str, decode=_read_path))
     files_checked: int = 0
     signed: bool = False
     key_id: str | None = None
@@ -100,34 +101,19 @@ class BundleCheck:
     ledger_head: str | None = None  # the exporting store's ledger head, as signed
     run_id: str | None = None
     verdict: str | None = None
-    replays: int = 0  # replay attempts the statement lists (none may have a verdict)
+    replays: int = field(default=0, metadata=wire(omit="always"))
+    """Replay attempts the statement lists (none may have a verdict)."""
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     statements: list[StatementCheck] = field(default_factory=list)
-    signing_key: keys.PublicKey | None = field(default=None, repr=False, compare=False)
+    signing_key: keys.PublicKey | None = field(
+        default=None, repr=False, compare=False, metadata=wire(omit="always")
+    )
     """The key the main statement's signature verified with (None: not verified)."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "path": str(self.path),
-            "run_id": self.run_id,
-            "verdict": self.verdict,
-            "files_checked": self.files_checked,
-            "signed": self.signed,
-            "key_id": self.key_id,
-            "key_source": self.key_source,
-            "trusted": self.trusted,
-            "embedded_fingerprint": self.embedded_fingerprint,
-            "ledger_head": self.ledger_head,
-            "problems": [p.to_dict() for p in self.problems],
-            "notes": self.notes,
-            "statements": [st.to_dict() for st in self.statements],
-        }
 
 
 COVERED_DOCUMENTS = (
