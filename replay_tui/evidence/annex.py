@@ -18,6 +18,7 @@ from typing import Any
 
 from replay_tui.evidence.gather import Evidence
 from replay_tui.evidence.report import Section
+from storage.wire import Wire, wire
 
 ANNEX_NAME = "annex_iv.json"
 SCHEMA = "https://replay-tui.dev/annex-iv/v1"
@@ -26,13 +27,10 @@ ANSWERED, PARTLY, NOT_ANSWERED = "answered", "partly answered", "not answered"
 
 
 @dataclass(frozen=True)
-class Fact:
+class Fact(Wire):
     member: str
     field: str
     value: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"member": self.member, "field": self.field, "value": self.value}
 
     def text(self) -> str:
         v = f" = {self.value}" if self.value is not None else ""
@@ -40,28 +38,24 @@ class Fact:
 
 
 @dataclass(frozen=True)
-class Item:
+class Item(Wire):
+    """One item Annex IV asks for: the facts that answer it and what the bundle cannot
+    answer (written with its status after what it asks)."""
+
+    WIRE_EXTRA = ("status",)
+    WIRE_ORDER = ("id", "ref", "asks", "status")
+
     id: str
     ref: str
     asks: str
-    facts: list[Fact] = field(default_factory=list)
-    cannot: list[str] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list, metadata=wire(key="answered_by"))
+    cannot: list[str] = field(default_factory=list, metadata=wire(key="cannot_answer"))
 
     @property
     def status(self) -> str:
         if not self.facts:
             return NOT_ANSWERED
         return PARTLY if self.cannot else ANSWERED
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "ref": self.ref,
-            "asks": self.asks,
-            "status": self.status,
-            "answered_by": [f.to_dict() for f in self.facts],
-            "cannot_answer": list(self.cannot),
-        }
 
 
 def _short(v: object, limit: int = 80) -> str | None:
