@@ -31,7 +31,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -51,41 +51,48 @@ from replay_tui.evidence.statement import (
 from storage import integrity, ledger
 from storage.manifest import RunManifest, sha256_hex
 from storage.store import RunStore
+from storage.wire import Wire, wire
 
 MANIFEST_NAME = "manifest.json"
 
 
+def _read_path(v: object, where: str) -> Path:
+    if not isinstance(v, str):
+        raise ValueError(f"{where}: expected a path, got {v!r}")
+    return Path(v)
+
+
 @dataclass(frozen=True)
-class ExportResult:
+class ExportResult(Wire):
+    """What an export wrote (the verdict as printed is not written)."""
+
+    WIRE_ORDER = (
+        "run_id",
+        "path",
+        "files",
+        "signed",
+        "key_id",
+        "verdict",
+        "statement_sha256",
+        "sha256sums_sha256",
+        "ledger_head",
+        "bundle_id",
+    )
+
     run_id: str
-    path: Path
+    path: Path = field(metadata=wire(encode=str, decode=_read_path))
     files: int
     signed: bool
     key_id: str | None
     verdict: str | None
     statement_sha256: str
-    sums_sha256: str
+    sums_sha256: str = field(metadata=wire(key="sha256sums_sha256"))
     bundle_id: int
     ledger_head: str | None = None  # the store's ledger head when exported (an anchor)
-    verdict_text: str = ""
+    verdict_text: str = field(default="", metadata=wire(omit="always"))
     """The verdict as printed (``Evidence.verdict_text``): says why there is none."""
     model_signed: bool = False
     """The bundle holds an OpenSSF model signature (``model.sig``) of the model files."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "path": str(self.path),
-            "files": self.files,
-            "signed": self.signed,
-            "key_id": self.key_id,
-            "verdict": self.verdict,
-            "statement_sha256": self.statement_sha256,
-            "sha256sums_sha256": self.sums_sha256,
-            "ledger_head": self.ledger_head,
-            "bundle_id": self.bundle_id,
-            "model_signed": self.model_signed,
-        }
 
 
 def _json(value: Any) -> bytes:
