@@ -14,6 +14,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_mlp.py"
+NUMPY_PROGRAM = Path(__file__).resolve().parent / "programs" / "train_numpy.py"
+"""The numpy-only trainer (no torch start: a tenth of a second, not seconds), for tests
+that need a recorded run but not torch: ``make_repo(path, numpy=True)`` and
+``record_example(..., script=NUMPY_SCRIPT)``."""
+NUMPY_SCRIPT = NUMPY_PROGRAM.name
 QUICK = ["--epochs", "1", "--samples", "256", "--workers", "0"]
 LOSS_REGEX = r"step (?P<step>\d+) loss (?P<value>[0-9.eE+-]+)"
 
@@ -31,14 +36,16 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def make_repo(path: Path) -> Path:
-    """A real git repository holding the example script and a data file (ignored)."""
+def make_repo(path: Path, *, numpy: bool = False) -> Path:
+    """A real git repository holding the example script (``numpy``: the numpy-only
+    trainer, ``NUMPY_SCRIPT``) and a data file (ignored)."""
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")
-    shutil.copy(EXAMPLE, path / "train_mlp.py")
+    program = NUMPY_PROGRAM if numpy else EXAMPLE
+    shutil.copy(program, path / program.name)
     (path / ".gitignore").write_text("out/\ndata/\nruns/\n")
     write_data(path / "data" / "train.npz", seed=0)
-    git(path, "add", "train_mlp.py", ".gitignore")
+    git(path, "add", program.name, ".gitignore")
     git(path, "commit", "-q", "-m", "example")
     return path
 
@@ -102,9 +109,15 @@ def replay_tui(
 
 
 def record_example(
-    store: Path, repo: Path, *script_args: str, seed: int | None = 1, extra: list[str] | None = None
+    store: Path,
+    repo: Path,
+    *script_args: str,
+    seed: int | None = 1,
+    extra: list[str] | None = None,
+    script: str = "train_mlp.py",
 ) -> dict[str, Any]:
-    """Record the example with the real launcher; returns the --json summary."""
+    """Record the example (``script``: ``NUMPY_SCRIPT`` in a ``make_repo(numpy=True)``)
+    with the real launcher; returns the --json summary."""
     opts = ["record", "--json", "--artifact", "out/*", "--data", "data/train.npz"]
     if seed is not None:
         opts += ["--seed", str(seed)]
@@ -114,7 +127,7 @@ def record_example(
         *opts,
         "--",
         "python",
-        "train_mlp.py",
+        script,
         "--data",
         "data/train.npz",
         *script_args,
