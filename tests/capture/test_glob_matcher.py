@@ -20,6 +20,8 @@ from replay_tui.capture.outputs import EarlyOutputs, _Reach
 from replay_tui.door import glob_match, glob_parts, glob_under
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.commands import RECORD_DEEP_OUTPUTS
+from tests.helpers.early import collect
 from tests.support.training import make_repo, replay_tui
 from tests.support.waiting import wait_until
 
@@ -133,9 +135,7 @@ def test_the_early_reader_and_the_collection_take_the_same_deep_files(tmp_path: 
         (deep / "w.bin").write_bytes(b"weights" * 100)
         wait_until(lambda: early.stats.read == 1, "the deep file read early")
         early.finish()
-        entries = artifact_entries(
-            base, ["out/**"], [], [], one_pass=True, objects=objects, early=early
-        )
+        entries, _ = collect(base, ["out/**"], objects, early)
     finally:
         early.close()
     assert [e["path"] for e in entries] == ["out/a/b/w.bin"]
@@ -150,20 +150,8 @@ def test_record_with_a_double_star_and_a_glob_that_matches_nothing(tmp_path: Pat
         "open('out/ckpt/epoch1/model.bin', 'wb').write(b'w' * 64);"
         "open('out/metrics.json', 'w').write('{}')"
     )
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/**",
-        "--artifact",
-        "logs/**",
-        "--",
-        sys.executable,
-        "-c",
-        script,
-        cwd=repo,
-    )
+    command = ("--", sys.executable, "-c", script)
+    proc = replay_tui(store, *RECORD_DEEP_OUTPUTS, "--artifact", "logs/**", *command, cwd=repo)
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
     assert res["unmatched"] == ["logs/**"]

@@ -14,22 +14,12 @@ endpoints' p are far smaller, so the claim's p is 0.0199: equivalent at alpha 0.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from storage.store import RunStore
-from tests.conftest import MakeManifest, RunCli
-from tests.support.app import frozen_clock
-from tests.support.noisy_pair import NoisyPair, noisy_pair
-
-
-@pytest.fixture
-def within(store_path: Path, make_manifest: MakeManifest) -> NoisyPair:
-    with frozen_clock():
-        pair = noisy_pair(store_path, make_manifest)
-    assert pair.verdict == "WITHIN_NOISE"
-    return pair
+from tests.conftest import RunCli
+from tests.support.noisy_pair import NoisyPair
 
 
 def test_compare_with_a_margin_claims_equivalence_beside_the_verdict(

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from replay_tui.capture.artifacts import artifact_entries
 from replay_tui.capture.outputs import EarlyOutputs
 from storage.objects import ObjectStore
+from tests.helpers.early import collect
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -60,10 +60,7 @@ def test_a_closed_file_swapped_for_a_link_to_a_secret_is_never_read(
     os.replace(link, ckpt)  # renamed into place: the watcher sees it and tries it
     wait_until(lambda: early.stats.skipped == 1, "the link seen and refused")
     early.finish()
-    refused: list[str] = []
-    entries = artifact_entries(
-        work, ["out/*"], [], refused, one_pass=True, objects=objects, early=early
-    )
+    entries, refused = collect(work, ["out/*"], objects, early)
     early.close()
     assert entries == [{"path": "out/ckpt.bin", "sha256": None, "size_bytes": None, "kind": "file"}]
     assert any("symbolic link" in r for r in refused), refused
@@ -82,10 +79,7 @@ def test_a_fifo_renamed_into_place_does_not_block_the_reader(
     (work / "out" / "after.bin").write_bytes(b"still reading")  # the reader is not stuck
     wait_until(lambda: early.stats.read == 1, "the next file read")
     early.finish()
-    refused: list[str] = []
-    entries = artifact_entries(
-        work, ["out/*"], [], refused, one_pass=True, objects=objects, early=early
-    )
+    entries, refused = collect(work, ["out/*"], objects, early)
     early.close()
     by_path = {e["path"]: e for e in entries}
     assert by_path["out/model.pt"]["sha256"] is None
@@ -111,10 +105,7 @@ def test_an_output_folder_that_is_a_link_out_of_the_tree_is_never_watched(
         early.finish()
         assert early.stats.watched == 1  # the run's folder; never the link's target
         assert early.stats.closed == 0 and early.stats.read == 0
-        refused: list[str] = []
-        entries = artifact_entries(
-            work, ["out/*"], [], refused, one_pass=True, objects=objects, early=early
-        )
+        entries, refused = collect(work, ["out/*"], objects, early)
     finally:
         early.close()
     # the link itself is listed, unhashed; what lies behind it is never listed, not even
@@ -135,7 +126,7 @@ def test_a_file_named_to_climb_out_is_never_read(
     odd.write_bytes(b"an odd name, a plain file")
     wait_until(lambda: early.stats.read == 1, "the oddly named file read in place")
     early.finish()
-    entries = artifact_entries(work, ["out/*"], [], [], one_pass=True, objects=objects, early=early)
+    entries, _ = collect(work, ["out/*"], objects, early)
     early.close()
     assert [e["path"] for e in entries] == ["out/..\\..\\secret.bin"]
     assert early.stats.taken == 1

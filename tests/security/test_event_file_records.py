@@ -13,17 +13,7 @@ import pytest
 
 from replay_tui.capture.frameworks import read_outputs
 from replay_tui.capture.frameworks.tensorboard import crc32c
-
-
-def _event_file(path: Path, n: int) -> Path:
-    from torch.utils.tensorboard import SummaryWriter
-
-    w = SummaryWriter(str(path))
-    for i in range(n):
-        w.add_scalar("loss", 1.0 / (i + 1), i)
-    w.close()
-    (f,) = path.glob("events.out.tfevents.*")
-    return f
+from tests.security.test_framework_files import _event_file
 
 
 def _masked(crc: int) -> int:

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from securesystemslib.dsse import Envelope
 
 from replay_tui.evidence.export import export_bundle
@@ -73,36 +74,40 @@ def test_the_trusted_keys_file_is_used_without_key(
         del os.environ["REPLAY_TUI_TRUSTED_KEYS"]
 
 
+@pytest.fixture
+def copied(bundle: Path, tmp_path: Path) -> Path:
+    """A copy of the exported, signed bundle, for a test to tamper with."""
+    return copy_bundle(bundle, tmp_path)
+
+
+def _not_intact(cli: RunCli, b: Path, keypair: tuple[Path, Path]) -> str:
+    """What ``verify B --key PUB`` (the trusted key) printed, having found ``b`` not
+    intact."""
+    r = cli("verify", b, "--key", keypair[1])
+    assert r.returncode == 1, r.stdout
+    return str(r.stdout)
+
+
 def _rewrite_envelope(b: Path, edit: object) -> None:
     env = read_envelope((b / ENVELOPE_NAME).read_bytes())
     edit(env)  # type: ignore[operator]
     (b / ENVELOPE_NAME).write_bytes(envelope_bytes(env))
 
 
-def test_stripped_signatures_fail(
-    cli: RunCli,
-    bundle: Path,
-    keypair: tuple[Path, Path],
-    tmp_path: Path,
-) -> None:
-    b = copy_bundle(bundle, tmp_path)
-    _rewrite_envelope(b, lambda env: env.signatures.clear())
-    (b / "signer.pub").unlink()  # an attacker would also drop the key
-    r = cli("verify", b)
+def test_stripped_signatures_fail(cli: RunCli, copied: Path, keypair: tuple[Path, Path]) -> None:
+    _rewrite_envelope(copied, lambda env: env.signatures.clear())
+    (copied / "signer.pub").unlink()  # an attacker would also drop the key
+    r = cli("verify", copied)
     assert r.returncode == 1 and "the bundle is not signed" in r.stdout
-    r = cli("verify", b, "--key", keypair[1])
-    assert r.returncode == 1 and "the bundle is not signed" in r.stdout
+    assert "the bundle is not signed" in _not_intact(cli, copied, keypair)
 
 
 def test_an_extra_signature_beside_the_valid_one_is_reported(
-    cli: RunCli,
-    bundle: Path,
-    keypair: tuple[Path, Path],
-    tmp_path: Path,
+    cli: RunCli, copied: Path, keypair: tuple[Path, Path], tmp_path: Path
 ) -> None:
     from securesystemslib.signer import CryptoSigner, SSlibKey
 
-    b = copy_bundle(bundle, tmp_path)
+    b = copied
     mallory = generate(tmp_path / "x.key", tmp_path / "x.pub", kind="ed25519")
     priv = load_private_key(mallory.private_path)
 
@@ -112,22 +117,15 @@ def test_an_extra_signature_beside_the_valid_one_is_reported(
 
     _rewrite_envelope(b, add)
     assert len(json.loads((b / ENVELOPE_NAME).read_bytes())["signatures"]) == 2
-    r = cli("verify", b, "--key", keypair[1])
-    assert r.returncode == 1
-    assert f"more signature(s) beside the checked one, by key {mallory.key_id[:16]}" in r.stdout
+    out = _not_intact(cli, b, keypair)
+    assert f"more signature(s) beside the checked one, by key {mallory.key_id[:16]}" in out
 
 
 def test_an_added_empty_folder_is_reported(
-    cli: RunCli,
-    bundle: Path,
-    keypair: tuple[Path, Path],
-    tmp_path: Path,
+    cli: RunCli, copied: Path, keypair: tuple[Path, Path]
 ) -> None:
-    b = copy_bundle(bundle, tmp_path)
-    (b / "notes").mkdir()
-    r = cli("verify", b, "--key", keypair[1])
-    assert r.returncode == 1
-    assert "added: notes/: an empty folder" in r.stdout
+    (copied / "notes").mkdir()
+    assert "added: notes/: an empty folder" in _not_intact(cli, copied, keypair)
 
 
 def test_key_from_dev_zero_or_a_huge_file_is_refused_quickly(
@@ -152,31 +150,21 @@ def test_key_from_dev_zero_or_a_huge_file_is_refused_quickly(
 
 
 def test_special_files_inside_a_bundle_are_not_read(
-    cli: RunCli,
-    bundle: Path,
-    keypair: tuple[Path, Path],
-    tmp_path: Path,
+    cli: RunCli, copied: Path, keypair: tuple[Path, Path]
 ) -> None:
-    b = copy_bundle(bundle, tmp_path)
-    (b / "SHA256SUMS").unlink()
-    os.mkfifo(b / "SHA256SUMS")
-    (b / ENVELOPE_NAME).unlink()
-    os.symlink("/dev/zero", b / ENVELOPE_NAME)
-    r = cli("verify", b, "--key", keypair[1])
-    assert r.returncode == 1
-    assert f"added: {ENVELOPE_NAME}: not a regular file" in r.stdout
-    assert "SHA256SUMS" in r.stdout
+    (copied / "SHA256SUMS").unlink()
+    os.mkfifo(copied / "SHA256SUMS")
+    (copied / ENVELOPE_NAME).unlink()
+    os.symlink("/dev/zero", copied / ENVELOPE_NAME)
+    out = _not_intact(cli, copied, keypair)
+    assert f"added: {ENVELOPE_NAME}: not a regular file" in out
+    assert "SHA256SUMS" in out
 
 
 def test_control_characters_in_problems_are_escaped(
-    cli: RunCli,
-    bundle: Path,
-    keypair: tuple[Path, Path],
-    tmp_path: Path,
+    cli: RunCli, copied: Path, keypair: tuple[Path, Path]
 ) -> None:
-    b = copy_bundle(bundle, tmp_path)
-    (b / "evil\x1b]0;owned\x07.txt").write_bytes(b"x")
-    r = cli("verify", b, "--key", keypair[1])
-    assert r.returncode == 1
-    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
-    assert "evil\\x1b]0;owned\\x07.txt" in r.stdout
+    (copied / "evil\x1b]0;owned\x07.txt").write_bytes(b"x")
+    out = _not_intact(cli, copied, keypair)
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b]0;owned\\x07.txt" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.style import Style
 
 from replay_tui.tui.widgets.plot import BAND_GLYPH, Series, distance_view, render_plot
@@ -10,22 +12,20 @@ from replay_tui.tui.widgets.verdict_banner import block_letters
 PLAIN = Style()
 
 
+def _render(series: list[Series], band: list[tuple[float, float, float]] | None, **how: Any) -> str:
+    """``series`` plotted at 60 x 12 in plain styles, ``band`` shaded (``how``: the
+    plot's other options)."""
+    text = render_plot(
+        series, 60, 12, styles=(PLAIN, PLAIN), both=PLAIN, marker_style=PLAIN, axis=PLAIN,
+        band=band, band_style=PLAIN, **how,
+    )  # fmt: skip
+    return text.plain
+
+
 def _plot(band: list[tuple[float, float, float]] | None, marker: float | None = None) -> str:
     a = [(float(s), 2.0 - s / 100) for s in range(0, 101, 10)]
     b = [(float(s), 2.0 - s / 100 + (0.3 if s >= 50 else 0.0)) for s in range(0, 101, 10)]
-    text = render_plot(
-        [Series("original", a), Series("replay", b)],
-        60,
-        12,
-        styles=(PLAIN, PLAIN),
-        both=PLAIN,
-        marker_style=PLAIN,
-        axis=PLAIN,
-        marker=marker,
-        band=band,
-        band_style=PLAIN,
-    )
-    return text.plain
+    return _render([Series("original", a), Series("replay", b)], band, marker=marker)
 
 
 def test_the_band_is_shaded_with_a_shape_under_the_curves() -> None:
@@ -60,18 +60,7 @@ def test_the_distance_view_makes_a_thin_band_fill_the_plot() -> None:
     def rows_with_band(
         series: list[Series], shade: list[tuple[float, float, float]], on: bool
     ) -> int:
-        text = render_plot(
-            series,
-            60,
-            12,
-            styles=(PLAIN, PLAIN),
-            both=PLAIN,
-            marker_style=PLAIN,
-            axis=PLAIN,
-            band=shade,
-            band_style=PLAIN,
-            band_in_range=on,
-        ).plain
+        text = _render(series, shade, band_in_range=on)
         return sum(BAND_GLYPH in line for line in text.splitlines())
 
     raw = [Series("original", a), Series("replay", b)]

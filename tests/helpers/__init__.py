@@ -1,0 +1,1 @@
+"""Helpers the tests of several folders share: repositories, fixtures, command lines."""
