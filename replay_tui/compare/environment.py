@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from storage.manifest import RunManifest, canonical_json
+from storage.wire import Wire, wire
 
 EnvClass = Literal["same", "expected", "numeric", "unknown", "other"]
 CLASS_ORDER: tuple[EnvClass, ...] = ("numeric", "unknown", "other", "expected", "same")
@@ -85,36 +86,46 @@ _PKG_SPLIT = re.compile(r"\s*(===|==|~=|>=|<=|!=|>|<|@)\s*")
 
 
 @dataclass(frozen=True)
-class EnvRow:
+class EnvRow(Wire):
     """One field of both manifests; ``present_*`` is False where the field is absent."""
 
     path: str
     a: Any
     b: Any
-    cls: EnvClass
+    cls: EnvClass = field(metadata=wire(key="class"))
     present_a: bool = True
     present_b: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "a": self.a,
-            "b": self.b,
-            "class": self.cls,
-            "present_a": self.present_a,
-            "present_b": self.present_b,
-        }
+
+def _changed_rows(changed: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
+    return [{"name": n, "a": va, "b": vb} for n, va, vb in changed]
+
+
+def _read_changed(v: object, where: str) -> tuple[tuple[str, str, str], ...]:
+    """``[{"name", "a", "b"}, ...]`` back to ``(name, version in A, version in B)``."""
+    if not isinstance(v, list):
+        raise ValueError(f"{where}: expected a list, got {type(v).__name__}")
+    out = []
+    for i, row in enumerate(v):
+        if not isinstance(row, Mapping) or not all(
+            isinstance(row.get(k), str) for k in ("name", "a", "b")
+        ):
+            raise ValueError(f"{where}[{i}]: expected {{name, a, b}} strings, got {row!r}")
+        out.append((row["name"], row["a"], row["b"]))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
-class PackagesDiff:
+class PackagesDiff(Wire):
     """How two ``name==version`` package lists differ, by normalised package name."""
 
     count_a: int
     count_b: int
     added: tuple[str, ...]
     removed: tuple[str, ...]
-    changed: tuple[tuple[str, str, str], ...]
+    changed: tuple[tuple[str, str, str], ...] = field(
+        metadata=wire(encode=_changed_rows, decode=_read_changed)
+    )
     """``(name, version in A, version in B)``."""
 
     @property
@@ -135,23 +146,18 @@ class PackagesDiff:
             parts.append(f"{len(self.removed)} only in A: {_few(self.removed)}")
         return "; ".join(parts)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "count_a": self.count_a,
-            "count_b": self.count_b,
-            "added": list(self.added),
-            "removed": list(self.removed),
-            "changed": [{"name": n, "a": va, "b": vb} for n, va, vb in self.changed],
-        }
-
 
 def _few(names: Sequence[str], n: int = 5) -> str:
     return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
 
 
 @dataclass(frozen=True)
-class EnvironmentDiff:
-    """Every field side by side (``rows``) and the package-list summary."""
+class EnvironmentDiff(Wire):
+    """Every field side by side (``rows``) and the package-list summary; ``counts`` is
+    written beside them."""
+
+    WIRE_EXTRA = ("counts",)
+    WIRE_ORDER = ("counts", "packages", "rows")
 
     rows: tuple[EnvRow, ...]
     packages: PackagesDiff | None
@@ -167,13 +173,6 @@ class EnvironmentDiff:
 
     def counts(self) -> dict[str, int]:
         return {c: sum(1 for r in self.rows if r.cls == c) for c in CLASS_ORDER}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "counts": self.counts(),
-            "packages": None if self.packages is None else self.packages.to_dict(),
-            "rows": [r.to_dict() for r in self.rows],
-        }
 
 
 # --------------------------------------------------------------------------- classing
