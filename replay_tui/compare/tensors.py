@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from replay_tui.checkpoints.formats import first_line
 from replay_tui.checkpoints.leaves import canonical_value
 from replay_tui.checkpoints.opening import dense, dtype_name, open_checkpoint
+from storage.wire import Wire, wire
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,7 +44,7 @@ def _value_type(v: object) -> str:
 
 
 @dataclass(frozen=True)
-class TensorDiff:
+class TensorDiff(Wire):
     """How one leaf compares. Diff numbers are None where they cannot be computed.
 
     ``rel_l2`` is ||a-b|| / ||a|| (0 when both are 0, inf when only ||a|| is);
@@ -68,30 +69,12 @@ class TensorDiff:
     value_a: str | None = None
     value_b: str | None = None
     note: str | None = None
-    state: str | None = None
+    state: str | None = field(default=None, metadata=wire(omit="none"))
     """What the comparison judged this tensor (``compare.states``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "dtype_a": self.dtype_a,
-            "dtype_b": self.dtype_b,
-            "shape_a": None if self.shape_a is None else list(self.shape_a),
-            "shape_b": None if self.shape_b is None else list(self.shape_b),
-            "numel": self.numel,
-            "max_abs_diff": _json_float(self.max_abs_diff),
-            "rel_l2": _json_float(self.rel_l2),
-            "n_unequal": self.n_unequal,
-            "within_tolerance": self.within_tolerance,
-            "value_a": self.value_a,
-            "value_b": self.value_b,
-            "note": self.note,
-        } | ({"state": self.state} if self.state is not None else {})
 
 
 @dataclass(frozen=True)
-class CheckpointDiff:
+class CheckpointDiff(Wire):
     """Every leaf of two checkpoints compared, with a summary.
 
     ``same_tensors``: every leaf bitwise equal, nothing missing (when the file hashes differ
@@ -99,6 +82,25 @@ class CheckpointDiff:
     missing, no shape mismatch, and every leaf equal or within rtol/atol (a dtype change
     whose values agree counts as within; ``n_mismatch`` still reports it).
     """
+
+    WIRE_ORDER = (
+        "a",
+        "b",
+        "rtol",
+        "atol",
+        "same_tensors",
+        "within_tolerance",
+        "n_equal",
+        "n_close",
+        "n_differ",
+        "n_mismatch",
+        "only_a",
+        "only_b",
+        "bytes_compared",
+        "worst",
+        "tensors",
+        "metadata",
+    )
 
     a: str
     b: str
@@ -115,7 +117,7 @@ class CheckpointDiff:
     same_tensors: bool
     within_tolerance: bool
     bytes_compared: int = field(default=0)
-    metadata: tuple[TensorDiff, ...] = ()
+    metadata: tuple[TensorDiff, ...] = field(default=(), metadata=wire(omit="empty"))
     """The leaves that are neither a tensor nor a number (callback state, ``dirpath``
     strings, None), compared as metadata and reported apart: the tensors (and numbers)
     decide ``same_tensors`` and ``within_tolerance``.  Paths that differ only by the
@@ -153,32 +155,6 @@ class CheckpointDiff:
             f"; metadata: {len(meta)} entr{'y' if len(meta) == 1 else 'ies'} differ" if meta else ""
         )
         return f"{verdict} ({tol}): {', '.join(parts)}; {self.n_equal} equal{also}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "rtol": self.rtol,
-            "atol": self.atol,
-            "same_tensors": self.same_tensors,
-            "within_tolerance": self.within_tolerance,
-            "n_equal": self.n_equal,
-            "n_close": self.n_close,
-            "n_differ": self.n_differ,
-            "n_mismatch": self.n_mismatch,
-            "only_a": list(self.only_a),
-            "only_b": list(self.only_b),
-            "bytes_compared": self.bytes_compared,
-            "worst": [t.to_dict() for t in self.worst],
-            "tensors": [t.to_dict() for t in self.tensors],
-        } | ({"metadata": [t.to_dict() for t in self.metadata]} if self.metadata else {})
-
-
-def _json_float(x: float | None) -> float | str | None:
-    """Strict JSON has no inf/nan: those become the strings "inf", "-inf", "nan"."""
-    if x is None or math.isfinite(x):
-        return x
-    return str(x)
 
 
 # --------------------------------------------------------------------------- comparing
