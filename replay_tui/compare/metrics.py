@@ -14,10 +14,11 @@ import math
 import re
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 from replay_tui.compare.states import ItemState
+from storage.wire import Wire, wire
 
 MetricStatus = Literal["equal", "close", "differs", "incomplete", "timing"]
 
@@ -58,7 +59,7 @@ def abs_rel(a: float, b: float) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
-class MetricDiff:
+class MetricDiff(Wire):
     """One metric of both runs: its final values and its history.
 
     ``bitwise_equal``: finals and every history point bit-identical and nothing present
@@ -66,6 +67,9 @@ class MetricDiff:
     steps) is within tolerance; what exists on one side only is listed in ``missing``
     and does not count against it.
     """
+
+    WIRE_EXTRA = ("status",)
+    WIRE_ORDER = ("name", "status", "timing")
 
     name: str
     a: float | None
@@ -89,7 +93,7 @@ class MetricDiff:
     b_at_out_of_tol: float | None = None
     history_max_abs_diff: float | None = None
     missing: tuple[str, ...] = ()
-    state: ItemState | None = None
+    state: ItemState | None = field(default=None, metadata=wire(omit="none"))
     """What the comparison judged this metric (``compare.states``); None in a body
     stored before states existed."""
 
@@ -107,40 +111,6 @@ class MetricDiff:
         if self.missing:
             return "incomplete"
         return "equal" if self.bitwise_equal else "close"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "timing": self.timing,
-            "a": self.a,
-            "b": self.b,
-            "abs_diff": json_float(self.abs_diff),
-            "rel_diff": json_float(self.rel_diff),
-            "final_bitwise_equal": self.final_bitwise_equal,
-            "final_within_tol": self.final_within_tol,
-            "bitwise_equal": self.bitwise_equal,
-            "within_tol": self.within_tol,
-            "has_history": self.has_history,
-            "steps_compared": self.steps_compared,
-            "steps_only_a": self.steps_only_a,
-            "steps_only_b": self.steps_only_b,
-            "example_steps_only_a": list(self.example_steps_only_a),
-            "example_steps_only_b": list(self.example_steps_only_b),
-            "first_step_differs": self.first_step_differs,
-            "first_step_out_of_tol": self.first_step_out_of_tol,
-            "a_at_out_of_tol": self.a_at_out_of_tol,
-            "b_at_out_of_tol": self.b_at_out_of_tol,
-            "history_max_abs_diff": json_float(self.history_max_abs_diff),
-            "missing": list(self.missing),
-        } | ({"state": self.state} if self.state is not None else {})
-
-
-def json_float(x: float | None) -> float | str | None:
-    """Strict JSON has no inf/nan: those become the strings "inf", "-inf", "nan"."""
-    if x is None or math.isfinite(x):
-        return x
-    return str(x)
 
 
 @dataclass(frozen=True)
