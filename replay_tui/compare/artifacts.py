@@ -16,17 +16,16 @@ torch is imported only when two checkpoints must actually be opened.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from replay_tui.compare import unique_names
 from replay_tui.compare.states import ItemState
+from replay_tui.compare.tensors import CheckpointDiff
 from storage.manifest import ArtifactInfo
 from storage.objects import ObjectStore
-
-if TYPE_CHECKING:
-    from replay_tui.compare.tensors import CheckpointDiff
+from storage.wire import Wire, wire
 
 ArtifactStatus = Literal["match", "differs", "only_a", "only_b", "unhashed", "stale"]
 CheckpointState = Literal["same_tensors", "close", "out_of_tolerance", "unavailable"]
@@ -35,7 +34,7 @@ SAME_CONTAINER_NOTE = "same tensors, different container"
 
 
 @dataclass(frozen=True)
-class ArtifactDiff:
+class ArtifactDiff(Wire):
     """One artifact path in both runs.
 
     ``checkpoint`` is set when both sides are checkpoints with differing file hashes:
@@ -44,6 +43,25 @@ class ArtifactDiff:
     ``error`` says which and why).  ``tensors`` holds the per-tensor comparison when one ran.
     ``stale_a``/``stale_b``: why that run did not write the file it lists (its ``stale``).
     """
+
+    WIRE_ORDER = (
+        "path",
+        "status",
+        "kind_a",
+        "kind_b",
+        "sha256_a",
+        "sha256_b",
+        "size_a",
+        "size_b",
+        "tensor_sha256_a",
+        "tensor_sha256_b",
+        "checkpoint",
+        "note",
+        "error",
+        "stale_a",
+        "stale_b",
+        "tensors",
+    )
 
     path: str
     status: ArtifactStatus
@@ -61,40 +79,16 @@ class ArtifactDiff:
     error: str | None = None
     stale_a: str | None = None
     stale_b: str | None = None
-    volatile: str | None = None
+    volatile: str | None = field(default=None, metadata=wire(omit="none"))
     """The glob a run declared volatile (``record --volatile``) that names this path: a
     difference in its bytes is listed, not judged."""
-    state: ItemState | None = None
+    state: ItemState | None = field(default=None, metadata=wire(omit="none"))
     """What the comparison judged this artifact (``compare.states``); None in a body
     stored before states existed."""
 
     @property
     def is_checkpoint_pair(self) -> bool:
         return self.kind_a == "checkpoint" and self.kind_b == "checkpoint"
-
-    def to_dict(self) -> dict[str, Any]:
-        return (
-            {
-                "path": self.path,
-                "status": self.status,
-                "kind_a": self.kind_a,
-                "kind_b": self.kind_b,
-                "sha256_a": self.sha256_a,
-                "sha256_b": self.sha256_b,
-                "size_a": self.size_a,
-                "size_b": self.size_b,
-                "tensor_sha256_a": self.tensor_sha256_a,
-                "tensor_sha256_b": self.tensor_sha256_b,
-                "checkpoint": self.checkpoint,
-                "note": self.note,
-                "error": self.error,
-                "stale_a": self.stale_a,
-                "stale_b": self.stale_b,
-                "tensors": None if self.tensors is None else self.tensors.to_dict(),
-            }
-            | ({"volatile": self.volatile} if self.volatile is not None else {})
-            | ({"state": self.state} if self.state is not None else {})
-        )
 
 
 def _locate(
