@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay_tui.compare.artifacts import ArtifactDiff, compare_artifacts
 from replay_tui.compare.environment import EnvironmentDiff, compare_environment
+from replay_tui.compare.floor import FloorRef
 from replay_tui.compare.metrics import MetricDiff, compare_metrics
+from replay_tui.compare.noise_results import NoiseJudgement
 from replay_tui.compare.states import assign_states
 from replay_tui.compare.tolerance import DEFAULT_ALPHA, DEFAULT_ATOL, DEFAULT_RTOL, TOLERANCE_RULE
 from replay_tui.door import glob_match, glob_parts
@@ -45,10 +47,10 @@ from replay_tui.verdicts import Verdict as Verdict
 from storage.manifest import RunManifest
 from storage.objects import ObjectStore
 from storage.records import GapCounts
+from storage.wire import Wire, wire
 
 if TYPE_CHECKING:
-    from replay_tui.compare.floor import FloorRef, NoiseContext
-    from replay_tui.compare.noise_results import NoiseJudgement
+    from replay_tui.compare.floor import NoiseContext
     from replay_tui.compare.tensors import TensorDiff
 
 __all__ = [
@@ -66,10 +68,67 @@ COMPARISON_VERSION = 1
 _MAX_TENSOR_REASONS = 5
 
 
+def _gap_rows(gaps: tuple[Gap, ...]) -> list[dict[str, str]]:
+    return [g.to_dict() for g in gaps]
+
+
+def _read_gaps(v: object, where: str) -> tuple[Gap, ...]:
+    if not isinstance(v, list):
+        raise ValueError(f"{where}: expected a list, got {type(v).__name__}")
+    out = []
+    for i, g in enumerate(v):
+        if not isinstance(g, Mapping):
+            raise ValueError(f"{where}[{i}]: expected an object, got {type(g).__name__}")
+        try:
+            out.append(Gap(**g))
+        except TypeError as e:
+            raise ValueError(f"{where}[{i}]: {e}") from None
+    return tuple(out)
+
+
+def _counts_by_side(counts: dict[str, GapCounts]) -> dict[str, Any]:
+    return {side: n.to_json() for side, n in counts.items()}
+
+
+def _read_counts(v: object, where: str) -> dict[str, GapCounts]:
+    if not isinstance(v, Mapping):
+        raise ValueError(f"{where}: expected an object, got {type(v).__name__}")
+    return {str(side): GapCounts.from_json(n) for side, n in v.items() if isinstance(n, Mapping)}
+
+
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Wire):
     """The result of comparing run A with run B.  ``to_dict()`` is strict JSON; a stored
-    one reads back with ``replay_tui.compare.stored.comparison_from_dict``."""
+    one reads back with ``replay_tui.compare.stored.comparison_from_dict`` (which reads
+    every body ever stored, leniently)."""
+
+    WIRE_EXTRA = ("version", "exit_code", "tolerance_rule")
+    WIRE_ORDER = (
+        "version",
+        "a_run",
+        "b_run",
+        "a_status",
+        "b_status",
+        "b_replays_a",
+        "verdict",
+        "exit_code",
+        "rtol",
+        "atol",
+        "alpha",
+        "margin",
+        "tolerance_rule",
+        "reasons",
+        "probable_causes",
+        "missing",
+        "artifacts",
+        "metrics",
+        "environment",
+        "gaps",
+        "gap_counts",
+        "shared_causes",
+        "noise",
+        "floor",
+    )
 
     a_run: str
     b_run: str
@@ -79,8 +138,10 @@ class Comparison:
     artifacts: tuple[ArtifactDiff, ...]
     metrics: tuple[MetricDiff, ...]
     environment: EnvironmentDiff
-    gaps: tuple[Gap, ...]
-    gap_counts: dict[str, GapCounts]
+    gaps: tuple[Gap, ...] = field(metadata=wire(encode=_gap_rows, decode=_read_gaps))
+    gap_counts: dict[str, GapCounts] = field(
+        metadata=wire(encode=_counts_by_side, decode=_read_counts)
+    )
     """Each side's own gaps (``a``, ``b``) and the pair's (``pair``), counted by severity."""
     rtol: float
     atol: float
@@ -92,14 +153,24 @@ class Comparison:
     gaps, then A's own gaps such as no seed recorded)."""
     alpha: float = DEFAULT_ALPHA
     margin: float | None = None
-    noise: NoiseJudgement | None = None
+    noise: NoiseJudgement | None = field(default=None, metadata=wire(omit="none"))
     """The candidate judged against the stored noise floor (only when the pair was beyond
     the tolerance and a floor speaks for it)."""
     floor: FloorRef | None = None
-    """Which floor judged it, and the side that was the candidate (``compare.floor``)."""
-    shared_causes: tuple[str, ...] = ()
+    """Which floor judged it, and the side that was the candidate (``compare.floor``);
+    written beside the judgement only (``null`` there when none is known)."""
+    shared_causes: tuple[str, ...] = field(default=(), metadata=wire(omit="empty"))
     """For a divergence: gaps both runs share (deterministic mode off in both...): they
     do not tell the two apart, so they are listed as shared, not as a probable cause."""
+
+    @property
+    def version(self) -> int:
+        """The stored form's version."""
+        return COMPARISON_VERSION
+
+    @property
+    def tolerance_rule(self) -> str:
+        return TOLERANCE_RULE
 
     @property
     def exit_code(self) -> int:
@@ -122,36 +193,10 @@ class Comparison:
         return meaning
 
     def to_dict(self) -> dict[str, Any]:
-        body = {
-            "version": COMPARISON_VERSION,
-            "a_run": self.a_run,
-            "b_run": self.b_run,
-            "a_status": self.a_status,
-            "b_status": self.b_status,
-            "b_replays_a": self.b_replays_a,
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "rtol": self.rtol,
-            "atol": self.atol,
-            "alpha": self.alpha,
-            "margin": self.margin,
-            "tolerance_rule": TOLERANCE_RULE,
-            "reasons": list(self.reasons),
-            "probable_causes": list(self.probable_causes),
-            "missing": list(self.missing),
-            "artifacts": [x.to_dict() for x in self.artifacts],
-            "metrics": [m.to_dict() for m in self.metrics],
-            "environment": self.environment.to_dict(),
-            "gaps": [g.to_dict() for g in self.gaps],
-            "gap_counts": {side: n.to_json() for side, n in self.gap_counts.items()},
-        }
-        if self.shared_causes:
-            body["shared_causes"] = list(self.shared_causes)
-        if self.noise is not None:
-            body["noise"] = self.noise.to_dict()
-            body["floor"] = self.floor.to_json() if self.floor is not None else None
-        cleaned: dict[str, Any] = json_safe(body)
-        return cleaned
+        body = super().to_dict()
+        if self.noise is None:
+            del body["floor"]  # a floor is named beside the judgement it made, never alone
+        return body
 
 
 def json_safe(value: Any) -> Any:
