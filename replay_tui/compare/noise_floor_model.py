@@ -12,11 +12,11 @@ from fractions import Fraction
 from typing import Any, Final, Literal
 
 from replay_tui.compare.metrics import is_timing_metric
-from replay_tui.compare.noise_json import read_distance, read_finite, read_int
+from replay_tui.compare.noise_json import read_distance, read_finite
 from replay_tui.compare.noise_params import NoiseParams
 from replay_tui.compare.stats import MAX_DENOMINATOR, as_fraction, grid_step
 from replay_tui.compare.stats import mean_sd as _mean_sd
-from storage.wire import Wire, wire
+from storage.wire import Wire, read_int, wire
 
 STEP_SLACK: Final = 1.0 + 1e-9
 """A value one step from the mean is inside a band of one step: compared with a slack far
