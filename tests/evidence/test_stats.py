@@ -15,6 +15,7 @@ from replay_tui.evidence.stats import compute_stats, write_prometheus
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import RunCli
+from tests.helpers.replays import add_attempt
 
 SHA = {k: k * 64 for k in "abcdef9"}  # fake but well-formed sha256 values
 
@@ -118,15 +119,15 @@ def hand_store(store_path: Path) -> Path:
         s.ingest_many([(manifest_from_data(m), None, (), {}) for m in (a, a1, a2, a3, b, b1, c, d)])
 
         def replay(orig: str, rep: str | None, verdict: str | None, det: str = "recorded") -> None:
-            s.add_replay(
+            add_attempt(
+                s,
                 orig,
+                "succeeded" if rep else "error",
                 replay_run=rep,
                 backend="local",
-                status="succeeded" if rep else "error",
                 verdict=verdict,
                 reason=None if rep else "no Docker engine",
                 duration_s=None,
-                comparison_id=None,
                 body={"replay": {"determinism": det}} if rep else {"reason": "no Docker engine"},
             )
 
@@ -312,15 +313,13 @@ def test_aborted_replays_never_override_a_completed_verdict(store_path: Path) ->
             ("infra-error", None, None),
         ]
         for status, verdict, rep in attempts:
-            s.add_replay(
+            add_attempt(
+                s,
                 "run-E-0001",
+                status,
                 replay_run=rep,
                 backend="local",
-                status=status,
                 verdict=verdict,
-                reason=None,
-                duration_s=1.0,
-                comparison_id=None,
                 body={"replay": {"determinism": "recorded"}},
                 sets_verdict=counts_as_evidence(status, verdict),
             )
@@ -346,15 +345,15 @@ def test_cancelled_replays_and_drills_are_in_no_rate(hand_store: Path) -> None:
     counts the replay)."""
     with RunStore(hand_store) as s:
         before = compute_stats(s).to_dict()
-        s.add_replay(  # its replay run's checkpoints do not match the original's
+        add_attempt(  # its replay run's checkpoints do not match the original's
+            s,
             "run-A-0001",
+            "cancelled",
             replay_run="run-A2-rep2",
             backend="local",
-            status="cancelled",
             verdict="INCOMPLETE",
             reason="cancelled",
             duration_s=None,
-            comparison_id=None,
             body={"replay": {"determinism": "recorded"}},
             sets_verdict=False,
         )
@@ -381,15 +380,14 @@ def test_within_noise_counts_as_reproduced_but_not_bit_identical(store_path: Pat
             ("run-N-0001", "run-N1-rep1", "WITHIN_NOISE"),
             ("run-I-0001", "run-I1-rep1", "IDENTICAL"),
         ):
-            s.add_replay(
+            add_attempt(
+                s,
                 orig,
+                "completed",
                 replay_run=rep,
                 backend="local",
-                status="completed",
                 verdict=verdict,
-                reason=None,
                 duration_s=None,
-                comparison_id=None,
                 body={"replay": {"determinism": "recorded"}},
             )
         st = compute_stats(s)

@@ -82,11 +82,16 @@ def test_slsa_resigned_by_another_key_fails(
     _fails_on(b, keypair[1], SLSA_NAME, "signature")
 
 
+def _copied_slsa(bundle: Path, tmp_path: Path) -> tuple[Path, Envelope]:
+    """A copy of ``bundle`` and its SLSA envelope, as read from the copy."""
+    b = copy_bundle(bundle, tmp_path)
+    return b, read_envelope((b / SLSA_NAME).read_bytes())
+
+
 def test_slsa_with_an_extra_signature_fails(
     bundle: Path, keypair: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    b = copy_bundle(bundle, tmp_path)
-    env = read_envelope((b / SLSA_NAME).read_bytes())
+    b, env = _copied_slsa(bundle, tmp_path)
     mallory = keys.load_private_key(keys.generate(tmp_path / "m.key").private_path)
     pub = mallory.public_key()
     env.sign(CryptoSigner(mallory, SSlibKey.from_crypto(pub, keys.key_id(pub), keys.scheme(pub))))
@@ -97,8 +102,7 @@ def test_slsa_with_an_extra_signature_fails(
 def test_slsa_stripped_of_its_signature_fails(
     bundle: Path, keypair: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    b = copy_bundle(bundle, tmp_path)
-    env = read_envelope((b / SLSA_NAME).read_bytes())
+    b, env = _copied_slsa(bundle, tmp_path)
     (b / SLSA_NAME).write_bytes(envelope_bytes(Envelope(env.payload, env.payload_type, {})))
     _fails_on(b, keypair[1], SLSA_NAME, "signature")
 

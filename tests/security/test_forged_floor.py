@@ -18,9 +18,12 @@ the widened floor's replicas spread 0.4 from step 40 on, which covers it.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from replay_tui.compare.comparison import compare_runs
 from replay_tui.compare.floor import FloorRecord, NoiseContext, Spread, StoredFloor
@@ -33,6 +36,7 @@ from storage.canonical import dumps as canonical_json
 from storage.manifest import RunManifest, manifest_from_data
 from storage.store import RunStore, StoreAltered
 from tests.conftest import MakeManifest, RunCli
+from tests.helpers.replays import add_attempt
 
 TRUE_REPLICAS = ((1.5314, 0.0), (1.5330, 0.0), (1.5340, 0.0))  # (final, shift from step 40)
 WIDE_REPLICAS = ((1.2, -0.2), (1.5, 0.0), (1.8, 0.2))
@@ -125,13 +129,10 @@ def test_the_floor_is_read_through_the_check_in_process(
 ) -> None:
     a, _, fid = _store(store_path, make_manifest)
     _rewrite_floor(store_path, fid, _floor_body(make_manifest, WIDE_REPLICAS, a))
-    with RunStore(store_path) as s:
-        try:
-            s.noise_floors_of(a)
-        except StoreAltered as e:
-            assert f"noise floor #{fid}" in str(e)
-        else:
-            raise AssertionError("the widened floor was read as a fact")
+    named = re.escape(f"noise floor #{fid}")
+    # the widened floor is never read as a fact
+    with RunStore(store_path) as s, pytest.raises(StoreAltered, match=named):
+        s.noise_floors_of(a)
 
 
 def test_a_comparison_made_from_a_widened_floor_is_not_counted_once_it_is_undone(
@@ -155,14 +156,13 @@ def test_a_comparison_made_from_a_widened_floor_is_not_counted_once_it_is_undone
         c = compare_runs(ma, mb, noise=NoiseContext(stored, "b", NoiseParams()))
         assert c.verdict == "WITHIN_NOISE"  # the forgery works on the rule itself
         cid = s.add_comparison(a, b, c.verdict, c.to_dict(), set_verdict_on=None)
-        s.add_replay(
+        add_attempt(
+            s,
             a,
+            "completed",
             replay_run=b,
             backend="local",
-            status="completed",
             verdict=c.verdict,
-            reason=None,
-            duration_s=1.0,
             comparison_id=cid,
             body={"verdict": c.verdict},
             sets_verdict=False,
@@ -171,12 +171,9 @@ def test_a_comparison_made_from_a_widened_floor_is_not_counted_once_it_is_undone
     with RunStore(store_path) as s:
         assert s.noise_floors_of(a)[0]["body"] == json.loads(canonical_json(true_body))
         assert s.replay_outcomes([a]).get(a, []) == []  # the runs list does not count it
-        try:
+        # the comparison judged by the widened floor is never read
+        with pytest.raises(StoreAltered, match=re.escape(f"noise floor #{fid}")):
             s.comparison(cid)
-        except StoreAltered as e:
-            assert f"noise floor #{fid}" in str(e)
-        else:
-            raise AssertionError("the comparison judged by the widened floor was read")
     check = json.loads(cli("verify-store", "--json").stdout)
     assert not check["ok"]
     assert any(f"comparisons #{cid}" in p and "never recorded" in p for p in check["problems"]), (

@@ -22,6 +22,7 @@ from storage.manifest import manifest_from_data
 from storage.records import GapCounts
 from storage.store import Location, RunStore
 from tests.conftest import MakeManifest, RunCli
+from tests.helpers.replays import add_attempt
 
 
 @pytest.fixture
@@ -37,14 +38,12 @@ def filled(store_path: Path, make_manifest: MakeManifest) -> list[str]:
             )
             ids.append(m.run_id)
         cid = s.add_comparison(ids[0], ids[1], "DIVERGED", {"why": []}, set_verdict_on=ids[1])
-        s.add_replay(
+        add_attempt(
+            s,
             ids[0],
+            "completed",
             replay_run=ids[1],
-            backend="docker",
-            status="completed",
             verdict="DIVERGED",
-            reason=None,
-            duration_s=1.0,
             comparison_id=cid,
             body={"verdict": "DIVERGED"},
             sets_verdict=True,
