@@ -283,7 +283,11 @@ def _walk(path: str, a: Any, b: Any, out: list[EnvRow], *, bracket_keys: bool = 
         return
     pa, pb = a is not _ABSENT, b is not _ABSENT
     va, vb = (a if pa else None), (b if pb else None)
-    out.append(EnvRow(path, va, vb, classify(path, va, vb, pa, pb), pa, pb))
+    out.append(
+        EnvRow(
+            path=path, a=va, b=vb, cls=classify(path, va, vb, pa, pb), present_a=pa, present_b=pb
+        )
+    )
 
 
 def compare_environment(a: RunManifest, b: RunManifest) -> EnvironmentDiff:
@@ -296,7 +300,7 @@ def compare_environment(a: RunManifest, b: RunManifest) -> EnvironmentDiff:
         if key == "data" and not keyed:  # names not unique on one side: align by index
             va, vb = _as_list(va), _as_list(vb)
         _walk(key, va, vb, rows, bracket_keys=keyed)
-    return EnvironmentDiff(tuple(rows), compare_packages(a, b))
+    return EnvironmentDiff(rows=tuple(rows), packages=compare_packages(a, b))
 
 
 def _as_list(v: Any) -> Any:
