@@ -338,8 +338,8 @@ def _one_sided(name: str, leaf: object, status: Status) -> TensorDiff:
     else:
         dtype, shape, value = _value_type(leaf), None, _short_repr(leaf)
     if status == "only_a":
-        return TensorDiff(name, status, dtype_a=dtype, shape_a=shape, value_a=value)
-    return TensorDiff(name, status, dtype_b=dtype, shape_b=shape, value_b=value)
+        return TensorDiff(name=name, status=status, dtype_a=dtype, shape_a=shape, value_a=value)
+    return TensorDiff(name=name, status=status, dtype_b=dtype, shape_b=shape, value_b=value)
 
 
 def _tensor_vs_value(name: str, la: object, lb: object) -> TensorDiff:
@@ -352,8 +352,8 @@ def _tensor_vs_value(name: str, la: object, lb: object) -> TensorDiff:
 
     (da, sa, va), (db, sb, vb) = side(la), side(lb)
     return TensorDiff(
-        name,
-        "dtype_mismatch",
+        name=name,
+        status="dtype_mismatch",
         dtype_a=da,
         dtype_b=db,
         shape_a=sa,
@@ -374,8 +374,8 @@ def _compare_tensors(
 ) -> TensorDiff:
     shape_a, shape_b = tuple(a.shape), tuple(b.shape)
     result = TensorDiff(
-        name,
-        "shape_mismatch",
+        name=name,
+        status="shape_mismatch",
         dtype_a=dtype_name(a),
         dtype_b=dtype_name(b),
         shape_a=shape_a,
@@ -409,8 +409,8 @@ def _compare_tensors(
 def _compare_values(name: str, va: object, vb: object, rtol: float, atol: float) -> TensorDiff:
     ta, tb = _value_type(va), _value_type(vb)
     result = TensorDiff(
-        name,
-        "dtype_mismatch" if ta != tb else "differs",
+        name=name,
+        status="dtype_mismatch" if ta != tb else "differs",
         dtype_a=ta,
         dtype_b=tb,
         value_a=_short_repr(va),
