@@ -160,8 +160,8 @@ def _diff(
 ) -> ArtifactDiff:
     """``path`` with what each side lists of it (None for a side that does not list it)."""
     return ArtifactDiff(
-        path,
-        status,
+        path=path,
+        status=status,
         kind_a=None if a is None else a.kind,
         kind_b=None if b is None else b.kind,
         sha256_a=None if a is None else a.sha256,
