@@ -48,6 +48,7 @@ from replay_tui.verdicts import (
 from storage import integrity, ledger, readmodel
 from storage.store import RunStore
 from storage.vocabulary import EXIT_CANCELLED, EXIT_INFRA, EXIT_NOT_REPRODUCED, EXIT_OK
+from storage.wire import Wire, wire
 
 Pick = Literal["random", "oldest", "unverified"]
 ItemStatus = Literal["reproduced", "not_reproduced", "error"]
@@ -66,19 +67,60 @@ class Candidate:
     last_verdict_at: str | None
 
 
+# -- reading a stored drill's items leniently (``decode=``): a damaged or older body
+# still opens, what an item lacks or holds in another shape reading as the default.
+
+
+def _text(v: object, where: str) -> str:
+    return str(v or "")
+
+
+def _opt_str(v: object, where: str) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _opt_int(v: object, where: str) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _seconds(v: object, where: str) -> float:
+    return float(v) if isinstance(v, int | float) else 0.0
+
+
+def _abort_of(d: Mapping[str, Any], where: str) -> Abort | None:
+    """How a stored ``error`` item's replay was aborted: the JSON does not carry it, but
+    its reason starts with how the replay ended (``cancelled``, ``interrupted``,
+    ``timed_out``), as :func:`_drill_one` writes it; any other reason is an
+    infrastructure error (``DrillItem.__post_init__``)."""
+    if d.get("status") != "error":
+        return None
+    reason = d.get("reason") if isinstance(d.get("reason"), str) else ""
+    ended = (w for w in (CANCELLED, INTERRUPTED, TIMED_OUT) if str(reason).startswith(w))
+    return cast(Abort | None, next(ended, None))
+
+
+def _not_written(v: object) -> dict[str, Any]:
+    return {}
+
+
 @dataclass(frozen=True)
-class DrillItem:
-    run_id: str
-    name: str
+class DrillItem(Wire):
+    """One drilled run and how it ended; a stored one reads back with :meth:`from_json`."""
+
+    run_id: str = field(metadata=wire(decode=_text))
+    name: str = field(metadata=wire(decode=_text))
     status: ItemStatus
-    verdict: str | None
-    replay_run: str | None
-    replay_fact_id: int | None
-    reason: str | None
-    duration_s: float
-    abort: Abort | None = None
+    verdict: str | None = field(metadata=wire(decode=_opt_str))
+    replay_run: str | None = field(metadata=wire(decode=_opt_str))
+    replay_fact_id: int | None = field(metadata=wire(decode=_opt_int))
+    reason: str | None = field(metadata=wire(decode=_opt_str))
+    duration_s: float = field(metadata=wire(decode=_seconds))
+    abort: Abort | None = field(
+        default=None, metadata=wire(inline=True, encode=_not_written, decode=_abort_of)
+    )
     """For an ``error`` item, how its replay was aborted (set where it was: an item in
-    error without one is an infrastructure error); None for every other item."""
+    error without one is an infrastructure error); None for every other item.  Not
+    written: a stored item's is read from its reason."""
 
     def __post_init__(self) -> None:
         if self.status == "error" and self.abort is None:
@@ -101,53 +143,46 @@ class DrillItem:
         label = aborted_label(self.abort) if self.abort is not None else None
         return label or "-"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "name": self.name,
-            "status": self.status,
-            "verdict": self.verdict,
-            "replay_run": self.replay_run,
-            "replay_fact_id": self.replay_fact_id,
-            "reason": self.reason,
-            "duration_s": self.duration_s,
-        }
-
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> DrillItem | None:
-        """An item of a stored drill (``to_dict``); None when it is not one (no known
-        status).  The JSON does not carry ``abort``: an ``error`` item's reason starts
-        with how its replay ended (``cancelled``, ``interrupted``, ``timed_out``), as
-        :func:`_drill_one` writes it; any other reason is an infrastructure error."""
-        status = d.get("status")
-        if status not in _STATUSES:
+        """An item of a stored drill (``to_dict``) read leniently; None when it is not
+        one (no known status)."""
+        try:
+            return cls.from_dict({**_ITEM_ABSENT, **d})
+        except ValueError:
             return None
-        reason = _opt(d.get("reason"), str)
-        abort: Abort | None = None
-        if status == "error":
-            ended = (w for w in (CANCELLED, INTERRUPTED, TIMED_OUT) if (reason or "").startswith(w))
-            abort = cast(Abort | None, next(ended, None))
-        duration = d.get("duration_s")
-        return cls(
-            str(d.get("run_id") or ""),
-            str(d.get("name") or ""),
-            cast(ItemStatus, status),
-            _opt(d.get("verdict"), str),
-            _opt(d.get("replay_run"), str),
-            _opt(d.get("replay_fact_id"), int),
-            reason,
-            float(duration) if isinstance(duration, int | float) else 0.0,
-            abort,
-        )
 
 
-def _opt(v: object, kind: type[Any]) -> Any:
-    """``v`` when it is of ``kind`` (a bool is no int), else None."""
-    return v if isinstance(v, kind) and not isinstance(v, bool) else None
+_ITEM_ABSENT = dict.fromkeys(
+    ("run_id", "name", "verdict", "replay_run", "replay_fact_id", "reason", "duration_s")
+)
+"""What a stored item lacks reads as (through its lenient readings: "", None, 0.0)."""
 
 
 @dataclass
-class DrillReport:
+class DrillReport(Wire):
+    """A drill: what it picked and how each run ended; written with whether it passed,
+    its exit code and its counts per status among the fields, its items as ``runs``."""
+
+    WIRE_EXTRA = ("passed", "exit_code", "counts")
+    WIRE_ORDER = (
+        "drill_id",
+        "ledger_head",
+        "passed",
+        "exit_code",
+        "pick",
+        "seed",
+        "since",
+        "count",
+        "backend",
+        "candidates",
+        "started_at",
+        "ended_at",
+        "cancelled",
+        "counts",
+        "runs",
+    )
+
     pick: Pick
     seed: int | None
     since: str | None
@@ -155,7 +190,7 @@ class DrillReport:
     backend: str
     candidates: int
     started_at: str
-    items: list[DrillItem] = field(default_factory=list)
+    items: list[DrillItem] = field(default_factory=list, metadata=wire(key="runs"))
     ended_at: str | None = None
     cancelled: bool = False
     drill_id: int | None = None
@@ -181,25 +216,10 @@ class DrillReport:
         codes = [item[i.status] for i in self.items]
         return combine_exits([*codes, *([EXIT_CANCELLED] if self.cancelled else [])], empty=0)
 
-    def to_dict(self) -> dict[str, Any]:
-        counts = {s: sum(1 for i in self.items if i.status == s) for s in _STATUSES}
-        return {
-            "drill_id": self.drill_id,
-            "ledger_head": self.ledger_head,
-            "passed": self.passed,
-            "exit_code": self.exit_code,
-            "pick": self.pick,
-            "seed": self.seed,
-            "since": self.since,
-            "count": self.count,
-            "backend": self.backend,
-            "candidates": self.candidates,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "cancelled": self.cancelled,
-            "counts": counts,
-            "runs": [i.to_dict() for i in self.items],
-        }
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many items ended in each status."""
+        return {s: sum(1 for i in self.items if i.status == s) for s in _STATUSES}
 
 
 _STATUSES: tuple[ItemStatus, ...] = ("reproduced", "not_reproduced", "error")

@@ -776,3 +776,20 @@ still opens, what it lacks or holds in another shape taking the default."""
 def test_an_old_or_damaged_bisect_body_reads_as_it_did(name: str) -> None:
     body = {"thin": _THIN, "odd": _ODD}[name]
     assert _hashes(BisectResult.from_dict(body).to_dict()) == READ_PINNED[name]
+
+
+def test_an_odd_stored_drill_item_reads_as_it_did() -> None:
+    odd = {"status": "error", "reason": "timed_out: 60 s", "run_id": 5, "duration_s": True}
+    assert DrillItem.from_json({**odd, "replay_fact_id": False, "verdict": 3}) == DrillItem(
+        run_id="5",
+        name="",
+        status="error",
+        verdict=None,
+        replay_run=None,
+        replay_fact_id=None,
+        reason="timed_out: 60 s",
+        duration_s=1.0,
+        abort="timed_out",
+    )
+    assert DrillItem.from_json({"status": 7}) is None
+    assert DrillItem.from_json({"run_id": "r"}) is None
