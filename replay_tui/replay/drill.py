@@ -87,7 +87,7 @@ def _seconds(v: object, where: str) -> float:
     return float(v) if isinstance(v, int | float) else 0.0
 
 
-def _abort_of(d: Mapping[str, Any], where: str) -> Abort | None:
+def _stored_abort(d: Mapping[str, Any], where: str) -> Abort | None:
     """How a stored ``error`` item's replay was aborted: the JSON does not carry it, but
     its reason starts with how the replay ended (``cancelled``, ``interrupted``,
     ``timed_out``), as :func:`_drill_one` writes it; any other reason is an
@@ -116,7 +116,7 @@ class DrillItem(Wire):
     reason: str | None = field(metadata=wire(decode=_opt_str))
     duration_s: float = field(metadata=wire(decode=_seconds))
     abort: Abort | None = field(
-        default=None, metadata=wire(inline=True, encode=_not_written, decode=_abort_of)
+        default=None, metadata=wire(inline=True, encode=_not_written, decode=_stored_abort)
     )
     """For an ``error`` item, how its replay was aborted (set where it was: an item in
     error without one is an infrastructure error); None for every other item.  Not
