@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from storage.vocabulary import EXIT_NOT_REPRODUCED, EXIT_OK
 
@@ -25,6 +25,20 @@ if TYPE_CHECKING:  # the outcomes' parts, named here for the faces' annotations 
 Checked = Literal["VERIFIED", "NOT_VERIFIED"]
 """A bundle or a store checked: every hash (and, for a bundle, its signature against a
 trusted key) holds, or not."""
+
+
+class _Judged(TypedDict):
+    """A check's verdict and the exit code it makes."""
+
+    verdict: Checked
+    exit_code: int
+
+
+def _checked(ok: bool) -> _Judged:
+    """The verdict and exit code of a check that passed (``ok``) or found a difference."""
+    if ok:
+        return {"verdict": "VERIFIED", "exit_code": EXIT_OK}
+    return {"verdict": "NOT_VERIFIED", "exit_code": EXIT_NOT_REPRODUCED}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,11 +101,7 @@ def verify_evidence(
     chk = verify_with_key(
         bundle, key, allow_embedded_key=allow_embedded_key, allow_unsigned=allow_unsigned
     )
-    return BundleVerified(
-        check=chk,
-        verdict="VERIFIED" if chk.ok else "NOT_VERIFIED",
-        exit_code=EXIT_OK if chk.ok else EXIT_NOT_REPRODUCED,
-    )
+    return BundleVerified(check=chk, **_checked(chk.ok))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,11 +118,7 @@ def verify_store(path: Path, anchors: Sequence[str] = ()) -> StoreVerified:
     from replay_tui.evidence.storecheck import check_store
 
     chk = check_store(path, anchors)
-    return StoreVerified(
-        check=chk,
-        verdict="VERIFIED" if chk.ok else "NOT_VERIFIED",
-        exit_code=EXIT_OK if chk.ok else EXIT_NOT_REPRODUCED,
-    )
+    return StoreVerified(check=chk, **_checked(chk.ok))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from replay_tui.verdicts import counts_as_evidence, summarize
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest, RunCli
+from tests.helpers.replays import add_attempt
 from tests.support.bundles import replay_of
 
 
@@ -39,27 +40,22 @@ def _store_with_attempts(
             verdict, _, cid = compare_and_store(store, a, b)
             status = "cancelled" if i == 3 else "completed"
             assert verdict == ("INCOMPLETE" if i == 3 else "IDENTICAL")
-            store.add_replay(
+            add_attempt(
+                store,
                 a.run_id,
+                status,
                 replay_run=b.run_id,
-                backend="docker",
-                status=status,
                 verdict=verdict,
-                reason=None,
-                duration_s=1.0,
                 comparison_id=cid,
                 body={"replay": {"determinism": "recorded"}, "verdict": verdict},
                 sets_verdict=counts_as_evidence(status, verdict),
             )
-        store.add_replay(
+        add_attempt(
+            store,
             a.run_id,
-            replay_run=None,
-            backend="docker",
-            status="interrupted",
-            verdict=None,
+            "interrupted",
             reason="interrupted before the replay finished (Ctrl-C)",
             duration_s=0.5,
-            comparison_id=None,
             body={"reason": "interrupted"},
             sets_verdict=False,
         )
@@ -146,14 +142,11 @@ def test_a_host_without_torch_is_an_infrastructure_error_not_a_failed_reproducti
     import os
     import subprocess
 
-    from tests.support.training import git, replay_tui
+    from tests.helpers.repos import commit_repo
+    from tests.support.training import replay_tui
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "uses_torch.py").write_text("import torch\nprint('step 0 loss 1.0')\n")
-    git(repo, "add", "uses_torch.py")
-    git(repo, "commit", "-q", "-m", "torch")
+    program = "import torch\nprint('step 0 loss 1.0')\n"
+    repo = commit_repo(tmp_path / "repo", {"uses_torch.py": program}, "torch")
     store = tmp_path / "store.db"
     # recorded with a python3 of its own (it runs this interpreter, which has torch)
     # that the replay host lacks: the replay runs the host's python3, as it says
@@ -314,15 +307,11 @@ def test_a_run_whose_replays_all_stopped_has_no_verdict_and_says_why(
     with RunStore(store_path) as store:
         store.ingest(manifest_from_data(orig))
         for status in ("interrupted", "timed_out"):
-            store.add_replay(
+            add_attempt(
+                store,
                 orig["run_id"],
-                replay_run=None,
-                backend="docker",
-                status=status,
-                verdict=None,
+                status,
                 reason=f"{status} before the replay finished",
-                duration_s=1.0,
-                comparison_id=None,
                 body={"reason": status},
                 sets_verdict=False,
             )

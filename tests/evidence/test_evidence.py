@@ -9,7 +9,6 @@ import os
 import re
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,9 +29,9 @@ from replay_tui.evidence.verify import BundleCheck, verify_bundle
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest, RunCli
+from tests.helpers.chromium import chromium
+from tests.helpers.replays import add_attempt
 from tests.support.bundles import copy_bundle
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _files(bundle: Path) -> list[str]:
@@ -308,30 +307,6 @@ def test_verify_of_a_missing_folder_is_bad_input(cli: RunCli, tmp_path: Path) ->
 # -- the human report ------------------------------------------------------------------------
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/setup.sh)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--window-size=1200,900",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-
 def test_html_report_opens_in_headless_chromium_and_shows_the_verdict(
     bundle: Path, tmp_path: Path
 ) -> None:
@@ -341,12 +316,12 @@ def test_html_report_opens_in_headless_chromium_and_shows_the_verdict(
     for needle in ("http://", "https://", "<link", "<script", "src="):
         assert needle not in page, needle
     url = (bundle / "report.html").as_uri()
-    dom = _chromium("--dump-dom", url)
+    dom = chromium("--dump-dom", url, window="1200,900")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'id="verdict"' in dom.stdout and "Verdict: IDENTICAL" in dom.stdout
     assert 'class="side-by-side"' in dom.stdout
     shot = tmp_path / "report.png"
-    r = _chromium(f"--screenshot={shot}", url)
+    r = chromium(f"--screenshot={shot}", url, window="1200,900")
     assert r.returncode == 0, r.stderr[-2000:]
     png = shot.read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
@@ -374,15 +349,12 @@ def test_report_of_a_run_whose_replays_all_failed(
     m = make_manifest()
     with RunStore(store_path) as store:
         store.ingest(manifest_from_data(m))
-        store.add_replay(
+        add_attempt(
+            store,
             m["run_id"],
-            replay_run=None,
-            backend="docker",
-            status="error",
-            verdict=None,
+            "error",
             reason="no Docker engine",
             duration_s=0.1,
-            comparison_id=None,
             body={"reason": "no Docker engine"},
         )
         res = export_bundle(store, m["run_id"], tmp_path / "b")

@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import tempfile
 from pathlib import Path
-
-import pytest
 
 from replay_tui.evidence import report
 from replay_tui.evidence.export import export_bundle
 from replay_tui.evidence.keys import generate
 from storage.store import RunStore
 from tests.conftest import MakeManifest
+from tests.helpers.chromium import chromium
 from tests.support.app import frozen_clock
 from tests.support.noisy_pair import noisy_pair
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 def test_the_report_names_the_candidate_signer_ledger_head_and_bisects(
@@ -114,8 +109,6 @@ def test_the_band_of_a_within_noise_metric_fills_the_distance_plot_in_chromium(
     (a 0.1 % floor here, one pixel in the plot of values) is at least 20 % of the plot's
     height.  The measuring script is added to a copy of the page (whose policy forbids
     scripts); the page's own markup and CSS are untouched."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/setup.sh)")
     with frozen_clock():
         pair = noisy_pair(store_path, make_manifest)
     with RunStore(store_path) as store:
@@ -126,26 +119,7 @@ def test_the_band_of_a_within_noise_metric_fills_the_distance_plot_in_chromium(
     measured = measured.replace("</body>", MEASURE + "</body>")
     copy = tmp_path / "measured.html"
     copy.write_text(measured)
-    with tempfile.TemporaryDirectory() as profile:
-        r = subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--window-size=1200,2000",
-                "--dump-dom",
-                copy.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    r = chromium("--dump-dom", copy.as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
     found = re.search(r'<pre id="measured">(.*?)</pre>', r.stdout)
     assert found is not None, r.stdout[-2000:]

@@ -5,14 +5,10 @@ from __future__ import annotations
 import copy
 import math
 import re
-import subprocess
-import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from replay_tui.evidence import report
 from replay_tui.evidence.gather import Evidence, gather
@@ -21,9 +17,10 @@ from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest
+from tests.helpers.chromium import chromium
+from tests.helpers.replays import add_attempt
 
 SVG = "{http://www.w3.org/2000/svg}"
-CHROMIUM = "/usr/bin/chromium"
 HOSTILE = "</svg><script>alert(1)</script>\"'&"
 
 
@@ -247,13 +244,12 @@ def _store_with_replay(
         store.ingest(manifest_from_data(rep))
         a, b = store.manifest(orig["run_id"]), store.manifest(rep["run_id"])
         verdict, _, cid = compare_and_store(store, a, b)
-        store.add_replay(
+        add_attempt(
+            store,
             a.run_id,
+            "succeeded",
             replay_run=b.run_id,
-            backend="docker",
-            status="succeeded",
             verdict=verdict,
-            reason=None,
             duration_s=12.0,
             comparison_id=cid,
             body={"replay": {"determinism": "recorded"}, "verdict": verdict},
@@ -345,33 +341,6 @@ def test_page_caps_the_plots_and_escapes_names(
 # -- in a real browser ----------------------------------------------------------------------
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium"
-            " (`apt-get install chromium`, or scripts/setup.sh)"
-        )
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--window-size=1200,2000",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-
 def test_plots_render_in_headless_chromium(
     store_path: Path, make_manifest: MakeManifest, tmp_path: Path
 ) -> None:
@@ -381,7 +350,7 @@ def test_plots_render_in_headless_chromium(
     page = tmp_path / "report.html"
     page.write_text(report.html_page(ev, "2024-01-01T00:00:00Z"))
     url = page.as_uri()
-    dom = _chromium("--dump-dom", url)
+    dom = chromium("--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     out = dom.stdout
     # parsed as SVG in the page, not as text: the elements are in the DOM
@@ -391,7 +360,7 @@ def test_plots_render_in_headless_chromium(
     assert "leaves noise band at step" in out
     assert "<title>loss: original and latest replay by step</title>" in out
     shot = tmp_path / "report.png"
-    r = _chromium(f"--screenshot={shot}", url)
+    r = chromium(f"--screenshot={shot}", url)
     assert r.returncode == 0, r.stderr[-2000:]
     png = shot.read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 40_000

@@ -10,6 +10,8 @@ import pytest
 from replay_tui.ops.compare import compare_runs
 from replay_tui.tui.queries import load_comparison
 from storage.store import RunStore
+from tests.helpers.replays import add_attempt
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     ORIGINAL_ID,
     REPLAY_ID,
@@ -31,15 +33,14 @@ def fixed(tmp_path: Path) -> FixedStore:
 
 def _abort_replay(store: RunStore, status: str) -> None:
     """A later attempt of ORIGINAL that made REPLAY_ID and did not complete."""
-    store.add_replay(
+    add_attempt(
+        store,
         ORIGINAL_ID,
+        status,
         replay_run=REPLAY_ID,
         backend="local",
-        status=status,
-        verdict=None,
         reason=f"{status} before the replay finished",
         duration_s=3.0,
-        comparison_id=None,
         body={"reason": status},
         sets_verdict=False,
     )
@@ -136,15 +137,12 @@ def test_the_tuis_comparison_says_an_aborted_replay_is_not_judged(fixed: FixedSt
 async def test_the_comparison_screen_says_not_judged_for_an_aborted_replay(
     fixed: FixedStore,
 ) -> None:
-    from replay_tui.tui.app import ReplayApp
     from replay_tui.tui.messages import OpenComparison
     from replay_tui.tui.screens.comparison import ComparisonScreen
 
     with RunStore(fixed.path) as s:
         _abort_replay(s, "interrupted")
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (160, 40)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
         cmp = await comparison_shown(pilot)
         await settle(pilot)

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.noisy import within
 from tests.support.app import cli_env, record_gated_run
+
+__all__ = ["gated", "python_with_torch", "within"]
 
 
 @pytest.fixture

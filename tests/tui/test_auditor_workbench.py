@@ -37,6 +37,7 @@ from replay_tui.tui.screens.replay import ReplayScreen
 from replay_tui.tui.screens.run_detail import RunDetailScreen
 from replay_tui.tui.screens.storecheck import StoreCheckScreen
 from storage.store import RunQuery, RunStore
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     ORIGINAL_ID,
     REPLAY_ID,
@@ -87,9 +88,7 @@ async def test_export_form_from_the_palette_signs_and_says_what_the_cli_says(
     pair = generate(tmp_path / "signer.key", tmp_path / "signer.pub")
     monkeypatch.setenv("REPLAY_TUI_SIGNING_KEY", str(pair.private_path))
     out = tmp_path / "tui-bundle"
-    app = ReplayApp(own.path)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
+    async with settled_app(own.path, (120, 36)) as (app, pilot):
         table = runs_screen(app).table
         table.move_cursor(row=table.get_row_index(own.original_id))
         await palette(pilot, "Export evidence bundle")
@@ -128,9 +127,7 @@ async def test_export_form_of_a_replay_exports_its_original_unsigned(
     own: FixedStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("REPLAY_TUI_SIGNING_KEY", raising=False)
-    app = ReplayApp(own.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(own.path, (80, 24)) as (app, pilot):
         app.action_export(own.replay_id)
         await settle(pilot)
         form = app.screen
@@ -152,9 +149,7 @@ async def test_export_form_of_a_replay_exports_its_original_unsigned(
 
 @sync
 async def test_export_form_cancel_writes_nothing(own: FixedStore) -> None:
-    app = ReplayApp(own.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(own.path, (80, 24)) as (app, pilot):
         app.action_export(own.original_id)
         await settle(pilot)
         await pilot.click("#cancel")
@@ -189,9 +184,7 @@ async def test_check_store_from_the_palette_says_what_verify_store_says(own: Fix
         await pilot.press("escape")
         return lines
 
-    app = ReplayApp(own.path)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
+    async with settled_app(own.path, (120, 36)) as (app, pilot):
         intact = await check(app, pilot)
         done = replay_tui(own.path, "verify-store")
         assert done.returncode == 0 and intact == done.stdout.splitlines()
@@ -212,9 +205,7 @@ async def test_a_comparison_in_the_tui_is_stored_as_the_cli_stores_it(own: Fixed
     with RunStore(own.path) as s:
         a, b = s.list_runs(RunQuery(kind="original", limit=50))[10:12]
         assert s.latest_comparison(a.id, b.id) is None
-    app = ReplayApp(own.path)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
+    async with settled_app(own.path, (120, 36)) as (app, pilot):
         await opened(pilot, PickAndCompare(a.id), PickRunScreen)
         await pilot.press(*b.id[:12])
         await settle(pilot)
@@ -268,9 +259,7 @@ async def test_comparison_gaps_tab_lists_each_runs_own_gaps(fixed: FixedStore) -
         )
     critical = [g for g in own_a if g.severity == "critical"]
     assert critical
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (app, pilot):
         app.post_message(OpenComparison(a_run=fixed.critical_id, b_run=other))
         cmp = await comparison_shown(pilot)
         await settle(pilot)
@@ -355,9 +344,7 @@ async def test_enter_on_a_finished_drills_row_opens_its_comparison(fixed: FixedS
 
 @sync
 async def test_a_number_key_picks_the_tab_and_moves_into_it(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 36)) as (app, pilot):
         detail = await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         tabs = detail.query_one(TabbedContent)
         await pilot.press("4")  # replays: the table has the focus, enter opens the row
@@ -391,9 +378,7 @@ async def test_a_number_key_picks_the_tab_and_moves_into_it(fixed: FixedStore) -
 
 @sync
 async def test_j_k_g_G_scroll_the_key_map(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         await pilot.press("question_mark")
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
@@ -457,9 +442,7 @@ def test_the_key_map_has_a_legend_for_every_short_mark() -> None:
 async def test_critical_gaps_box_shows_its_state_by_shape_and_the_lists_have_a_border(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         screen = runs_screen(app)
         box = screen.query_one("#critical", Checkbox)
         assert str(box.render()).startswith("[ ]")
@@ -526,9 +509,7 @@ async def test_artifact_hashes_fit_or_are_left_to_the_lines_under_the_table(
     """Never "sha256 origi": at 80 columns the table fits without its hash columns (the
     lines under it show the highlighted row's two hashes whole); wider, each hash column
     is as wide as its header."""
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
         cmp = await comparison_shown(pilot)
         await settle(pilot)

@@ -34,6 +34,7 @@ from replay_tui.tui.widgets.plot import LinePlot
 from replay_tui.tui.widgets.status import StatusLine
 from storage.manifest import manifest_from_data
 from storage.store import RunQuery, RunStore
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     FixedStore,
     build_fixed_store,
@@ -65,9 +66,7 @@ def status_text(screen: RunsScreen) -> str:
 
 @sync
 async def test_open_store_shows_runs_newest_first(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, _pilot):
         screen = runs_screen(app)
         with RunStore(fixed.path) as store:
             total = store.count_runs()
@@ -84,9 +83,7 @@ async def test_open_store_shows_runs_newest_first(fixed: FixedStore) -> None:
 
 @sync
 async def test_search_filters_the_table_from_the_fts_index(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         await pilot.press("slash")
         assert screen.search_box.has_focus
@@ -132,9 +129,7 @@ async def test_the_filters_come_after_the_first_page_in_the_place_kept_for_them(
         mount(screen)
 
     monkeypatch.setattr(RunsScreen, "_mount_filters", watched)
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=size) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, size) as (app, pilot):
         screen = runs_screen(app)
         search, pending, rows = first[0]
         assert rows == 42  # painted before the filters came
@@ -157,9 +152,7 @@ async def test_the_filters_come_after_the_first_page_in_the_place_kept_for_them(
 
 @sync
 async def test_filters_and_sorting(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         screen.query_one("#kind").value = "replay"  # type: ignore[attr-defined]
         await settle(pilot)
@@ -213,9 +206,7 @@ async def test_pages_load_lazily_as_the_cursor_nears_the_end(tmp_path: Path) -> 
     with RunStore(path) as store:
         ms = [manifest_from_data(realistic_manifest(i, history_steps=2)) for i in range(700)]
         store.ingest_many([(m, gap_counts(m), (), {}) for m in ms])
-    app = ReplayApp(path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         assert screen.table.row_count == FIRST_PAGE
         assert screen.total == 700
@@ -236,17 +227,24 @@ async def test_pages_load_lazily_as_the_cursor_nears_the_end(tmp_path: Path) -> 
 # -- one run, its comparison -----------------------------------------------------------
 
 
+async def open_detail(pilot: Pilot[None], run_id: str) -> RunDetailScreen:
+    """Run ``run_id``'s detail screen, opened with enter on its row of the runs screen."""
+    app = pilot.app
+    await settle(pilot)
+    screen = runs_screen(app)
+    screen.table.move_cursor(row=screen.table.get_row_index(run_id))
+    await pilot.press("enter")
+    await settle(pilot)
+    detail = app.screen
+    assert isinstance(detail, RunDetailScreen) and detail.detail is not None
+    return detail
+
+
 @sync
 async def test_open_a_run_then_its_replay_comparison(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        screen = runs_screen(app)
-        screen.table.move_cursor(row=screen.table.get_row_index(fixed.original_id))
-        await pilot.press("enter")
-        await settle(pilot)
-        detail = app.screen
-        assert isinstance(detail, RunDetailScreen)
+        detail = await open_detail(pilot, fixed.original_id)
         assert detail.detail is not None
         assert detail.detail.record.id == fixed.original_id
         titles = sorted(str(w.border_title) for w in detail.query(".section"))
@@ -297,13 +295,8 @@ async def test_open_a_run_then_its_replay_comparison(fixed: FixedStore) -> None:
 async def test_gaps_panel_lists_every_gap(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        screen = runs_screen(app)
-        screen.table.move_cursor(row=screen.table.get_row_index(fixed.critical_id))
-        await pilot.press("enter")
-        await settle(pilot)
-        detail = app.screen
-        assert isinstance(detail, RunDetailScreen) and detail.detail is not None
+        detail = await open_detail(pilot, fixed.critical_id)
+        assert detail.detail is not None
         gaps = detail.detail.gaps
         critical = [g for g in gaps if g.severity == "critical"]
         assert critical
@@ -346,9 +339,7 @@ def gate_picker_search(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
 
 @sync
 async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (_app, pilot):
         with RunStore(fixed.path) as store:
             a, b = store.list_runs(RunQuery(kind="original", limit=50))[10:12]
         picker = await picker_from(pilot, a.id)
@@ -370,9 +361,7 @@ async def test_compare_with_another_run_computes_the_comparison(fixed: FixedStor
 async def test_enter_in_the_pickers_search_box_compares_with_the_first_match(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (_app, pilot):
         with RunStore(fixed.path) as store:
             a, b = store.list_runs(RunQuery(kind="original", limit=50))[12:14]
         picker = await picker_from(pilot, a.id)
@@ -393,9 +382,7 @@ async def test_keys_typed_right_after_down_in_the_picker_go_to_its_runs(
     delivering them at once): the focus moves at the first down, so the second moves the
     cursor and enter picks the second run (a focus that waited a turn had left both to
     the search box)."""
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         with RunStore(fixed.path) as store:
             a = store.list_runs(RunQuery(kind="original", limit=50))[3]
         picker = await picker_from(pilot, a.id)
@@ -414,9 +401,7 @@ async def test_enter_before_the_pickers_search_is_shown_picks_once_it_is(
     """The search runs beside the app; enter typed before its runs are shown picks the
     first of them when they are, and typing on after enter cancels that pick.  The
     search is held back (the real one, gated) so that enter surely comes first."""
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         with RunStore(fixed.path) as store:
             a, b, c = store.list_runs(RunQuery(kind="original", limit=50))[12:15]
         picker = await picker_from(pilot, a.id)
@@ -449,9 +434,7 @@ async def test_enter_on_the_pickers_runs_before_the_search_typed_is_shown_picks_
     shown, never the older row under the cursor.  Where the older search matched no run
     (three characters of an id: too short to be read as one, and no word's start), enter
     is not lost."""
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         with RunStore(fixed.path) as store:
             runs = store.list_runs(RunQuery(kind="original", limit=50))
         a, b = runs[5], runs[20]
@@ -488,9 +471,7 @@ async def test_enter_on_the_pickers_runs_before_the_search_typed_is_shown_picks_
 
 @sync
 async def test_dashboard_rates(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         await pilot.press("d")
         await settle(pilot)
         dash = app.screen
@@ -532,9 +513,7 @@ async def test_dashboard_rates(fixed: FixedStore) -> None:
 
 @sync
 async def test_help_and_command_palette(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
@@ -566,9 +545,7 @@ async def test_a_failing_worker_shows_the_error_modal(fixed: FixedStore) -> None
         no_image = next(
             r.id for r in store.list_runs(RunQuery(limit=100)) if r.image_digest is None
         )
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         app.post_message(OpenReplay(no_image))
         await settle(pilot)
         replay = app.screen
@@ -589,9 +566,7 @@ async def test_a_failing_worker_shows_the_error_modal(fixed: FixedStore) -> None
 
 @sync
 async def test_a_missing_run_shows_the_error_modal(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         app.post_message(OpenReplay("0000000000nope"))
         await settle(pilot)
         await pilot.press("enter")

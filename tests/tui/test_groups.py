@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.queries import verdict_rank
 from replay_tui.tui.screens.runs import RunsScreen
 from replay_tui.tui.widgets.status import StatusLine
 from replay_tui.verdicts import SEVERITY
 from storage.records import RunRecord
 from storage.store import RunQuery, RunStore
+from tests.helpers.tui import settled_app
 from tests.support.app import FixedStore, build_fixed_store, runs_screen, settle, sync
 
 SIZE = (120, 36)
@@ -42,9 +42,7 @@ def every_run(fixed: FixedStore) -> list[RunRecord]:
 
 @sync
 async def test_a_group_opens_and_closes_under_its_original(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         table = screen.table
         orig, rep = fixed.original_id, fixed.replay_id
@@ -100,9 +98,7 @@ async def test_a_group_opens_and_closes_under_its_original(fixed: FixedStore) ->
 
 @sync
 async def test_a_run_without_replays_is_no_group(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         table = screen.table
         # replayed (IDENTICAL 1/1 +1), but no replay run is stored: nothing to show under it
@@ -124,9 +120,7 @@ async def test_a_run_without_replays_is_no_group(fixed: FixedStore) -> None:
 
 @sync
 async def test_g_puts_replays_in_the_list(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         assert screen.grouped and screen.table.row_count == 42
         await pilot.press("g")
@@ -150,9 +144,7 @@ def _top_level(fixed: FixedStore) -> list[RunRecord]:
 
 @sync
 async def test_sort_by_verdict_severity(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         await pilot.press("s")  # the column after STARTED: verdict severity
         await settle(pilot)
@@ -180,9 +172,7 @@ async def test_sort_by_verdict_severity(fixed: FixedStore) -> None:
 
 @sync
 async def test_sort_by_gaps_from_its_header(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         x = 0
         for col in screen.table.columns:

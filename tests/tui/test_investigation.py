@@ -43,6 +43,7 @@ from replay_tui.tui.widgets.status import StatusLine
 from storage.manifest import _check_image_ref, manifest_from_data
 from storage.store import RunStore
 from tests.conftest import RunCli
+from tests.helpers.tui import settled_app
 from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
 from tests.support.factories import apply_overrides, realistic_manifest
 
@@ -157,9 +158,7 @@ async def search(pilot: Pilot[None], screen: RunsScreen, text: str) -> None:
 async def test_search_finds_runs_by_their_id_or_any_part_of_it_as_runs_search_does(
     fixed: FixedStore, pinned: Path
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         status = screen.query_one("#status", StatusLine)
         await search(pilot, screen, fixed.original_id[:13])
@@ -206,9 +205,7 @@ async def test_search_finds_runs_by_their_id_or_any_part_of_it_as_runs_search_do
 async def test_an_image_pinned_by_digest_shows_it_once_and_copies_as_a_valid_reference(
     pinned: Path,
 ) -> None:
-    app = ReplayApp(pinned)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(pinned, (80, 24)) as (app, pilot):
         screen = runs_screen(app)
         await pilot.press("g")  # the replay on a row of its own
         await settle(pilot)
@@ -268,9 +265,7 @@ async def test_a_stored_bisect_is_listed_on_both_runs_and_reopens_as_its_answer(
         (fact,) = store.bisects_of(UUID_ORIGINAL)
     bad = fact["bad_run"]
     expected = bisect_result(UUID_ORIGINAL, bad)
-    app = ReplayApp(pinned)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(pinned, SIZE) as (app, pilot):
         for run, role, other in ((bad, "BAD", UUID_ORIGINAL), (UUID_ORIGINAL, "GOOD", bad)):
             detail = await open_bisects_tab(pilot, app, run)
             tabs = detail.query_one(TabbedContent)
@@ -345,9 +340,7 @@ def test_show_lists_the_bisects_of_a_run_in_text_and_json(pinned: Path, cli: Run
 async def test_verdict_sort_puts_never_replayed_runs_above_reproduced_ones(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         screen = runs_screen(app)
         await pilot.press("s")  # verdict, worst first
         await settle(pilot)
@@ -368,9 +361,7 @@ async def test_verdict_sort_puts_never_replayed_runs_above_reproduced_ones(
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 @sync
 async def test_a_replay_is_marked_at_every_width(fixed: FixedStore, size: tuple[int, int]) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=size) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, size) as (app, pilot):
         screen = runs_screen(app)
         await pilot.press("g")  # replays in the list
         await settle(pilot)
@@ -487,9 +478,7 @@ def test_the_key_map_names_every_binding_of_every_screen() -> None:
 
 @sync
 async def test_help_shows_the_bisect_and_dashboard_keys(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, SIZE) as (app, pilot):
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         console = Console(width=100, record=True)

@@ -16,7 +16,6 @@ from replay_tui.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.replay.runner import ReplayEvent
 from replay_tui.textfmt import cut
-from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenComparison, OpenRun, PickAndCompare
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.screens.drill import DrillScreen, FoldingLog, fold
@@ -27,6 +26,7 @@ from replay_tui.tui.widgets.fullrow import FullRow
 from replay_tui.tui.widgets.style import fit
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     FixedStore,
     build_fixed_store,
@@ -84,9 +84,7 @@ async def test_a_long_image_is_cut_with_an_ellipsis_and_shown_whole_under_the_ta
     """At 200 columns IMAGE has the width NAME does not need, still too little for this
     image: its cell ends in an ellipsis and the whole-value line has it all."""
     path, run_id = long_image_store
-    app = ReplayApp(path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(path, (200, 60)) as (app, pilot):
         screen = runs_screen(app)
         table = screen.table
         full = screen.query_one("#full-row", FullRow)
@@ -114,9 +112,7 @@ async def test_at_80x24_the_whole_value_line_shows_the_hidden_columns(
         record = s.get_run(fixed.original_id)
     assert record is not None
     image = f"{record.image_ref}@{record.image_digest}"
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         screen = runs_screen(app)
         full = screen.query_one("#full-row", FullRow)
         hidden = {c.key for c in screen.table.columns if c.width == 0}
@@ -160,9 +156,7 @@ async def test_the_whole_value_line_keeps_the_height_it_grew_to_until_the_width_
     )
     with RunStore(path) as store:
         store.ingest_many([(m, gap_counts(m), (), {}) for m in [*manifests, long_name]])
-    app = ReplayApp(path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(path, (200, 60)) as (app, pilot):
         screen = runs_screen(app)
         table = screen.table
         full = screen.query_one("#full-row", FullRow)
@@ -191,9 +185,7 @@ async def test_the_whole_value_line_keeps_the_height_it_grew_to_until_the_width_
 async def test_the_picker_fits_its_columns_and_shows_cut_values_whole(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (_app, pilot):
         picker = await opened(pilot, PickAndCompare(fixed.original_id), PickRunScreen)
         table = picker.table
         assert table.row_width <= table.scrollable_content_region.width  # nothing cropped
@@ -217,9 +209,7 @@ async def test_comparison_fields_cut_with_an_ellipsis_and_a_hash_whole_when_wide
 ) -> None:
     from textual.widgets import DataTable
 
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=size) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, size) as (_app, pilot):
         screen = await opened(
             pilot, OpenComparison(comparison_id=fixed.diverged_comparison), ComparisonScreen
         )
@@ -246,9 +236,7 @@ def _tab_labels_fit(screen: Any) -> bool:
 
 @sync
 async def test_tab_labels_show_whole_at_80_columns(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         await opened(
             pilot, OpenComparison(comparison_id=fixed.diverged_comparison), ComparisonScreen
         )
@@ -269,9 +257,7 @@ async def test_tab_labels_show_whole_at_80_columns(fixed: FixedStore) -> None:
 async def test_the_footer_shows_every_key_at_80_columns(fixed: FixedStore) -> None:
     """A replay's detail has more keys than fit: the footer turns compact and leaves the
     palette key out, so that Dashboard (its last key) still shows."""
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         await opened(pilot, OpenRun(fixed.replay_id), RunDetailScreen)
         footer = app.screen.query_one(Footer)
         await wait_until(pilot, lambda: footer.compact)
@@ -373,9 +359,7 @@ async def test_verify_dialog_says_what_to_do_in_its_own_terms(
     with RunStore(fixed.path) as store:
         export_bundle(store, fixed.original_id, bundle, key_path=pair.private_path)
     monkeypatch.setenv("REPLAY_TUI_TRUSTED_KEYS", str(tmp_path / "none.pem"))
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         screen.query_one("#bundle", Input).value = str(bundle)
         await pilot.click("#verify")
@@ -411,9 +395,7 @@ async def test_run_detail_shows_a_hash_and_the_command_whole_at_80_columns(
 ) -> None:
     with RunStore(fixed.path) as s:
         manifest = s.manifest(fixed.original_id)
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         from rich.console import Console
 
@@ -461,9 +443,7 @@ async def test_drill_results_show_the_highlighted_runs_values_whole(fixed: Fixed
 async def test_run_detail_replays_show_the_highlighted_replay_run_whole(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         app.screen.query_one(TabbedContent).active = "tab-replays"
         await settle(pilot)
@@ -477,9 +457,7 @@ async def test_comparison_artifacts_show_the_highlighted_hashes_whole(
 ) -> None:
     from textual.widgets import DataTable
 
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (_app, pilot):
         screen = await opened(
             pilot, OpenComparison(comparison_id=fixed.diverged_comparison), ComparisonScreen
         )

@@ -21,6 +21,7 @@ from replay_tui.tui.messages import OpenComparison
 from replay_tui.tui.widgets.verdict_banner import VerdictBanner
 from storage.store import RunStore
 from tests.conftest import MakeManifest
+from tests.helpers.tui import settled_app
 from tests.support.app import comparison_shown, frozen_clock, settle, sync
 from tests.support.noisy_pair import NoisyPair, noisy_pair
 
@@ -50,9 +51,7 @@ def _banner_text(app: ReplayApp) -> str:
 async def test_the_tui_header_says_both_claims(with_margin: tuple[NoisyPair, int]) -> None:
     pair, cid = with_margin
     for size in ((200, 50), (80, 24)):
-        app = ReplayApp(pair.store)
-        async with app.run_test(size=size) as pilot:
-            await settle(pilot)
+        async with settled_app(pair.store, size) as (app, pilot):
             app.post_message(OpenComparison(comparison_id=cid))
             await comparison_shown(pilot)
             await settle(pilot)
@@ -60,9 +59,7 @@ async def test_the_tui_header_says_both_claims(with_margin: tuple[NoisyPair, int
             assert app.screen.query_one(VerdictBanner).has_class("-within_noise")
             assert f"{STRENGTH} · {EQUIVALENT_SHORT}" in banner, (size, banner)
     # the comparison stored without a margin: the smallest change alone
-    app = ReplayApp(pair.store)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with settled_app(pair.store, (200, 50)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=pair.comparison_id))
         await comparison_shown(pilot)
         await settle(pilot)
@@ -86,9 +83,7 @@ async def test_a_body_stored_before_the_claims_still_shows_its_strength(
         body["reasons"] = [r for r in body["reasons"] if "smallest" not in r]
         a, b = body["a_run"], body["b_run"]
         old = store.add_comparison(a, b, body["verdict"], json.loads(json.dumps(body)))
-    app = ReplayApp(store_path)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with settled_app(store_path, (200, 50)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=old))
         await comparison_shown(pilot)
         await settle(pilot)

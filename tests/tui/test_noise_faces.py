@@ -16,12 +16,12 @@ from replay_tui.compare.render import comparison_text
 from replay_tui.compare.states import FAILING, with_states
 from replay_tui.compare.stored import comparison_from_dict
 from replay_tui.evidence.export import export_bundle
-from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenComparison
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.widgets.plot import LinePlot
 from storage.store import RunStore
 from tests.conftest import MakeManifest, RunCli
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     SIZES,
     SnapCompare,
@@ -36,14 +36,6 @@ from tests.support.app import (
 from tests.support.noisy_pair import EXIT_STEP, NoisyPair, noisy_pair
 
 FAILURE_MARKS = ("✗", "DIFFERS", "OUTSIDE", "NOT REPRODUCED", "outside noise", "outside tol")
-
-
-@pytest.fixture
-def within(store_path: Path, make_manifest: MakeManifest) -> NoisyPair:
-    with frozen_clock():
-        pair = noisy_pair(store_path, make_manifest)
-    assert pair.verdict == "WITHIN_NOISE"
-    return pair
 
 
 @pytest.fixture
@@ -104,9 +96,7 @@ def test_a_diverged_pair_judges_its_metrics_outside_noise(diverged: NoisyPair) -
 
 @sync
 async def test_the_tui_shows_within_noise_as_reproduced(within: NoisyPair) -> None:
-    app = ReplayApp(within.store)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with settled_app(within.store, (200, 50)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=within.comparison_id))
         screen = await comparison_shown(pilot)
         await settle(pilot)
@@ -146,9 +136,7 @@ async def test_the_tui_shows_within_noise_as_reproduced(within: NoisyPair) -> No
 async def test_the_tui_marks_a_diverged_pairs_exit_step_at_80_columns(
     diverged: NoisyPair,
 ) -> None:
-    app = ReplayApp(diverged.store)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(diverged.store, (80, 24)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=diverged.comparison_id))
         screen = await comparison_shown(pilot)
         screen.query_one(TabbedContent).active = "tab-metrics"
@@ -164,9 +152,7 @@ async def test_the_tui_marks_a_diverged_pairs_exit_step_at_80_columns(
 
 @sync
 async def test_the_header_keeps_to_four_rows_at_60x20(within: NoisyPair) -> None:
-    app = ReplayApp(within.store)
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settle(pilot)
+    async with settled_app(within.store, (60, 20)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=within.comparison_id))
         screen = await comparison_shown(pilot)
         await settle(pilot)

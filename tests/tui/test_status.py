@@ -8,6 +8,7 @@ from pathlib import Path
 
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.screens.runs import RunsScreen
+from tests.helpers.tui import settled_app
 from tests.support.app import build_fixed_store, settle
 
 
@@ -23,9 +24,7 @@ def test_the_status_line_puts_filters_first_and_ends_a_cut_in_an_ellipsis(
     fixed = build_fixed_store(tmp_path / "fixed")
 
     async def main() -> None:
-        app = ReplayApp(fixed.path)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
+        async with settled_app(fixed.path, (80, 24)) as (app, pilot):
             runs = app.screen
             assert isinstance(runs, RunsScreen)
             await pilot.press("slash")
@@ -51,9 +50,7 @@ def test_the_search_hint_is_never_cut_mid_word(tmp_path: Path) -> None:
 
     async def main() -> None:
         for size, hint in (((80, 24), SEARCH_HINT_SHORT), ((200, 40), SEARCH_HINT)):
-            app = ReplayApp(fixed.path)
-            async with app.run_test(size=size) as pilot:
-                await settle(pilot)
+            async with settled_app(fixed.path, size) as (app, pilot):
                 search = app.screen.query_one("#search", Input)
                 assert search.placeholder == hint, size
                 assert len(hint) <= search.content_size.width

@@ -32,6 +32,7 @@ from replay_tui.tui.screens.modals import ErrorModal
 from replay_tui.tui.screens.verify import VerifyBundleScreen
 from replay_tui.tui.widgets.plot import LinePlot, Series, render_plot, zoom_window
 from storage.store import RunStore
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     ORIGINAL_ID,
     SIZES,
@@ -114,9 +115,7 @@ def test_zoom_window_is_the_steps_around_the_marker() -> None:
 async def test_plot_keys_log_and_zoom_show_in_the_footer_only_while_it_has_focus(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
         await settle(pilot)
         await pilot.press("3")  # the Metrics tab: the diverged loss is plotted
@@ -148,9 +147,7 @@ async def test_number_keys_switch_tabs_from_the_metrics_table_and_its_plot(
 ) -> None:
     """The hidden table would hand the focus to its plot, which switched back to
     Metrics: the tab asked for is the one shown, whatever has the focus."""
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
         cmp = await comparison_shown(pilot)
         tabs = cmp.query_one(TabbedContent)
@@ -172,9 +169,7 @@ async def test_number_keys_switch_tabs_from_the_metrics_table_and_its_plot(
 
 @sync
 async def test_bisect_is_not_offered_when_a_run_is_a_replay(fixed: FixedStore) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
         cmp = await comparison_shown(pilot)
         assert cmp.view.b.kind == "replay"
@@ -236,9 +231,7 @@ async def test_verify_from_the_palette_says_what_the_cli_says(
     shutil.copytree(bundle, tampered)
     with (tampered / "report.md").open("ab") as f:
         f.write(b" ")
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         await palette(pilot, "Verify bundle")
         await wait_until(pilot, lambda: isinstance(app.screen, VerifyBundleScreen))
         await settle(pilot)
@@ -272,9 +265,7 @@ async def test_verify_with_no_key_uses_the_trusted_keys_file_like_the_cli(
     bundle, public = signed_bundle
     trusted = tmp_path / "trusted-keys.pem"
     monkeypatch.setenv("REPLAY_TUI_TRUSTED_KEYS", str(trusted))
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         assert str(trusted) in str(screen.query_one("#key", Input).placeholder)
         # no trusted key yet: not checked against one, exactly as the CLI says
@@ -296,9 +287,7 @@ async def test_verify_with_no_key_uses_the_trusted_keys_file_like_the_cli(
 async def test_verify_of_a_missing_folder_shows_the_error(
     fixed: FixedStore, tmp_path: Path
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         screen.query_one("#bundle", Input).value = str(tmp_path / "nope")
         await pilot.click("#verify")
@@ -497,9 +486,7 @@ async def test_run_detail_plots_take_l_when_focused_and_the_screen_keeps_it_othe
     from replay_tui.tui.messages import OpenRun
     from replay_tui.tui.screens.run_detail import RunDetailScreen
 
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 40)) as (app, pilot):
         detail = await opened(pilot, OpenRun(fixed.original_id), RunDetailScreen)
         tabs = detail.query_one(TabbedContent)
         tabs.active = "tab-outputs"
@@ -530,9 +517,7 @@ async def test_comparison_fields_show_the_focused_rows_values_whole(fixed: Fixed
     with RunStore(fixed.path) as s:
         argv_a = ", ".join(s.manifest(fixed.original_id).argv)
         argv_b = ", ".join(s.manifest(fixed.replay_id).argv)
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
         await settle(pilot)
         table = app.screen.query_one("#fields", DataTable)
@@ -651,9 +636,7 @@ async def test_runs_list_shows_the_focused_runs_cut_values_whole(fixed: FixedSto
     with RunStore(fixed.path) as s:
         record = s.get_run(fixed.original_id)
     image = (record.image_ref or "") + (f"@{record.image_digest}" if record.image_digest else "")
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (80, 24)) as (app, pilot):
         screen = runs_screen(app)
         full = screen.query_one("#full-row", FullRow)
         screen.table.move_cursor(row=screen.table.get_row_index(fixed.original_id))

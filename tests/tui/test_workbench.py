@@ -15,6 +15,8 @@ from replay_tui.tui.messages import OpenRun
 from replay_tui.tui.screens.run_detail import RunDetailScreen
 from replay_tui.tui.screens.runs import RunsScreen
 from storage.store import RunStore
+from tests.helpers.repos import commit_repo
+from tests.helpers.tui import settled_app
 from tests.support.app import (
     FixedStore,
     build_fixed_store,
@@ -24,7 +26,7 @@ from tests.support.app import (
     sync,
     wait_until,
 )
-from tests.support.training import git, replay_tui
+from tests.support.training import replay_tui
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +42,7 @@ def _shown(screen: RunsScreen) -> dict[str, int]:
 async def test_columns_refit_on_resize_and_80x24_keeps_verdict_gaps_status(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (app, pilot):
         screen = runs_screen(app)
         wide = _shown(screen)
         assert set(wide) >= {"id", "name", "started", "verdict", "gaps", "status", "image"}
@@ -65,9 +65,7 @@ async def test_runs_list_shows_every_replay_of_a_run(fixed: FixedStore) -> None:
     with RunStore(fixed.path) as s:
         facts = {r.id: [f.status for f in s.replays_of(r.id)] for r in s.list_runs()}
     run_id = next(rid for rid, statuses in facts.items() if statuses[-1:] == ["cancelled"])
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (app, _pilot):
         screen = runs_screen(app)
         row = screen.table.get_row_index(run_id)
         cell = screen.table.cell(row, "verdict").plain
@@ -91,12 +89,7 @@ def crashed_dirty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A run recorded by the real launcher from a checkout with an uncommitted change,
     which crashes with a traceback."""
     root = tmp_path_factory.mktemp("crashed")
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text("print('committed version')\n")
-    git(repo, "add", "train.py")
-    git(repo, "commit", "-q", "-m", "train")
+    repo = commit_repo(root / "repo", {"train.py": "print('committed version')\n"}, "train")
     (repo / "train.py").write_text(CRASHING)  # the uncommitted change that crashes
     store = root / "store.db"
     done = replay_tui(store, "record", "--json", "--", "python3", "train.py", cwd=repo)
@@ -109,9 +102,7 @@ async def test_run_detail_shows_the_log_tail_and_the_stored_diff(
     crashed_dirty: tuple[Path, str],
 ) -> None:
     store, run_id = crashed_dirty
-    app = ReplayApp(store)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
+    async with settled_app(store, (120, 36)) as (app, pilot):
         detail = await opened(pilot, OpenRun(run_id), RunDetailScreen)
         await pilot.press("l")  # the log tail: a failed run's traceback
         tabs = detail.query_one(TabbedContent)
@@ -135,9 +126,7 @@ async def test_run_detail_shows_the_log_tail_and_the_stored_diff(
 async def test_j_k_move_the_runs_cursor_and_y_copies_the_selected_id(
     fixed: FixedStore,
 ) -> None:
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (120, 36)) as (app, pilot):
         table = runs_screen(app).table
         assert table.has_focus and table.cursor_row == 0
         await pilot.press("j", "j", "k")
@@ -157,9 +146,7 @@ async def test_fields_tab_count_agrees_with_the_rows_only_differences_shows(
 
     with RunStore(fixed.path) as s:
         fact = next(f for f in s.facts("replays") if f.get("comparison_id"))
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (_app, pilot):
         cmp = await opened(
             pilot, OpenComparison(comparison_id=int(fact["comparison_id"])), ComparisonScreen
         )
@@ -207,9 +194,7 @@ async def test_run_detail_overlays_the_histories_of_all_completed_replays(
             fact["original_run"],
             sorted(s.manifest(fact["replay_run"]).outputs.metric_history),
         )
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (app, pilot):
         app.post_message(OpenRun(run_id))
         await settle(pilot)
         detail = app.screen
@@ -247,9 +232,7 @@ def test_plot_axes_and_the_both_colour_only_where_series_agree() -> None:
 async def test_escape_clears_search_and_filters(fixed: FixedStore) -> None:
     from textual.widgets import Checkbox, Select
 
-    app = ReplayApp(fixed.path)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(fixed.path, (200, 60)) as (app, pilot):
         screen = runs_screen(app)
         screen.query_one("#kind", Select).value = "replay"
         screen.query_one("#critical", Checkbox).value = True
@@ -279,9 +262,7 @@ async def test_runs_list_refreshes_when_another_process_writes(
     m = realistic_manifest(900)
     m["name"] = "written-by-another-process"
     (tmp_path / "m.json").write_text(json.dumps(m))
-    app = ReplayApp(store)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with settled_app(store, (200, 60)) as (app, pilot):
         screen = runs_screen(app)
         assert screen.table.row_count == 42  # 44 runs, the 2 replays under their originals
         done = replay_tui(store, "ingest", tmp_path / "m.json", timeout=120)
