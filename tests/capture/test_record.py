@@ -20,23 +20,12 @@ from tests.support.training import (
     QUICK,
     cli_env,
     git,
-    make_repo,
     record_example,
     replay_tui,
     write_data,
 )
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "runs.db"
 
 
 def _manifest(store: Path, run_id: str):  # type: ignore[no-untyped-def]

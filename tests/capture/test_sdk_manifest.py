@@ -14,7 +14,8 @@ from pathlib import Path
 
 from storage.manifest import parse_manifest
 from storage.store import RunStore
-from tests.support.training import cli_env, git, replay_tui
+from tests.helpers.repos import commit_repo
+from tests.support.training import cli_env, replay_tui
 
 SCRIPT = """\
 import replay_tui
@@ -28,13 +29,7 @@ print("manifest:", run.finish(manifest_path="runs/standalone.json"))
 
 
 def test_mixed_precision_reaches_both_manifests_and_groups_match(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text(SCRIPT)
-    (repo / ".gitignore").write_text("runs/\n")
-    git(repo, "add", "train.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "mp")
+    repo = commit_repo(tmp_path / "repo", {"train.py": SCRIPT}, "mp", ignore="runs/\n")
     # Standalone: no launcher, the SDK writes the manifest itself.
     proc = subprocess.run(
         [sys.executable, "train.py"], cwd=repo, env=cli_env(), capture_output=True, text=True

@@ -22,7 +22,8 @@ from replay_tui.compare.stored import comparison_from_dict
 from replay_tui.gaps import Gap, evaluate
 from storage.manifest import ManifestError, canonical_json, manifest_from_data, parse_manifest
 from storage.store import RunStore
-from tests.support.training import cli_env, git, replay_tui
+from tests.helpers.repos import commit_repo
+from tests.support.training import cli_env, replay_tui
 
 PROGRAM = """\
 import os, sys
@@ -53,14 +54,7 @@ def _record(store: Path, repo: Path, mode: str) -> subprocess.CompletedProcess[s
 
 
 def _repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text(PROGRAM)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", "train.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "train")
-    return repo
+    return commit_repo(tmp_path / "repo", {"train.py": PROGRAM}, "train", ignore="out/\n")
 
 
 def _gaps(gaps: list[Gap], code: str) -> list[Gap]:

@@ -178,15 +178,10 @@ def test_a_command_whose_script_is_not_committed_is_a_critical_gap(tmp_path: Pat
     import subprocess
     import sys
 
+    from tests.helpers.repos import commit_repo
     from tests.support.app import cli_env
-    from tests.support.training import git
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README").write_text("x\n")
-    git(repo, "add", "README")
-    git(repo, "commit", "-q", "-m", "init")
+    repo = commit_repo(tmp_path / "repo", {"README": "x\n"}, "init")
     (repo / "rep.py").write_text("print('step 0 loss 1.0')\n")  # never added
     store = tmp_path / "store.db"
     exe = [str(Path(sys.executable).parent / "replay-tui"), "--store", str(store)]
@@ -223,15 +218,10 @@ def test_a_nan_loss_is_kept_as_a_fact_not_dropped(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    from tests.helpers.repos import commit_repo
     from tests.support.app import cli_env
-    from tests.support.training import git
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "nan.py").write_text(NAN_SCRIPT)
-    git(repo, "add", "nan.py")
-    git(repo, "commit", "-q", "-m", "nan")
+    repo = commit_repo(tmp_path / "repo", {"nan.py": NAN_SCRIPT}, "nan")
     store = tmp_path / "store.db"
     exe = [str(Path(sys.executable).parent / "replay-tui"), "--store", str(store)]
     regex = r"step (?P<step>\d+) printed (?P<value>\S+)"

@@ -22,7 +22,8 @@ from replay_tui.capture.frameworks import observe
 from replay_tui.gaps import evaluate
 from storage.manifest import RunManifest
 from storage.store import RunStore
-from tests.support.training import cli_env, git, replay_tui
+from tests.helpers.repos import commit_repo
+from tests.support.training import cli_env, replay_tui
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
@@ -53,14 +54,10 @@ def _record(store: Path, repo: Path, argv: list[str], env: dict[str, str]) -> Ru
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     tmp = tmp_path_factory.mktemp("launchers")
-    repo = tmp / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for name in ("ddp_train.py", "accelerate_train.py"):
-        shutil.copy(PROGRAMS / name, repo / name)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "programs")
+    files = {
+        name: (PROGRAMS / name).read_text() for name in ("ddp_train.py", "accelerate_train.py")
+    }
+    repo = commit_repo(tmp / "repo", files, "programs", ignore="out/\n")
     store = tmp / "store" / "runs.db"
     env = _env_without_accelerate()
 

