@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.manifest import RunManifest
+from storage.wire import Wire, wire
 
 FACTORS: tuple[str, ...] = (
     "code",
@@ -337,21 +338,13 @@ def _env_lines(a: Mapping[str, str], b: Mapping[str, str]) -> list[str]:
 
 
 @dataclass
-class FactorDiff:
+class FactorDiff(Wire):
     """One factor of the vocabulary that differs between GOOD and BAD."""
 
-    name: str
+    name: str = field(metadata=wire(key="factor"))
     detail: list[str]
     testable: bool = True
     reason: str | None = None  # why it is untestable
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "factor": self.name,
-            "detail": self.detail,
-            "testable": self.testable,
-            "reason": self.reason,
-        }
 
 
 @dataclass
