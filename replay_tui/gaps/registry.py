@@ -7,25 +7,23 @@ with ``@pair_rule`` (``pair_rules``); ``replay_tui.gaps`` evaluates them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 from storage.manifest import RunManifest
+from storage.wire import Wire
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 
 
 @dataclass(frozen=True)
-class Gap:
+class Gap(Wire):
     code: str
     severity: Severity
     field: str
     message: str
     remediation: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 Rule = Callable[[RunManifest], Iterator[Gap]]
