@@ -46,6 +46,7 @@ from storage import readmodel
 from storage.manifest import MAX_HISTORY_POINTS, ManifestError, RunManifest, manifest_from_data
 from storage.records import GapCounts
 from storage.store import Location, RunStore
+from storage.wire import Wire
 
 IMPORTER_MODULES = {"mlflow": "replay_tui.importers.mlflow", "wandb": "replay_tui.importers.wandb"}
 _RUN_ID_CHARS = re.compile(r"[^0-9A-Za-z_-]")
@@ -314,7 +315,7 @@ def build_manifest(data: dict[str, Any], where: str) -> RunManifest:
 
 
 @dataclass
-class Outcome:
+class Outcome(Wire):
     """What happened to one source run."""
 
     source_run_id: str
@@ -324,17 +325,6 @@ class Outcome:
     name: str = ""
     gaps: dict[str, int] | None = None
     refused: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source_run_id": self.source_run_id,
-            "run_id": self.run_id,
-            "status": self.status,
-            "reason": self.reason,
-            "name": self.name,
-            "gaps": self.gaps,
-            "refused": list(self.refused),
-        }
 
 
 def _has_run(store: RunStore, run_id: str) -> bool:
