@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from storage.vocabulary import (
     ABORTED,
@@ -64,6 +64,7 @@ from storage.vocabulary import (
     status_exit,
     verdict_exit,
 )
+from storage.wire import Wire
 
 __all__ = [
     "ABORTED",
@@ -208,13 +209,16 @@ def environment_failure(exec_status: str, log_tail: str, original_status: str) -
 
 
 @dataclass(frozen=True)
-class Reproduction:
+class Reproduction(Wire):
     """What every replay of one run adds up to.
 
     ``verdict`` is the latest completed replay's (None when none completed);
     ``reproduced`` of ``completed`` replays reproduced; ``aborted`` counts the others
-    by status.  ``text()`` is the runs list's cell: ``IDENTICAL 3/3, 1 cancelled``.
+    by status.  ``text()`` is the runs list's cell: ``IDENTICAL 3/3, 1 cancelled``
+    (written with the rest, never read).
     """
+
+    WIRE_EXTRA = ("text",)
 
     verdict: str | None = None
     completed: int = 0
@@ -235,16 +239,6 @@ class Reproduction:
             return head
         extra = [f"{n} {s.replace('_', ' ')}" for s, n in sorted(self.aborted.items()) if n]
         return ", ".join([head, *extra]) if extra else head
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "completed": self.completed,
-            "reproduced": self.reproduced,
-            "aborted": dict(self.aborted),
-            "experiments": self.experiments,
-            "text": self.text(),
-        }
 
 
 class Outcome(Protocol):
