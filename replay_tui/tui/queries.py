@@ -210,7 +210,7 @@ def find_runs(store: RunStore, text: str, limit: int) -> list[RunRecord]:
 class StoredBisect:
     """A bisect the store holds (``bisect GOOD BAD``, or ``b`` on a comparison): who was
     GOOD and BAD, what it found, and its whole answer, read back from its stored body
-    (``BisectResult.from_json``)."""
+    (``BisectResult.from_dict``)."""
 
     id: int
     created_at: str
@@ -249,7 +249,7 @@ def bisects_of(store: RunStore, run_id: str) -> list[StoredBisect]:
                 bad=str(f["bad_run"]),
                 outcome=str(f["outcome"]),
                 causes=causes,
-                result=BisectResult.from_json(body),
+                result=BisectResult.from_dict(body),
             )
         )
     return out
