@@ -50,14 +50,20 @@ def test_the_report_names_the_candidate_signer_ledger_head_and_bisects(
     assert json.loads((tmp_path / "b" / "bisects.json").read_text())["bisects"][0]["id"] == bid
 
 
-def test_an_unsigned_bundle_with_no_bisect_says_so(
-    store_path: Path, make_manifest: MakeManifest, tmp_path: Path
-) -> None:
+def _exported_report(store_path: Path, make_manifest: MakeManifest, folder: Path, name: str) -> str:
+    """The report ``name`` of the noisy pair's original, exported unsigned into
+    ``folder`` (the clock frozen while the pair is made)."""
     with frozen_clock():
         pair = noisy_pair(store_path, make_manifest)
     with RunStore(store_path) as store:
-        export_bundle(store, pair.original, tmp_path / "b")
-    md = (tmp_path / "b" / "report.md").read_text()
+        export_bundle(store, pair.original, folder)
+    return (folder / name).read_text()
+
+
+def test_an_unsigned_bundle_with_no_bisect_says_so(
+    store_path: Path, make_manifest: MakeManifest, tmp_path: Path
+) -> None:
+    md = _exported_report(store_path, make_manifest, tmp_path / "b", "report.md")
     assert "not signed (export --key signs the bundle)" in md
     assert "none: no bisect had this run as GOOD or BAD" in md
 
@@ -109,11 +115,7 @@ def test_the_band_of_a_within_noise_metric_fills_the_distance_plot_in_chromium(
     (a 0.1 % floor here, one pixel in the plot of values) is at least 20 % of the plot's
     height.  The measuring script is added to a copy of the page (whose policy forbids
     scripts); the page's own markup and CSS are untouched."""
-    with frozen_clock():
-        pair = noisy_pair(store_path, make_manifest)
-    with RunStore(store_path) as store:
-        export_bundle(store, pair.original, tmp_path / "b")
-    page = (tmp_path / "b" / "report.html").read_text()
+    page = _exported_report(store_path, make_manifest, tmp_path / "b", "report.html")
     assert "Verdict: WITHIN_NOISE" in page
     measured = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
     measured = measured.replace("</body>", MEASURE + "</body>")

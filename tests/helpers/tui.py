@@ -10,7 +10,9 @@ from typing import Any
 from textual.pilot import Pilot
 
 from replay_tui.tui.app import ReplayApp
-from tests.support.app import settle
+from replay_tui.tui.messages import OpenComparison
+from replay_tui.tui.screens.comparison import ComparisonScreen
+from tests.support.app import comparison_shown, settle
 
 
 @asynccontextmanager
@@ -23,3 +25,13 @@ async def settled_app(
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         yield app, pilot
+
+
+@asynccontextmanager
+async def comparison_app(
+    store: Path, size: tuple[int, int], comparison_id: int
+) -> AsyncIterator[tuple[ReplayApp, Pilot[Any], ComparisonScreen]]:
+    """:func:`settled_app` with stored comparison ``comparison_id`` opened and shown."""
+    async with settled_app(store, size) as (app, pilot):
+        app.post_message(OpenComparison(comparison_id=comparison_id))
+        yield app, pilot, await comparison_shown(pilot)

@@ -17,12 +17,11 @@ from replay_tui.compare.tolerance import Tolerance
 from replay_tui.evidence.export import export_bundle
 from replay_tui.replay.runner import compare_and_store
 from replay_tui.tui.app import ReplayApp
-from replay_tui.tui.messages import OpenComparison
 from replay_tui.tui.widgets.verdict_banner import VerdictBanner
 from storage.store import RunStore
 from tests.conftest import MakeManifest
-from tests.helpers.tui import settled_app
-from tests.support.app import comparison_shown, frozen_clock, settle, sync
+from tests.helpers.tui import comparison_app
+from tests.support.app import frozen_clock, settle, sync
 from tests.support.noisy_pair import NoisyPair, noisy_pair
 
 EQUIVALENT = "equivalent within ±0.5 % (TOST, p=0.0199, α=0.05)"
@@ -51,17 +50,13 @@ def _banner_text(app: ReplayApp) -> str:
 async def test_the_tui_header_says_both_claims(with_margin: tuple[NoisyPair, int]) -> None:
     pair, cid = with_margin
     for size in ((200, 50), (80, 24)):
-        async with settled_app(pair.store, size) as (app, pilot):
-            app.post_message(OpenComparison(comparison_id=cid))
-            await comparison_shown(pilot)
+        async with comparison_app(pair.store, size, cid) as (app, pilot, _):
             await settle(pilot)
             banner = _banner_text(app)
             assert app.screen.query_one(VerdictBanner).has_class("-within_noise")
             assert f"{STRENGTH} · {EQUIVALENT_SHORT}" in banner, (size, banner)
     # the comparison stored without a margin: the smallest change alone
-    async with settled_app(pair.store, (200, 50)) as (app, pilot):
-        app.post_message(OpenComparison(comparison_id=pair.comparison_id))
-        await comparison_shown(pilot)
+    async with comparison_app(pair.store, (200, 50), pair.comparison_id) as (app, pilot, _):
         await settle(pilot)
         banner = _banner_text(app)
         assert STRENGTH in banner and "TOST" not in banner
@@ -83,9 +78,7 @@ async def test_a_body_stored_before_the_claims_still_shows_its_strength(
         body["reasons"] = [r for r in body["reasons"] if "smallest" not in r]
         a, b = body["a_run"], body["b_run"]
         old = store.add_comparison(a, b, body["verdict"], json.loads(json.dumps(body)))
-    async with settled_app(store_path, (200, 50)) as (app, pilot):
-        app.post_message(OpenComparison(comparison_id=old))
-        await comparison_shown(pilot)
+    async with comparison_app(store_path, (200, 50), old) as (app, pilot, _):
         await settle(pilot)
         assert STRENGTH in _banner_text(app)
 

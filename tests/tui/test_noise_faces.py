@@ -21,7 +21,7 @@ from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.widgets.plot import LinePlot
 from storage.store import RunStore
 from tests.conftest import MakeManifest, RunCli
-from tests.helpers.tui import settled_app
+from tests.helpers.tui import comparison_app
 from tests.support.app import (
     SIZES,
     SnapCompare,
@@ -96,9 +96,11 @@ def test_a_diverged_pair_judges_its_metrics_outside_noise(diverged: NoisyPair) -
 
 @sync
 async def test_the_tui_shows_within_noise_as_reproduced(within: NoisyPair) -> None:
-    async with settled_app(within.store, (200, 50)) as (app, pilot):
-        app.post_message(OpenComparison(comparison_id=within.comparison_id))
-        screen = await comparison_shown(pilot)
+    async with comparison_app(within.store, (200, 50), within.comparison_id) as (
+        _app,
+        pilot,
+        screen,
+    ):
         await settle(pilot)
         tabs = screen.query_one(TabbedContent)
         labels = [str(tabs.get_tab(t).label) for t in ("tab-artifacts", "tab-metrics")]
@@ -136,9 +138,11 @@ async def test_the_tui_shows_within_noise_as_reproduced(within: NoisyPair) -> No
 async def test_the_tui_marks_a_diverged_pairs_exit_step_at_80_columns(
     diverged: NoisyPair,
 ) -> None:
-    async with settled_app(diverged.store, (80, 24)) as (app, pilot):
-        app.post_message(OpenComparison(comparison_id=diverged.comparison_id))
-        screen = await comparison_shown(pilot)
+    async with comparison_app(diverged.store, (80, 24), diverged.comparison_id) as (
+        _app,
+        pilot,
+        screen,
+    ):
         screen.query_one(TabbedContent).active = "tab-metrics"
         await settle(pilot)
         assert _cells(screen.query_one("#metrics", DataTable), 0) == ["✗", "✗"]
@@ -152,9 +156,11 @@ async def test_the_tui_marks_a_diverged_pairs_exit_step_at_80_columns(
 
 @sync
 async def test_the_header_keeps_to_four_rows_at_60x20(within: NoisyPair) -> None:
-    async with settled_app(within.store, (60, 20)) as (app, pilot):
-        app.post_message(OpenComparison(comparison_id=within.comparison_id))
-        screen = await comparison_shown(pilot)
+    async with comparison_app(within.store, (60, 20), within.comparison_id) as (
+        _app,
+        pilot,
+        screen,
+    ):
         await settle(pilot)
         tabs = screen.query_one(TabbedContent)
         assert tabs.region.y <= 4, tabs.region  # header, verdict, its headline, a reason
