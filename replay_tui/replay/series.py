@@ -56,17 +56,43 @@ from storage.objects import ObjectStore
 from storage.records import ReplayFact
 from storage.store import RunStore
 from storage.vocabulary import EXIT_NOT_JUDGED
+from storage.wire import Wire, wire
 
 __all__ = ["DeterminismCost", "ReplayReport", "Spread", "replay_many", "spread"]
 
 
+def _replays_json(outcomes: list[ReplayOutcome]) -> list[dict[str, Any]]:
+    """Each replay as ``--json`` shows it: its run, how far it got, its verdict and its
+    comparison (written only: an outcome is not read back)."""
+    return [
+        {
+            "replay_run": o.replay.run_id if o.replay else None,
+            "status": o.replay.status if o.replay else "error",
+            "replay_status": o.status,
+            "verdict": o.verdict,
+            "reason": o.reason,
+            "duration_s": o.replay.duration_s if o.replay else None,
+            "determinism": o.replay.replay.determinism if o.replay and o.replay.replay else None,
+            "comparison": o.comparison.to_dict() if o.comparison else None,
+        }
+        for o in outcomes
+    ]
+
+
 @dataclass
-class ReplayReport:
-    original_id: str
-    outcomes: list[ReplayOutcome] = field(default_factory=list)
+class ReplayReport(Wire):
+    """A series of replays of one run: written with its exit code after the run's id."""
+
+    WIRE_EXTRA = ("exit_code",)
+    WIRE_ORDER = ("run_id", "exit_code")
+
+    original_id: str = field(metadata=wire(key="run_id"))
+    outcomes: list[ReplayOutcome] = field(
+        default_factory=list, metadata=wire(key="replays", encode=_replays_json)
+    )
     noise_floor: Spread | None = None
     determinism: DeterminismCost | None = None
-    first_number: int = 1
+    first_number: int = field(default=1, metadata=wire(omit="always"))
     """The per-run number of this call's first replay (``show`` numbers them 1, 2, …)."""
 
     @property
@@ -79,29 +105,6 @@ class ReplayReport:
             for o in self.outcomes
             if not (o.replay and o.replay.replay and o.replay.replay.determinism == "off")
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.original_id,
-            "exit_code": self.exit_code,
-            "replays": [
-                {
-                    "replay_run": o.replay.run_id if o.replay else None,
-                    "status": o.replay.status if o.replay else "error",
-                    "replay_status": o.status,
-                    "verdict": o.verdict,
-                    "reason": o.reason,
-                    "duration_s": o.replay.duration_s if o.replay else None,
-                    "determinism": o.replay.replay.determinism
-                    if o.replay and o.replay.replay
-                    else None,
-                    "comparison": o.comparison.to_dict() if o.comparison else None,
-                }
-                for o in self.outcomes
-            ],
-            "noise_floor": self.noise_floor.to_json() if self.noise_floor else None,
-            "determinism": self.determinism.to_json() if self.determinism else None,
-        }
 
     def text(self) -> str:
         lines = []
@@ -214,7 +217,9 @@ def replay_many(
     ``times=1`` such a replay is not judged (:data:`NO_FLOOR_NOTE`, exit 4)."""
     emit = on_event or (lambda e: None)
     original_id = store.resolve(run_ref)
-    report = ReplayReport(original_id, first_number=len(store.replays_of(original_id)) + 1)
+    report = ReplayReport(
+        original_id=original_id, first_number=len(store.replays_of(original_id)) + 1
+    )
     judged = options
     noisy = needs_floor(store.manifest(original_id))
     if noisy and times is None:
