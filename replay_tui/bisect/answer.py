@@ -60,7 +60,8 @@ def _join(words: list[str]) -> str:
 
 # -- reading a stored answer leniently ---------------------------------------------------
 # Each is a ``decode=`` (``storage.wire``): the value as stored, and where it was.  None
-# refuses anything: a body stored by an older version, or damaged, still opens.
+# of them refuses a value (an odd one reads as the default): a body stored by an older
+# version, or damaged, still opens.
 
 W = TypeVar("W", bound=Wire)
 
