@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,8 +15,10 @@ from replay_tui.capture.argv_config import merge_config, parse_argv, split_progr
 from replay_tui.gaps import evaluate
 from storage.manifest import config_hash, manifest_from_data
 from storage.store import RunStore
+from tests.helpers.commands import RECORD_OUTPUTS
+from tests.helpers.repos import commit_repo
 from tests.support.factories import realistic_manifest
-from tests.support.training import LOSS_REGEX, git, replay_tui
+from tests.support.training import LOSS_REGEX, replay_tui
 
 PROGRAM = Path(__file__).resolve().parents[1] / "support" / "programs" / "argparse_train.py"
 
@@ -211,16 +212,8 @@ def test_config_source_argv_view_is_checked_like_config() -> None:
 
 @pytest.fixture
 def program_repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(PROGRAM, repo / "train.py")
-    (repo / "configs").mkdir()
-    (repo / "configs" / "small.yaml").write_text("hidden: 4\nlr: 0.5\n")
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "program")
-    return repo
+    files = {"train.py": PROGRAM.read_text(), "configs/small.yaml": "hidden: 4\nlr: 0.5\n"}
+    return commit_repo(tmp_path / "repo", files, ignore="out/\n")
 
 
 @pytest.mark.slow
@@ -239,20 +232,8 @@ def test_record_uninstrumented_program_keeps_argv_config(
         "configs/small.yaml",
         "trainer.max_epochs=5",
     ]
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        "--metric-regex",
-        LOSS_REGEX,
-        "--metric-name",
-        "loss",
-        "--",
-        *argv,
-        cwd=program_repo,
-    )
+    metric = ("--metric-regex", LOSS_REGEX, "--metric-name", "loss")
+    proc = replay_tui(store, *RECORD_OUTPUTS, *metric, "--", *argv, cwd=program_repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_id = json.loads(proc.stdout)["run_id"]
     with RunStore(store) as s:

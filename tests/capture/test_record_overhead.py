@@ -52,6 +52,7 @@ from replay_tui.checkpoints.digest import tensor_digest_torch_free as _digest_wi
 from replay_tui.checkpoints.formats import CheckpointError
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.commands import RECORD_OUTPUTS
 from tests.support.manifests import comparable, fields_of
 from tests.support.training import LOSS_REGEX, QUICK, make_repo, record_example
 
@@ -704,25 +705,10 @@ def test_the_program_ends_with_the_command_s_code_once_the_store_is_closed(
     out = tmp_path / "out"
     out.mkdir()
     program = f"open('out/w.bin', 'wb').write(bytes(range(256)) * 4096); raise SystemExit({code})"
+    cli = [sys.executable, "-m", "replay_tui", "--store", str(store)]
+    command = ["--", sys.executable, "-c", program]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replay_tui",
-            "--store",
-            str(store),
-            "record",
-            "--json",
-            "--artifact",
-            "out/*",
-            "--",
-            sys.executable,
-            "-c",
-            program,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+        [*cli, *RECORD_OUTPUTS, *command], capture_output=True, text=True, cwd=tmp_path
     )
     assert proc.returncode == code, proc.stderr
     summary = json.loads(proc.stdout)

@@ -8,7 +8,6 @@ the framework (about 10 s a run here)."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,7 +17,9 @@ from replay_tui.capture.frameworks import observe
 from replay_tui.gaps import evaluate
 from storage.manifest import RunManifest
 from storage.store import RunStore
-from tests.support.training import git, replay_tui
+from tests.helpers.commands import RECORD_DEEP_OUTPUTS
+from tests.helpers.repos import commit_repo
+from tests.support.training import replay_tui
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "support" / "programs"
 
@@ -26,14 +27,8 @@ pytestmark = pytest.mark.slow
 
 
 def _repo(tmp_path: Path, program: str) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(PROGRAMS / program, repo / "train.py")
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "program")
-    return repo
+    files = {"train.py": (PROGRAMS / program).read_text()}
+    return commit_repo(tmp_path / "repo", files, ignore="out/\n")
 
 
 def _record(
@@ -41,19 +36,8 @@ def _record(
 ) -> tuple[Path, RunManifest]:
     repo = _repo(tmp_path, program)
     store = tmp_path / "store" / "runs.db"
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/**",
-        *record_args,
-        "--",
-        sys.executable,
-        "train.py",
-        *args,
-        cwd=repo,
-    )
+    command = ("--", sys.executable, "train.py", *args)
+    proc = replay_tui(store, *RECORD_DEEP_OUTPUTS, *record_args, *command, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with RunStore(store) as s:
         return store, s.manifest(json.loads(proc.stdout)["run_id"])

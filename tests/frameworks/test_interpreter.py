@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from storage.store import RunStore
+from tests.helpers.commands import RECORD_DEEP_OUTPUTS
 from tests.support.training import cli_env, program_repo, replay_tui
 
 PROGRAM = """\
@@ -57,18 +58,7 @@ def test_a_recorded_interpreter_that_is_gone_is_said_and_a_command_that_cannot_s
     env = cli_env()
     env["PATH"] = os.pathsep.join([str(own), *(p for p in ("/usr/bin", "/bin"))])
     store = tmp_path / "store" / "runs.db"
-    rec = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/**",
-        "--",
-        "python",
-        "train.py",
-        cwd=repo,
-        env=env,
-    )
+    rec = replay_tui(store, *RECORD_DEEP_OUTPUTS, "--", "python", "train.py", cwd=repo, env=env)
     assert rec.returncode == 0, rec.stderr[-2000:]
     run_id = json.loads(rec.stdout)["run_id"]
     (own / "python").unlink()

@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import sqlite3
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +25,8 @@ from replay_tui.replay.consent import run_origin
 from storage.manifest import config_hash
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.repos import commit_repo
+from tests.support.tracker_runs import ledger_head
 from tests.support.training import git
 
 PROGRAM = Path(__file__).resolve().parents[1] / "support" / "programs" / "mlflow_train.py"
@@ -78,25 +78,14 @@ def _log(repo: Path, uri: str, *args: str) -> str:
     return _logged(_start_log(repo, uri, *args))
 
 
-def _ledger_head(store: Path) -> tuple[int, str] | None:
-    if not store.exists():
-        return None
-    with sqlite3.connect(store) as conn:
-        row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-    return None if row is None else (int(row[0]), str(row[1]))
-
-
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A git repo whose program logged three runs to sqlite and one to mlruns/."""
     root = tmp_path_factory.mktemp("mlflow")
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(PROGRAM, repo / "train.py")
-    (repo / ".gitignore").write_text("out/\nmlruns/\n*.db\nmlartifacts/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "tiny program")
+    ignore = "out/\nmlruns/\n*.db\nmlartifacts/\n"
+    repo = commit_repo(
+        root / "repo", {"train.py": PROGRAM.read_text()}, "tiny program", ignore=ignore
+    )
     git(repo, "remote", "add", "origin", REMOTE)
     commit = git(repo, "rev-parse", "HEAD").strip()
     db = f"sqlite:///{repo / 'mlflow.db'}"
@@ -225,13 +214,13 @@ def test_import_sqlite_store_field_by_field(tracked: dict[str, Any], tmp_path: P
     assert "PAIR_CONFIG_DIFFERS" in cmp.stdout
 
     # importing again stores nothing new: same ids, ledger head unchanged
-    head = _ledger_head(store)
+    head = ledger_head(store)
     again = _cli(store, "import", "mlflow", tracked["db"], "--experiment", "tiny", "--json")
     assert again.returncode == 0, again.stderr[-2000:]
     out2 = json.loads(again.stdout)
     assert out2["imported"] == 0 and out2["already"] == 2
     assert {r["run_id"] for r in out2["runs"]} == {r["run_id"] for r in out["runs"]}
-    assert _ledger_head(store) == head
+    assert ledger_head(store) == head
     # one run by id, from a store that already has it and one that does not
     one = _cli(store, "import", "mlflow", tracked["db"], "--run-id", tracked["other"], "--json")
     assert one.returncode == 0 and json.loads(one.stdout)["imported"] == 1
@@ -255,7 +244,7 @@ def test_bad_sources_leave_the_store_unchanged(tracked: dict[str, Any], tmp_path
     store = tmp_path / "runs.db"
     first = _cli(store, "import", "mlflow", tracked["db"], "--run-id", tracked["ok"])
     assert first.returncode == 0, first.stderr[-2000:]
-    head = _ledger_head(store)
+    head = ledger_head(store)
     assert head is not None
     cases = [
         (["http://127.0.0.1:9/"], 3, "cannot read"),  # nothing listens on port 9
@@ -270,7 +259,7 @@ def test_bad_sources_leave_the_store_unchanged(tracked: dict[str, Any], tmp_path
     for (args, code, words), proc in zip(cases, procs, strict=True):
         assert proc.returncode == code, (args, proc.stdout, proc.stderr[-2000:])
         assert words in proc.stderr, (args, proc.stderr[-2000:])
-    assert _ledger_head(store) == head
+    assert ledger_head(store) == head
     assert not (tmp_path / "missing.db").exists()  # not created by the client either
     js = _cli(store, "import", "mlflow", "http://127.0.0.1:9/", "--json")
     assert js.returncode == 3 and json.loads(js.stdout)["exit_code"] == 3

@@ -23,6 +23,7 @@ import pytest
 from replay_tui.replay.backends.docker.engine import OWNER_LABEL
 from replay_tui.replay.debris import SCRATCH_PREFIX
 from storage.store import RunStore
+from tests.helpers.repos import commit_repo
 from tests.support.training import cli_env, git, replay_tui
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -51,13 +52,8 @@ def test_sigkilled_replay_is_recorded_and_its_debris_swept(
     engine: Any,
     train_image: str,
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "slow_train.py").write_text(SLOW)
-    (repo / ".gitignore").write_text("out/\nrecord-marker\n")
-    git(repo, "add", "slow_train.py", ".gitignore")
-    git(repo, "commit", "-q", "-m", "slow in a replay")
+    files = {"slow_train.py": SLOW}
+    repo = commit_repo(tmp_path / "repo", files, "slow in a replay", ignore="out/\nrecord-marker\n")
     (repo / "record-marker").write_text("x")
     store = tmp_path / "store" / "runs.db"
     proc = replay_tui(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
-from tests.support.training import git, replay_tui
+from tests.helpers.repos import commit_repo
+from tests.support.training import replay_tui
 
 pytestmark = pytest.mark.docker
 
@@ -19,12 +20,7 @@ def test_a_command_missing_from_the_image_is_a_failed_run(
     engine: Any,
     train_image: str,
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "train.py").write_text("print('never runs')\n")
-    git(repo, "add", "train.py")
-    git(repo, "commit", "-q", "-m", "x")
+    repo = commit_repo(tmp_path / "repo", {"train.py": "print('never runs')\n"}, "x")
     store = tmp_path / "store" / "runs.db"
     proc = replay_tui(
         store, "record", "--json", "--image", train_image, "--", "no-such-python", "train.py",

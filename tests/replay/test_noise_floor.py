@@ -23,14 +23,14 @@ Why a wrong verdict has a chance below 1e-6 (docs/noise.md has the rule):
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from storage.store import RunStore
-from tests.support.training import ROOT, git, replay_tui
+from tests.helpers.repos import commit_repo
+from tests.support.training import ROOT, git, record_run, replay_tui
 
 pytestmark = pytest.mark.slow
 
@@ -39,23 +39,8 @@ STRICT = ["--alpha", "1e-7"]
 
 
 def _record(store: Path, repo: Path, *args: str) -> str:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        "--",
-        "python",
-        "train_noisy.py",
-        "--seed",
-        "3",
-        *args,
-        cwd=repo,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rid: str = json.loads(proc.stdout)["run_id"]
-    return rid
+    command = ("--", "python", "train_noisy.py", "--seed", "3", *args)
+    return record_run(store, repo, "--artifact", "out/*", *command)
 
 
 def _json(store: Path, *args: str, code: int) -> dict[str, Any]:
@@ -67,14 +52,8 @@ def _json(store: Path, *args: str, code: int) -> dict[str, Any]:
 
 def _noisy_repo(root: Path) -> tuple[Path, Path]:
     """A git repo holding the noisy program (one commit), and where its store goes."""
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(NOISY, repo / "train_noisy.py")
-    (repo / ".gitignore").write_text("out/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "noisy training")
-    return repo, root / "runs.db"
+    files = {"train_noisy.py": NOISY.read_text()}
+    return commit_repo(root / "repo", files, "noisy training", ignore="out/\n"), root / "runs.db"
 
 
 @pytest.fixture(scope="module")

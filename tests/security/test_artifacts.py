@@ -19,26 +19,15 @@ from replay_tui.capture.artifacts import artifact_entries
 from replay_tui.capture.handoff import read_inside
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.commands import RECORD_OUTPUTS
 from tests.support.training import make_repo, replay_tui
 
 SECRET = b"root:$6$not-a-real-hash:19000:0:99999:7:::\n"
 
 
 def _record(store: Path, repo: Path, script: str, *extra: str) -> dict[str, object]:
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        *extra,
-        "--",
-        sys.executable,
-        "-c",
-        script,
-        cwd=repo,
-        timeout=120,
-    )
+    command = ("--", sys.executable, "-c", script)
+    proc = replay_tui(store, *RECORD_OUTPUTS, *extra, *command, cwd=repo, timeout=120)
     assert proc.stdout, proc.stderr
     out: dict[str, object] = json.loads(proc.stdout)
     out["_rc"] = proc.returncode
@@ -99,18 +88,8 @@ def test_refusals_are_said_on_stderr(tmp_path: Path, mode: list[str]) -> None:
     repo = make_repo(tmp_path / "repo")
     store = tmp_path / "store" / "runs.db"
     script = "import os; os.makedirs('out'); os.symlink('/etc/passwd', 'out/model.pt')"
-    proc = replay_tui(
-        store,
-        "record",
-        *mode,
-        "--artifact",
-        "out/*",
-        "--",
-        sys.executable,
-        "-c",
-        script,
-        cwd=repo,
-    )
+    command = ("--", sys.executable, "-c", script)
+    proc = replay_tui(store, "record", *mode, "--artifact", "out/*", *command, cwd=repo)
     assert proc.returncode == 0, proc.stderr
     why = "out/model.pt: out/model.pt is a symbolic link (-> /etc/passwd)"
     assert f"refused: {why}" in proc.stderr

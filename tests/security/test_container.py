@@ -10,17 +10,14 @@ These tests need scripts/docker-env.sh; without an engine they fail, never skip.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from replay_tui.sdk import uuid7
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.foreign import foreign_manifest, head, ingested
 from tests.support.training import git, make_repo, replay_tui
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -44,22 +41,6 @@ listing = sorted(os.listdir('.git')) if os.path.isdir('.git') else 'not-a-folder
 print('gitprobe', res, listing, flush=True)
 open('out/real.txt', 'w').write('ok')
 """
-
-
-@pytest.fixture(scope="module")
-def image() -> Iterator[str]:
-    ref = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
-    try:
-        import docker
-
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except Exception as e:  # an environment problem: a failure, never a skip
-        pytest.fail(f"no Docker engine: {e} (run scripts/docker-env.sh)")
-    if not ref:
-        pytest.fail("REPLAY_TUI_TRAIN_IMAGE unset (source /var/lib/replay-tui-env/train-image.env)")
-    yield ref
-    client.close()
 
 
 @pytest.fixture
@@ -156,26 +137,17 @@ def test_a_replay_container_cannot_plant_hooks_or_leak_host_files(
     store = tmp_path / "store" / "runs.db"
     secret = _secret(tmp_path)
     digest = os.environ["REPLAY_TUI_TRAIN_DIGEST"].split("@", 1)[1]
-    commit = git(repo, "rev-parse", "HEAD").strip()
-    data: dict[str, Any] = {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": ["python3", "probe.py", str(secret), str(secret)],
-        "code": {"commit": commit, "dirty": False},
-        "image": {"reference": image, "digest": digest},
-        "outputs": {
-            "artifacts": [
-                {"path": "top.bin", "sha256": "0" * 64, "kind": "file"},
-                {"path": "out/model.pt", "sha256": hashlib.sha256(SECRET).hexdigest()},
-            ]
-        },
-    }
-    f = tmp_path / "m.json"
-    f.write_text(json.dumps(data))
-    assert replay_tui(store, "ingest", str(f)).returncode == 0
+    artifacts = [
+        {"path": "top.bin", "sha256": "0" * 64, "kind": "file"},
+        {"path": "out/model.pt", "sha256": hashlib.sha256(SECRET).hexdigest()},
+    ]
+    data = foreign_manifest(
+        head(repo),
+        ["python3", "probe.py", str(secret), str(secret)],
+        image={"reference": image, "digest": digest},
+        outputs={"artifacts": artifacts},
+    )
+    ingested(store, tmp_path, data)
     hooks = {p.name for p in (repo / ".git" / "hooks").iterdir()}
     proc = replay_tui(store, "replay", str(data["run_id"]), "--repo", str(repo))
     out = proc.stdout + proc.stderr

@@ -21,8 +21,8 @@ import pytest
 from replay_tui.errors import BadInput
 from replay_tui.replay import envpolicy
 from replay_tui.replay.envpolicy import check_env, check_extra, env_allowed, is_loader
-from replay_tui.sdk import uuid7
-from tests.support.training import git, make_repo, replay_tui
+from tests.helpers.foreign import foreign_manifest, head
+from tests.support.training import replay_tui
 
 ATTACK = ("GCONV_PATH", "GLIBC_TUNABLES", "PYTHONEXECUTABLE", "NODE_OPTIONS", "PERL5LIB")
 LOADERS = (
@@ -48,16 +48,6 @@ LOADERS = (
     "CUDA_INJECTION64_PATH",
     "GIT_CONFIG_KEY_0",
 )
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "runs.db"
 
 
 @pytest.mark.parametrize("name", LOADERS)
@@ -94,22 +84,16 @@ def test_allow_env_of_a_loader_is_exit_2_on_the_command_line(store: Path, name: 
 
 
 def _manifest(repo: Path, env: dict[str, str]) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": ["python3", "-c", "import codecs; codecs.lookup('PWNED')"],
-        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
-        "image": {
+    digest = os.environ.get("REPLAY_TUI_TRAIN_DIGEST", "x@sha256:" + "0" * 64).split("@", 1)[1]
+    return foreign_manifest(
+        head(repo),
+        ["python3", "-c", "import codecs; codecs.lookup('PWNED')"],
+        image={
             "reference": os.environ.get("REPLAY_TUI_TRAIN_IMAGE", "localhost:5000/x:y"),
-            "digest": os.environ.get("REPLAY_TUI_TRAIN_DIGEST", "x@sha256:" + "0" * 64).split(
-                "@", 1
-            )[1],
+            "digest": digest,
         },
-        "env": env,
-    }
+        env=env,
+    )
 
 
 @pytest.mark.docker

@@ -19,45 +19,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from replay_tui.sdk import uuid7
 from storage.store import RunStore
-from tests.support.training import git, make_repo, replay_tui
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "runs.db"
-
-
-def _foreign(repo: Path, argv: list[str], **extra: Any) -> dict[str, Any]:
-    """A manifest as someone else would send it: claims this host and this user."""
-    data: dict[str, Any] = {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "name": "harmless-baseline",
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": argv,
-        "workdir": ".",
-        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
-        "environment": {"hostname": "this-host"},
-    }
-    data.update(extra)
-    return data
-
-
-def _ingest(store: Path, tmp_path: Path, data: dict[str, Any]) -> str:
-    f = tmp_path / f"{data['run_id']}.json"
-    f.write_text(json.dumps(data))
-    proc = replay_tui(store, "ingest", str(f))
-    assert proc.returncode == 0, proc.stderr
-    return str(data["run_id"])
+from tests.helpers.foreign import host_claim, ingested
+from tests.support.training import git, replay_tui
 
 
 def test_a_foreign_run_never_runs_on_the_host_unasked(
@@ -66,7 +30,7 @@ def test_a_foreign_run_never_runs_on_the_host_unasked(
     marker = tmp_path / "pwned"
     # disguised: the escape sequence erases the line and prints a harmless command over it
     argv = ["bash", "-c", f"touch {marker}; # \x1b[2K\r python3 train.py --epochs 1"]
-    rid = _ingest(store, tmp_path, _foreign(repo, argv))
+    rid = ingested(store, tmp_path, host_claim(repo, argv))
     for extra in ([], ["--json"], ["--quiet"]):
         proc = replay_tui(store, "replay", rid, "--backend", "local", "--repo", str(repo), *extra)
         assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -121,7 +85,7 @@ def test_a_locally_recorded_run_needs_no_flag(repo: Path, store: Path, tmp_path:
 def test_environment_outside_the_allow_list_is_refused(
     repo: Path, store: Path, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    rid = _ingest(store, tmp_path, _foreign(repo, ["python3", "train.py"], env=env))
+    rid = ingested(store, tmp_path, host_claim(repo, ["python3", "train.py"], env=env))
     for backend in ("local", "docker"):
         proc = replay_tui(store, "replay", rid, "--backend", backend, "--allow-foreign-on-host")
         assert proc.returncode == 2, proc.stderr
@@ -130,7 +94,7 @@ def test_environment_outside_the_allow_list_is_refused(
 
 
 def test_allow_env_adds_a_name_but_never_a_loader(repo: Path, store: Path, tmp_path: Path) -> None:
-    rid = _ingest(store, tmp_path, _foreign(repo, ["true"], env={"PYTHONWARNINGS": "x"}))
+    rid = ingested(store, tmp_path, host_claim(repo, ["true"], env={"PYTHONWARNINGS": "x"}))
     proc = replay_tui(store, "replay", rid, "--backend", "local", "--allow-env", "PYTHONWARNINGS")
     assert proc.returncode == 2 and "never passes PYTHONWARNINGS on" in proc.stderr
 
@@ -183,9 +147,9 @@ def test_repo_url_is_not_fetched_without_the_flag(
     repo: Path, store: Path, tmp_path: Path, http_server: tuple[str, list[str]]
 ) -> None:
     url, hits = http_server
-    data = _foreign(repo, ["true"])
+    data = host_claim(repo, ["true"])
     data["code"] = {"commit": "ab" * 20, "repo_url": url}
-    rid = _ingest(store, tmp_path, data)
+    rid = ingested(store, tmp_path, data)
     proc = replay_tui(store, "replay", rid, "--backend", "local", "--allow-foreign-on-host")
     assert proc.returncode == 3, proc.stderr
     assert "not fetched: fetching is a network action; pass --fetch-repo" in proc.stderr
@@ -204,9 +168,9 @@ def test_repo_url_is_not_fetched_without_the_flag(
 def test_dangerous_repo_urls_are_refused_cleanly(
     repo: Path, store: Path, tmp_path: Path, url: str
 ) -> None:
-    data = _foreign(repo, ["true"])
+    data = host_claim(repo, ["true"])
     data["code"] = {"commit": "cd" * 20, "repo_url": url}
-    rid = _ingest(store, tmp_path, data)
+    rid = ingested(store, tmp_path, data)
     proc = replay_tui(
         store, "replay", rid, "--backend", "local", "--allow-foreign-on-host", "--fetch-repo"
     )
@@ -216,9 +180,9 @@ def test_dangerous_repo_urls_are_refused_cleanly(
 
 
 def test_ingest_refuses_a_replay_claim(repo: Path, store: Path, tmp_path: Path) -> None:
-    original = _foreign(repo, ["true"])
-    rid = _ingest(store, tmp_path, original)
-    claim = _foreign(
+    original = host_claim(repo, ["true"])
+    rid = ingested(store, tmp_path, original)
+    claim = host_claim(
         repo,
         ["true"],
         kind="replay",

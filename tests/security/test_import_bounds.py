@@ -17,11 +17,13 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from storage.store import RunStore
 from tests.conftest import MakeManifest
+from tests.helpers.foreign import seeded_store
 from tests.support.tracker_runs import (
     cli,
     ledger_head,
@@ -44,16 +46,6 @@ def mlruns(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return mlflow_folder_run(tmp_path_factory.mktemp("mlflow"))
 
 
-def _seeded(tmp_path: Path, make_manifest: MakeManifest) -> Path:
-    """A store holding one ingested run, so that "nothing stored" is a ledger head."""
-    store = tmp_path / "store" / "runs.db"
-    seed = tmp_path / "seed.json"
-    seed.write_text(json.dumps(make_manifest()))
-    proc = cli(store, "ingest", seed)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return store
-
-
 def _wandb_case(tmp_path: Path, run: Path) -> tuple[Path, Path]:
     """A copy of the run at ``proj/wandb/<run>``, its saved file's link pointed at a copy
     of the checkpoint in ``proj``; (proj, run folder)."""
@@ -70,6 +62,16 @@ def _wandb_case(tmp_path: Path, run: Path) -> tuple[Path, Path]:
 def _nothing_stored(store: Path, head: tuple[int, str] | None) -> None:
     assert ledger_head(store) == head
     assert objects(store) == []
+
+
+def _refused(store: Path, *args: str | Path, **how: Any) -> str:
+    """``replay-tui ARGS`` (an import; ``how``: :func:`cli`'s timeout and extra_env) on
+    ``store``: exit 2, nothing stored; its stderr."""
+    head = ledger_head(store)
+    proc = cli(store, *args, **how)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    _nothing_stored(store, head)
+    return str(proc.stderr)
 
 
 def _mlflow_case(tmp_path: Path, mlruns: Path) -> tuple[Path, Path]:
@@ -125,31 +127,18 @@ def test_o2_an_import_past_its_byte_budget_stores_nothing(
     proj, folder = _wandb_case(tmp_path, wandb_folder)
     big = proj / "model.pt"
     big.write_bytes(os.urandom(8 * MiB))
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "wandb", folder, "--files-root", proj, "--max-bytes", "4MiB")
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert f"import budget: saved file {big} (8 MiB) would bring this import's files to" in (
-        proc.stderr
-    ), proc.stderr
-    assert "the limit is 4 MiB per import: nothing was stored" in proc.stderr
-    assert "--max-bytes" in proc.stderr and "REPLAY_TUI_IMPORT_MAX_BYTES" in proc.stderr
-    _nothing_stored(store, head)
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "wandb", folder, "--files-root", proj, "--max-bytes", "4MiB")
+    assert f"import budget: saved file {big} (8 MiB) would bring this import's files to" in err, err
+    assert "the limit is 4 MiB per import: nothing was stored" in err
+    assert "--max-bytes" in err and "REPLAY_TUI_IMPORT_MAX_BYTES" in err
     js = cli(
         store, "import", "wandb", folder, "--files-root", proj, "--max-bytes", "4MiB", "--json"
     )
     assert js.returncode == 2 and "import budget" in json.loads(js.stdout)["error"]
-    by_env = cli(
-        store,
-        "import",
-        "wandb",
-        folder,
-        "--trust-root",
-        proj,
-        extra_env={"REPLAY_TUI_IMPORT_MAX_BYTES": "4MiB"},
-    )
-    assert by_env.returncode == 2 and "the limit is 4 MiB per import" in by_env.stderr
-    _nothing_stored(store, head)
+    by_env = {"REPLAY_TUI_IMPORT_MAX_BYTES": "4MiB"}
+    err = _refused(store, "import", "wandb", folder, "--trust-root", proj, extra_env=by_env)
+    assert "the limit is 4 MiB per import" in err
     bad = cli(store, "import", "wandb", folder, "--max-bytes", "lots")
     assert bad.returncode == 2 and "--max-bytes 'lots': not a size" in bad.stderr
     raised = cli(
@@ -179,13 +168,10 @@ def test_w1_a_sparse_wandb_log_is_refused_before_it_is_read(
     (log,) = folder.glob("run-*.wandb")
     with log.open("r+b") as f:
         f.truncate(2 * GiB)
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "wandb", folder, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert f"W&B log {log} is sparse" in proc.stderr, proc.stderr[-3000:]
-    assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr
-    _nothing_stored(store, head)
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "wandb", folder, timeout=300)
+    assert f"W&B log {log} is sparse" in err, err[-3000:]
+    assert "MemoryError" not in err and "Traceback" not in err
 
 
 def test_w1_a_wandb_import_past_its_point_budget_stores_nothing(
@@ -194,13 +180,10 @@ def test_w1_a_wandb_import_past_its_point_budget_stores_nothing(
     """The run's histories (two steps of ``loss`` and ``half``) over ``--max-points 3``:
     the log's reading stops there, exit 2 naming the limit and how to raise it."""
     _proj, folder = _wandb_case(tmp_path, wandb_folder)
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "wandb", folder, "--max-points", "3")
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert "more than 3 points; the limit is 3 points per import" in proc.stderr, proc.stderr
-    assert "--max-points" in proc.stderr and "REPLAY_TUI_IMPORT_MAX_POINTS" in proc.stderr
-    _nothing_stored(store, head)
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "wandb", folder, "--max-points", "3")
+    assert "more than 3 points; the limit is 3 points per import" in err, err
+    assert "--max-points" in err and "REPLAY_TUI_IMPORT_MAX_POINTS" in err
     ok = cli(store, "import", "wandb", folder, "--max-points", "4")
     assert ok.returncode == 0, ok.stderr[-3000:]
 
@@ -217,16 +200,13 @@ def test_m1_a_five_million_point_metric_file_is_refused_as_a_stream(
     loss = run / "metrics" / "loss"
     _metric_file(loss, 5_000_000)
     assert 120_000_000 < loss.stat().st_size < 256 * MiB
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "mlflow", copy, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "mlflow", copy, timeout=300)
     assert (
         f"tracker metric file {loss} holds more than 200000 points; the limit for one"
-        " metric's history is 200000: nothing was stored" in proc.stderr
-    ), proc.stderr[-3000:]
-    assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr
-    _nothing_stored(store, head)
+        " metric's history is 200000: nothing was stored" in err
+    ), err[-3000:]
+    assert "MemoryError" not in err and "Traceback" not in err
 
 
 def test_m1_two_long_metric_files_and_too_many_metric_files_are_refused(
@@ -237,24 +217,15 @@ def test_m1_two_long_metric_files_and_too_many_metric_files_are_refused(
     copy, run = _mlflow_case(tmp_path, mlruns)
     for name in ("loss", "lr_now"):
         _metric_file(run / "metrics" / name, 500_000)
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "mlflow", copy, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert f"tracker metric file {run / 'metrics' / 'loss'} holds more than 200000" in (
-        proc.stderr
-    ), proc.stderr[-3000:]
-    _nothing_stored(store, head)
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "mlflow", copy, timeout=300)
+    assert f"tracker metric file {run / 'metrics' / 'loss'} holds more than 200000" in err, err
 
     many, run2 = _mlflow_case(tmp_path / "many", mlruns)
     for i in range(1001 - len(list((run2 / "metrics").iterdir()))):
         (run2 / "metrics" / f"m{i:04d}").write_bytes(b"1795848115276 0.5 0\n")
-    proc = cli(store, "import", "mlflow", many, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert (
-        f"MLflow run {run2} has 1001 metric files; the limit for one run is 1000" in proc.stderr
-    ), proc.stderr[-3000:]
-    _nothing_stored(store, head)
+    err = _refused(store, "import", "mlflow", many, timeout=300)
+    assert f"MLflow run {run2} has 1001 metric files; the limit for one run is 1000" in err, err
 
 
 def test_m1_a_sparse_metric_file_and_the_point_budget(
@@ -268,22 +239,17 @@ def test_m1_a_sparse_metric_file_and_the_point_budget(
     keep = loss.read_bytes()
     with loss.open("r+b") as f:
         f.truncate(200 * MiB)
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "mlflow", copy, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert f"tracker metric file {loss} is sparse" in proc.stderr, proc.stderr[-3000:]
-    _nothing_stored(store, head)
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "mlflow", copy, timeout=300)
+    assert f"tracker metric file {loss} is sparse" in err, err[-3000:]
     loss.write_bytes(keep)
     for how in (
         {"args": ("--max-points", "3"), "env": {}},
         {"args": (), "env": {"REPLAY_TUI_IMPORT_MAX_POINTS": "3"}},
     ):
-        proc = cli(store, "import", "mlflow", copy, *how["args"], extra_env=how["env"])
-        assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-        assert "more than 3 points; the limit is 3 points per import" in proc.stderr
-        assert "--max-points" in proc.stderr
-        _nothing_stored(store, head)
+        err = _refused(store, "import", "mlflow", copy, *how["args"], extra_env=how["env"])
+        assert "more than 3 points; the limit is 3 points per import" in err
+        assert "--max-points" in err
     # the copy's meta.yaml still names the original's artifacts: that folder is named
     ok = cli(store, "import", "mlflow", copy, "--max-points", "4", "--trust-root", mlruns)
     assert ok.returncode == 0, ok.stderr[-3000:]
@@ -335,12 +301,9 @@ def test_w1_a_wandb_history_past_its_limit_stops_the_log_s_reading(
         records.append(row.SerializeToString())
     log.write_bytes(_framed(records))
     assert len(list(read_records(log))) == len(records)  # framed as the reader expects
-    store = _seeded(tmp_path, make_manifest)
-    head = ledger_head(store)
-    proc = cli(store, "import", "wandb", folder, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused(store, "import", "wandb", folder, timeout=300)
     assert (
         f"{log}: metric 'loss' has more than 200000 points; the limit for one metric's"
-        " history is 200000" in proc.stderr
-    ), proc.stderr[-3000:]
-    _nothing_stored(store, head)
+        " history is 200000" in err
+    ), err[-3000:]

@@ -17,52 +17,17 @@ import json
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from replay_tui.replay.consent import run_origin
-from replay_tui.sdk import uuid7
 from storage import integrity, ledger
 from storage.manifest import manifest_from_data
 from storage.records import GapCounts
 from storage.store import IngestItem, Location, RunStore, StoreError
 from tests.conftest import MakeManifest
-from tests.support.training import git, make_repo, replay_tui
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "runs.db"
-
-
-def _foreign(repo: Path, argv: list[str]) -> dict[str, Any]:
-    """A manifest as someone else would send it (claiming this host)."""
-    return {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "name": "harmless-baseline",
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": argv,
-        "workdir": ".",
-        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
-        "environment": {"hostname": "this-host"},
-    }
-
-
-def _ingest(store: Path, tmp_path: Path, data: dict[str, Any]) -> str:
-    f = tmp_path / f"{data['run_id']}.json"
-    f.write_text(json.dumps(data))
-    proc = replay_tui(store, "ingest", str(f))
-    assert proc.returncode == 0, proc.stderr
-    return str(data["run_id"])
+from tests.helpers.foreign import host_claim, ingested
+from tests.support.training import replay_tui
 
 
 def _tamper(path: Path, *sql: tuple[str, tuple[object, ...]]) -> None:
@@ -100,7 +65,7 @@ def test_b16_deleting_the_last_event_does_not_make_a_foreign_run_local(
     repo: Path, store: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "pwned"
-    rid = _ingest(store, tmp_path, _foreign(repo, ["bash", "-c", f"touch {marker}"]))
+    rid = ingested(store, tmp_path, host_claim(repo, ["bash", "-c", f"touch {marker}"]))
     with RunStore(store) as s:
         last = s.events()[-1]
         assert (last.kind, last.run_id) == ("origin:ingest", rid)  # what the attack deletes
@@ -128,7 +93,7 @@ def test_cutting_the_whole_ingest_and_editing_the_row_leaves_the_origin_unproven
     """The forger cuts every event of the ingest (the one naming the manifest too) and
     writes 'local' into the row: nothing proves the run local, so it is refused."""
     marker = tmp_path / "pwned"
-    rid = _ingest(store, tmp_path, _foreign(repo, ["bash", "-c", f"touch {marker}"]))
+    rid = ingested(store, tmp_path, host_claim(repo, ["bash", "-c", f"touch {marker}"]))
     with RunStore(store) as s:
         first = min(e.seq for e in s.events() if e.run_id == rid)
     _tamper(
@@ -153,7 +118,7 @@ def test_cutting_the_whole_ingest_and_editing_the_row_leaves_the_origin_unproven
 
 def test_editing_the_row_origin_to_local_is_caught(repo: Path, store: Path, tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    rid = _ingest(store, tmp_path, _foreign(repo, ["bash", "-c", f"touch {marker}"]))
+    rid = ingested(store, tmp_path, host_claim(repo, ["bash", "-c", f"touch {marker}"]))
     _tamper(store, ("UPDATE runs SET origin = 'local' WHERE id = ?", (rid,)))
     with RunStore(store) as s:
         assert run_origin(s, rid) == "ingest"  # the ledger's foreign claim wins

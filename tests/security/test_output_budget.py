@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from replay_tui import door
 from replay_tui.door import Refused
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.commands import RECORD_OUTPUTS
 from tests.support.training import cli_env, git, make_repo, replay_tui
 
 GiB = 1 << 30
@@ -56,6 +58,15 @@ def _repo(tmp_path: Path) -> Path:
     git(repo, "add", "writer.py")
     git(repo, "commit", "-q", "-m", "writer")
     return repo
+
+
+def _record_writer(
+    store: Path, repo: Path, big: str, parts: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``record`` (outputs ``out/*``, then ``flags``) of this interpreter running
+    ``writer.py BIG PARTS`` in ``repo``."""
+    command = ("--", sys.executable, "writer.py", big, parts)
+    return replay_tui(store, *RECORD_OUTPUTS, *flags, *command, cwd=repo, timeout=300)
 
 
 def _on_disk(objects: ObjectStore) -> tuple[int, int, list[str]]:
@@ -151,21 +162,7 @@ def test_the_early_reader_stages_no_more_than_the_budget_and_no_sparse_file(
 def test_record_refuses_a_sparse_output_and_copies_nothing_of_it(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     store = tmp_path / "store" / "runs.db"
-    big = 8 * GiB
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        "--",
-        sys.executable,
-        "writer.py",
-        str(big),
-        "0",
-        cwd=repo,
-        timeout=300,
-    )
+    proc = _record_writer(store, repo, str(8 * GiB), "0")
     assert proc.returncode == 0, proc.stderr[-3000:]  # the command's own exit code
     res = json.loads(proc.stdout)
     why = (
@@ -192,22 +189,7 @@ def test_record_stops_at_the_total_budget_set_by_the_flag(tmp_path: Path) -> Non
     copied, and the user told which, the budget, who set it and how to raise it."""
     repo = _repo(tmp_path)
     store = tmp_path / "store" / "runs.db"
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--output-budget",
-        "2MiB",
-        "--artifact",
-        "out/*",
-        "--",
-        sys.executable,
-        "writer.py",
-        "0",
-        "40",
-        cwd=repo,
-        timeout=300,
-    )
+    proc = _record_writer(store, repo, "0", "40", "--output-budget", "2MiB")
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     first = (
@@ -259,20 +241,6 @@ def test_the_budget_from_the_environment_and_a_bad_size(tmp_path: Path) -> None:
 
 
 # -- in the real Docker engine --------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    ref = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
-    try:
-        import docker
-
-        docker.from_env(timeout=120).ping()
-    except Exception as e:  # an environment problem: a failure, never a skip
-        pytest.fail(f"no Docker engine: {e} (run scripts/docker-env.sh)")
-    if not ref:
-        pytest.fail("REPLAY_TUI_TRAIN_IMAGE unset (source /var/lib/replay-tui-env/train-image.env)")
-    return ref
 
 
 @pytest.mark.docker
@@ -344,20 +312,7 @@ def test_a_local_replay_stops_at_the_budget_set_by_its_flag(tmp_path: Path) -> N
     the rest unhashed (INCOMPLETE, never a silent pass) and names the flag that raises it."""
     repo = _repo(tmp_path)
     store = tmp_path / "store" / "runs.db"
-    proc = replay_tui(
-        store,
-        "record",
-        "--json",
-        "--artifact",
-        "out/*",
-        "--",
-        sys.executable,
-        "writer.py",
-        "0",
-        "40",
-        cwd=repo,
-        timeout=300,
-    )
+    proc = _record_writer(store, repo, "0", "40")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rid = json.loads(proc.stdout)["run_id"]
     before = _on_disk(ObjectStore.beside(store))[1]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from replay_tui.sdk import uuid7
+from tests.helpers.foreign import foreign_manifest, head, ingested
 from tests.support.runtimes import apptainer_first_replays, require
 from tests.support.training import git, make_repo, replay_tui
 
@@ -96,24 +96,15 @@ def _ingest(store: Path, repo: Path, marker: str) -> str:
     tag = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
     if not ref or not tag:
         pytest.fail("REPLAY_TUI_TRAIN_DIGEST unset: source /var/lib/replay-tui-env/train-image.env")
-    data: dict[str, Any] = {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": ["python3", "probe.py", marker],
-        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
-        "image": {"reference": tag, "digest": ref.split("@", 1)[1]},
-        "hardware": {"cpu_count": 1},
-        "outputs": {"artifacts": [{"path": "out/result.txt", "sha256": "0" * 64}]},
-        "capture": {"artifact_globs": ["out/*"]},
-    }
-    f = repo.parent / f"{data['run_id']}.json"
-    f.write_text(json.dumps(data))
-    proc = replay_tui(store, "ingest", str(f))
-    assert proc.returncode == 0, proc.stderr
-    return str(data["run_id"])
+    data = foreign_manifest(
+        head(repo),
+        ["python3", "probe.py", marker],
+        image={"reference": tag, "digest": ref.split("@", 1)[1]},
+        hardware={"cpu_count": 1},
+        outputs={"artifacts": [{"path": "out/result.txt", "sha256": "0" * 64}]},
+        capture={"artifact_globs": ["out/*"]},
+    )
+    return ingested(store, repo.parent, data)
 
 
 @pytest.mark.parametrize("backend", ["docker", "podman", "apptainer"])

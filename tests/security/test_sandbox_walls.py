@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 
 from replay_tui.replay.backends.docker.walls import MOUNT_SOURCE, our_mounts
-from replay_tui.sdk import uuid7
 from storage.store import RunStore
+from tests.helpers.engines import docker_client
+from tests.helpers.foreign import foreign_manifest, head, ingested
 from tests.support.training import git, make_repo, replay_tui
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -67,27 +68,9 @@ print('allocated', flush=True)
 """
 
 
-@pytest.fixture(scope="module")
-def image() -> Iterator[str]:
-    ref = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
-    try:
-        import docker
-
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except Exception as e:  # an environment problem: a failure, never a skip
-        pytest.fail(f"no Docker engine: {e} (run scripts/docker-env.sh)")
-    if not ref:
-        pytest.fail("REPLAY_TUI_TRAIN_IMAGE unset (source /var/lib/replay-tui-env/train-image.env)")
-    yield ref
-    client.close()
-
-
 @pytest.fixture
 def engine(image: str) -> Iterator[Any]:
-    import docker
-
-    client = docker.from_env(timeout=120)
+    client = docker_client()
     yield client
     client.close()
 
@@ -102,28 +85,17 @@ def _repo(tmp_path: Path, program: str) -> Path:
 
 def _ingest(store: Path, repo: Path, image: str, **extra: Any) -> str:
     """A run as someone else sent it: the probe in the pinned image, writing out/."""
-    data: dict[str, Any] = {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": ["python3", "probe.py"],
-        "code": {"commit": git(repo, "rev-parse", "HEAD").strip(), "dirty": False},
-        "image": {
-            "reference": image,
-            "digest": os.environ["REPLAY_TUI_TRAIN_DIGEST"].split("@", 1)[1],
-        },
-        "hardware": {"cpu_count": 1},
-        "outputs": {"artifacts": [{"path": "out/result.txt", "sha256": "0" * 64}]},
-        "capture": {"artifact_globs": ["out/*"]},
+    digest = os.environ["REPLAY_TUI_TRAIN_DIGEST"].split("@", 1)[1]
+    data = foreign_manifest(
+        head(repo),
+        ["python3", "probe.py"],
+        image={"reference": image, "digest": digest},
+        hardware={"cpu_count": 1},
+        outputs={"artifacts": [{"path": "out/result.txt", "sha256": "0" * 64}]},
+        capture={"artifact_globs": ["out/*"]},
         **extra,
-    }
-    f = repo.parent / f"{data['run_id']}.json"
-    f.write_text(json.dumps(data))
-    proc = replay_tui(store, "ingest", str(f))
-    assert proc.returncode == 0, proc.stderr
-    return str(data["run_id"])
+    )
+    return ingested(store, repo.parent, data)
 
 
 def _replay(store: Path, rid: str, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -140,36 +112,111 @@ def _log(store: Path, run_id: str) -> str:
     return (store.parent / "logs" / f"{run_id}.log").read_text()
 
 
+def _printed(store: Path, run_id: str, tag: str) -> dict[str, Any]:
+    """What the probe printed as JSON after ``TAG `` in the run's log."""
+    found: dict[str, Any] = json.loads(_log(store, run_id).split(f"{tag} ", 1)[1].splitlines()[0])
+    return found
+
+
+def _inspect_while_running(engine: Any, seen: dict[str, Any], done: threading.Event) -> None:
+    """Each replay container that printed its FACTS: inspected, then told to go on (a
+    replay that diverges may run more than one); polled until ``done``."""
+    told: set[str] = set()
+    while not done.is_set():
+        for c in engine.containers.list(filters={"label": "io.replay-tui.run"}):
+            if c.id in told or c.status != "running":
+                continue
+            if b"FACTS" in c.logs(stdout=True, stderr=False):
+                seen.setdefault("attrs", c.attrs)
+                c.exec_run(["touch", "/tmp/go"])
+                told.add(c.id)
+        done.wait(0.1)
+
+
+def _replay_inspected(
+    engine: Any, store: Path, rid: str, *args: str
+) -> tuple[int, dict[str, Any], str, dict[str, Any]]:
+    """:func:`_replay` with each of its containers inspected while it runs; also what the
+    inspection saw (``attrs``: the first container's)."""
+    seen: dict[str, Any] = {}
+    done = threading.Event()
+    t = threading.Thread(target=_inspect_while_running, args=(engine, seen, done), daemon=True)
+    t.start()
+    try:
+        code, rep, out = _replay(store, rid, *args)
+    finally:
+        done.set()
+        t.join(timeout=10)
+    return code, rep, out, seen
+
+
+def _check_limits(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The inspected container's walls: memory without swap past it, the recorded one
+    CPU, nobody inside; its host config."""
+    host: dict[str, Any] = attrs["HostConfig"]
+    assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]  # no swap beyond it
+    assert host["NanoCpus"] == 1_000_000_000  # the recorded cpu_count, 1
+    assert attrs["Config"]["User"] == "65534:65534"  # root on the host, nobody inside
+    return host
+
+
+def _check_facts_and_sandbox(store: Path, replay_run: str, host: dict[str, Any]) -> Any:
+    """The probe ran as nobody in a 1 GiB output folder, the store verifies, and the replay
+    manifest records the walls the container had; that manifest."""
+    facts = _printed(store, replay_run, "FACTS")
+    assert (facts["uid"], facts["gid"]) == (65534, 65534)
+    assert facts["out_bytes"] == 1 << 30  # the default bound: at least 1 GiB
+    with RunStore(store) as s:
+        m = s.manifest(replay_run)
+        assert s.verify().ok
+    assert m.replay is not None and m.replay.sandbox is not None
+    sb = m.replay.sandbox
+    assert sb.user == "65534:65534" and sb.cpus == 1.0 and sb.output_bytes == 1 << 30
+    assert sb.memory_limit and sb.memory_limit.endswith("m")
+    assert int(sb.memory_limit[:-1]) * MiB == host["Memory"]
+    return m
+
+
+def _check_filled_to_the_bound(store: Path, rep: dict[str, Any], out: str) -> dict[str, Any]:
+    """A completed replay of FILL_OUT under ``--output-size 8m``: ENOSPC inside, in a
+    tmpfs, the bound recorded; what the probe printed."""
+    r = rep["replays"][0]
+    assert r["replay_status"] == "completed", out[-3000:]
+    fill = _printed(store, r["replay_run"], "FILL")
+    assert fill["error"] == "ENOSPC", fill  # the wall, inside the container
+    assert fill["written"] <= 8 * MiB
+    assert fill["fs"] and set(fill["fs"]) == {"tmpfs"}  # never this host's disk
+    with RunStore(store) as s:
+        m = s.manifest(r["replay_run"])
+    assert m.replay is not None and m.replay.sandbox is not None
+    assert m.replay.sandbox.output_bytes == 8 * MiB
+    return fill
+
+
+def _check_killed_for_memory(
+    store: Path, rid: str, rep: dict[str, Any], code: int, out: str, why: str
+) -> None:
+    """A replay under ``--memory 96m`` that the wall ended: an infrastructure result whose
+    reason names the limit and ``why``, the run never judged, the limit recorded."""
+    assert code == 3, out[-3000:]  # the machine's wall ended it: not "not reproduced"
+    r = rep["replays"][0]
+    assert r["replay_status"] == "infra-error"
+    assert "memory limit of 96m" in r["reason"] and why in r["reason"]
+    assert r["verdict"] == "INCOMPLETE"
+    with RunStore(store) as s:
+        assert s.get_run(rid).last_verdict is None  # never judged
+        m = s.manifest(r["replay_run"])
+    assert m.replay is not None and m.replay.sandbox is not None
+    assert m.replay.sandbox.memory_limit == "96m"
+
+
 def test_the_replay_container_has_a_memory_and_cpu_limit_and_no_root(
     image: str, engine: Any, tmp_path: Path
 ) -> None:
     repo = _repo(tmp_path, WAIT_FOR_GO)
     store = tmp_path / "store" / "runs.db"
     rid = _ingest(store, repo, image)
-    seen: dict[str, Any] = {}
-    done = threading.Event()
-
-    def inspect_then_go() -> None:
-        # every replica's container (a replay that diverges may run more than one),
-        # inspected once it runs the probe, then told to go on; polled until the replay ends
-        told: set[str] = set()
-        while not done.is_set():
-            for c in engine.containers.list(filters={"label": "io.replay-tui.run"}):
-                if c.id in told or c.status != "running":
-                    continue
-                if b"FACTS" in c.logs(stdout=True, stderr=False):
-                    seen.setdefault("attrs", c.attrs)
-                    c.exec_run(["touch", "/tmp/go"])
-                    told.add(c.id)
-            done.wait(0.1)
-
-    t = threading.Thread(target=inspect_then_go, daemon=True)
-    t.start()
-    try:
-        code, rep, out = _replay(store, rid, "--keep-workdir")
-    finally:
-        done.set()
-        t.join(timeout=10)
+    code, rep, out, seen = _replay_inspected(engine, store, rid, "--keep-workdir")
     kept = _kept_workdirs(store, rep)
     try:
         _check_walls(store, rep, code, out, seen)
@@ -198,24 +245,10 @@ def _check_walls(
     store: Path, rep: dict[str, Any], code: int, out: str, seen: dict[str, Any]
 ) -> None:
     assert seen, f"the test never saw the replay container running: {out[-2000:]}"
-    attrs = seen["attrs"]
-    host = attrs["HostConfig"]
-    assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]  # no swap beyond it
-    assert host["NanoCpus"] == 1_000_000_000  # the recorded cpu_count, 1
-    assert attrs["Config"]["User"] == "65534:65534"  # root on the host, nobody inside
+    host = _check_limits(seen["attrs"])
     r = rep["replays"][0]
     assert code != 3 and r["replay_status"] == "completed", out[-3000:]  # ran to its end
-    facts = json.loads(_log(store, r["replay_run"]).split("FACTS ", 1)[1].splitlines()[0])
-    assert (facts["uid"], facts["gid"]) == (65534, 65534)
-    assert facts["out_bytes"] == 1 << 30  # the default bound: at least 1 GiB
-    with RunStore(store) as s:
-        m = s.manifest(r["replay_run"])
-        assert s.verify().ok
-    assert m.replay is not None and m.replay.sandbox is not None
-    sb = m.replay.sandbox
-    assert sb.user == "65534:65534" and sb.cpus == 1.0 and sb.output_bytes == 1 << 30
-    assert sb.memory_limit and sb.memory_limit.endswith("m")
-    assert int(sb.memory_limit[:-1]) * MiB == host["Memory"]
+    _check_facts_and_sandbox(store, r["replay_run"], host)
 
 
 def test_a_write_past_the_output_bound_fails_inside_with_enospc(image: str, tmp_path: Path) -> None:
@@ -223,18 +256,9 @@ def test_a_write_past_the_output_bound_fails_inside_with_enospc(image: str, tmp_
     store = tmp_path / "store" / "runs.db"
     rid = _ingest(store, repo, image)
     code, rep, out = _replay(store, rid, "--output-size", "8m")
-    r = rep["replays"][0]
-    assert r["replay_status"] == "completed", out[-3000:]
-    fill = json.loads(_log(store, r["replay_run"]).split("FILL ", 1)[1].splitlines()[0])
-    assert fill["error"] == "ENOSPC", fill  # the wall, inside the container
-    assert fill["written"] <= 8 * MiB
-    with RunStore(store) as s:
-        m = s.manifest(r["replay_run"])
-    assert m.replay is not None and m.replay.sandbox is not None
-    assert m.replay.sandbox.output_bytes == 8 * MiB
-    # what it wrote lived in the bounded folder (a tmpfs, never this host's disk), which
-    # is unmounted and gone with the replay's scratch folder
-    assert fill["fs"] and set(fill["fs"]) == {"tmpfs"}
+    _check_filled_to_the_bound(store, rep, out)
+    # what it wrote lived in the bounded folder (a tmpfs), which is unmounted and gone
+    # with the replay's scratch folder
     assert not _left_by_dead_replays()
     leftovers = [p for p in Path(tempfile.gettempdir()).glob("replay-tui-replay-*") if p.is_dir()]
     assert not any((p / "out" / "big.bin").exists() for p in leftovers)
@@ -258,16 +282,7 @@ def test_a_replay_killed_for_memory_is_an_infrastructure_result_naming_the_limit
     store = tmp_path / "store" / "runs.db"
     rid = _ingest(store, repo, image)
     code, rep, out = _replay(store, rid, "--memory", "96m")
-    assert code == 3, out[-3000:]  # the machine's wall ended it: not "not reproduced"
-    r = rep["replays"][0]
-    assert r["replay_status"] == "infra-error"
-    assert "memory limit of 96m" in r["reason"] and "OOMKilled" in r["reason"]
-    assert r["verdict"] == "INCOMPLETE"
-    with RunStore(store) as s:
-        assert s.get_run(rid).last_verdict is None  # never judged
-        m = s.manifest(r["replay_run"])
-    assert m.replay is not None and m.replay.sandbox is not None
-    assert m.replay.sandbox.memory_limit == "96m"
+    _check_killed_for_memory(store, rid, rep, code, out, "OOMKilled")
 
 
 def test_a_bounded_folder_a_killed_replay_left_is_unmounted_by_the_next(
@@ -328,7 +343,7 @@ def test_record_image_runs_within_walls_and_keeps_what_it_did_not_write(
     assert host["NanoCpus"] > 0
     assert seen["attrs"]["Config"]["User"] == "65534:65534"  # root records, nobody inside
     rid = json.loads(proc.stdout)["run_id"]
-    facts = json.loads(_log(store, rid).split("FACTS ", 1)[1].splitlines()[0])
+    facts = _printed(store, rid, "FACTS")
     assert (facts["uid"], facts["gid"]) == (65534, 65534)
     # what it wrote is in the repository once the bounded folder is gone; what an earlier
     # run left there is the same file, still told apart (stale), never claimed as written

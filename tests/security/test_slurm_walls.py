@@ -11,9 +11,6 @@ records the walls.  Without a cluster or an engine these tests fail, never skip.
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,17 +18,21 @@ from typing import Any
 import pytest
 
 from replay_tui.replay.backends.docker.walls import our_mounts
-from storage.store import RunStore
+from tests.helpers.engines import docker_client, train_env
 from tests.replay.test_slurm import _cluster_problem
 from tests.security.test_sandbox_walls import (
     ALLOCATE,
     FILL_OUT,
     WAIT_FOR_GO,
+    _check_facts_and_sandbox,
+    _check_filled_to_the_bound,
+    _check_killed_for_memory,
+    _check_limits,
     _ingest,
-    _log,
+    _replay_inspected,
     _repo,
 )
-from tests.support.training import replay_tui
+from tests.security.test_sandbox_walls import _replay as _replay_in_docker
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker, pytest.mark.slow]
 
@@ -43,49 +44,18 @@ def image() -> str:
     problem = _cluster_problem()
     if problem:
         pytest.fail(f"no Slurm cluster: {problem} (run scripts/slurm-env.sh)")
-    ref = os.environ.get("REPLAY_TUI_TRAIN_IMAGE")
-    if not ref:
-        pytest.fail("REPLAY_TUI_TRAIN_IMAGE unset (source /var/lib/replay-tui-env/train-image.env)")
-    return ref
+    return train_env()
 
 
 @pytest.fixture
 def engine(image: str) -> Iterator[Any]:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=120)
-        client.ping()
-    except Exception as e:  # an environment problem: a failure, never a skip
-        pytest.fail(f"no Docker engine: {e} (run scripts/docker-env.sh)")
+    client = docker_client()
     yield client
     client.close()
 
 
 def _replay(store: Path, rid: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    repo = store.parent.parent / "repo"
-    proc = replay_tui(
-        store, "replay", rid, "--json", "--backend", "slurm", "--repo", str(repo), *args
-    )
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = {}
-    return proc.returncode, data, proc.stderr + proc.stdout
-
-
-def _inspect_while_running(engine: Any, seen: dict[str, Any], done: threading.Event) -> None:
-    """Each replay container that printed its FACTS: inspected, then told to go on."""
-    told: set[str] = set()
-    while not done.is_set():
-        for c in engine.containers.list(filters={"label": "io.replay-tui.run"}):
-            if c.id in told or c.status != "running":
-                continue
-            if b"FACTS" in c.logs(stdout=True, stderr=False):
-                seen.setdefault("attrs", c.attrs)
-                c.exec_run(["touch", "/tmp/go"])
-                told.add(c.id)
-        done.wait(0.1)
+    return _replay_in_docker(store, rid, "--backend", "slurm", *args)
 
 
 def test_the_slurm_jobs_container_has_walls_and_the_manifest_records_them(
@@ -94,40 +64,19 @@ def test_the_slurm_jobs_container_has_walls_and_the_manifest_records_them(
     repo = _repo(tmp_path, WAIT_FOR_GO)
     store = tmp_path / "store" / "runs.db"
     rid = _ingest(store, repo, image)  # hardware.cpu_count 1
-    seen: dict[str, Any] = {}
-    done = threading.Event()
-    t = threading.Thread(target=_inspect_while_running, args=(engine, seen, done), daemon=True)
-    t.start()
-    try:
-        code, rep, out = _replay(store, rid)
-    finally:
-        done.set()
-        t.join(timeout=10)
+    code, rep, out, seen = _replay_inspected(engine, store, rid, "--backend", "slurm")
     assert seen, f"the test never saw the job's container running: {out[-3000:]}"
-    attrs = seen["attrs"]
-    host = attrs["HostConfig"]
-    assert attrs["Name"].startswith("/replay-tui-")  # the job script's container
-    assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]  # no swap beyond it
-    assert host["NanoCpus"] == 1_000_000_000  # the recorded cpu_count 1, the job's 1 CPU
-    assert attrs["Config"]["User"] == "65534:65534"  # root submits, nobody inside
+    assert seen["attrs"]["Name"].startswith("/replay-tui-")  # the job script's container
+    host = _check_limits(seen["attrs"])  # the recorded cpu_count 1, the job's 1 CPU
     r = rep["replays"][0]
     assert r["replay_status"] == "completed", out[-3000:]
-    facts = json.loads(_log(store, r["replay_run"]).split("FACTS ", 1)[1].splitlines()[0])
-    assert (facts["uid"], facts["gid"]) == (65534, 65534)
-    assert facts["out_bytes"] == 1 << 30  # the tmpfs the job script mounted: 1 GiB
-    with RunStore(store) as s:
-        m = s.manifest(r["replay_run"])
-        assert s.verify().ok
+    # the tmpfs the job script mounted is 1 GiB
+    m = _check_facts_and_sandbox(store, r["replay_run"], host)
     # what the run wrote in the bounded folder came back to the spool's checkout
     got = {a.path: a.sha256 for a in m.outputs.artifacts}
     assert got.get("out/result.txt") == (
         "2689367b205c16ce32ed4200942b8b8b1e262dfc70d9bc9fbc77c49699a4f1df"  # sha256("ok")
     ), got
-    assert m.replay is not None and m.replay.sandbox is not None
-    sb = m.replay.sandbox
-    assert sb.user == "65534:65534" and sb.cpus == 1.0 and sb.output_bytes == 1 << 30
-    assert sb.memory_limit and sb.memory_limit.endswith("m")
-    assert int(sb.memory_limit[:-1]) * MiB == host["Memory"]
     assert code in (0, 1)  # judged (the ingested hash is not the output's), not infra
 
 
@@ -138,16 +87,7 @@ def test_a_write_past_the_slurm_jobs_output_bound_gets_enospc(
     store = tmp_path / "store" / "runs.db"
     rid = _ingest(store, repo, image)
     code, rep, out = _replay(store, rid, "--output-size", "8m")
-    r = rep["replays"][0]
-    assert r["replay_status"] == "completed", out[-3000:]
-    fill = json.loads(_log(store, r["replay_run"]).split("FILL ", 1)[1].splitlines()[0])
-    assert fill["error"] == "ENOSPC", fill  # the wall, inside the container
-    assert fill["written"] <= 8 * MiB
-    assert fill["fs"] and set(fill["fs"]) == {"tmpfs"}  # mounted by the job script
-    with RunStore(store) as s:
-        m = s.manifest(r["replay_run"])
-    assert m.replay is not None and m.replay.sandbox is not None
-    assert m.replay.sandbox.output_bytes == 8 * MiB
+    _check_filled_to_the_bound(store, rep, out)  # in the tmpfs the job script mounted
     spool = store.parent / "slurm-spool"
     assert not [p for p, _ in our_mounts() if p.startswith(str(spool))]  # all unmounted
     assert code in (0, 1)
@@ -160,16 +100,7 @@ def test_a_slurm_job_killed_for_memory_is_an_infrastructure_result_naming_the_li
     store = tmp_path / "store" / "runs.db"
     rid = _ingest(store, repo, image)
     code, rep, out = _replay(store, rid, "--memory", "96m")
-    assert code == 3, out[-3000:]  # the machine's wall ended it: not "not reproduced"
-    r = rep["replays"][0]
-    assert r["replay_status"] == "infra-error"
-    assert "memory limit of 96m" in r["reason"] and "oom" in r["reason"]
-    assert r["verdict"] == "INCOMPLETE"
-    with RunStore(store) as s:
-        assert s.get_run(rid).last_verdict is None  # never judged
-        m = s.manifest(r["replay_run"])
-    assert m.replay is not None and m.replay.sandbox is not None
-    assert m.replay.sandbox.memory_limit == "96m"
+    _check_killed_for_memory(store, rid, rep, code, out, "oom")
 
 
 SLEEP = """\

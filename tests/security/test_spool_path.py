@@ -37,9 +37,9 @@ from typing import Any
 
 import pytest
 
-from replay_tui.sdk import uuid7
 from storage.store import RunStore
-from tests.support.training import git
+from tests.helpers.foreign import REAL_TXT, foreign_manifest, head, ingested, pinned
+from tests.helpers.repos import commit_repo
 
 EXE = Path(sys.executable).parent / "replay-tui"
 NOBODY = 65534
@@ -164,36 +164,11 @@ def shared_tmp() -> Iterator[Path]:
 def _ingest(store: Path, tmp_path: Path, image: str, program: str) -> tuple[str, Path]:
     """A foreign run of ``python3 prog.py`` (writes out/real.txt) at a commit of a fresh
     repository, ingested; (its run id, the repository)."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / ".gitignore").write_text("out/\n")
-    (repo / "prog.py").write_text(program)
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "program")
-    commit = git(repo, "rev-parse", "HEAD").strip()
-    run_id = uuid7()
-    data = {
-        "schema_version": 1,
-        "run_id": run_id,
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": ["python3", "prog.py"],
-        "code": {"commit": commit, "dirty": False},
-        "image": {"reference": image, "digest": image.split("@", 1)[1]},
-        "outputs": {
-            "artifacts": [
-                {"path": "out/real.txt", "sha256": hashlib.sha256(b"ok").hexdigest(),
-                 "size_bytes": 2}
-            ]
-        },
-    }  # fmt: skip
-    f = tmp_path / "run.json"
-    f.write_text(json.dumps(data))
-    proc = _cli(store, "ingest", f)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return run_id, repo
+    repo = commit_repo(tmp_path / "repo", {"prog.py": program}, ignore="out/\n")
+    data = foreign_manifest(
+        head(repo), ["python3", "prog.py"], image=pinned(image), outputs={"artifacts": [REAL_TXT]}
+    )
+    return ingested(store, tmp_path, data), repo
 
 
 def _targets(base: Path) -> dict[str, Path]:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -29,10 +28,14 @@ from typing import Any
 import pytest
 
 from replay_tui.door import LIMITS
-from replay_tui.sdk import uuid7
 from storage.objects import ObjectStore
 from storage.store import RunStore
 from tests.conftest import MakeManifest
+from tests.helpers.engines import docker_client, train_env
+from tests.helpers.foreign import REAL_TXT, foreign_manifest, ingested, pinned, seeded_store
+from tests.helpers.repos import commit_repo
+from tests.security.test_import_bounds import _wandb_case
+from tests.support.tracker_runs import ledger_head, objects
 from tests.support.training import git
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "support" / "programs"
@@ -73,35 +76,22 @@ def _cli(
     )
 
 
-def _ledger_head(store: Path) -> tuple[int, str] | None:
-    if not store.exists():
-        return None
-    with sqlite3.connect(store) as conn:
-        row = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-    return None if row is None else (int(row[0]), str(row[1]))
-
-
-def _objects(store: Path) -> list[Path]:
-    root = ObjectStore.beside(store).root
-    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
-
-
 def _nothing_kept(store: Path, secret: bytes) -> None:
     """No object holds ``secret``, nor any object as big as a saved file may be."""
     assert ObjectStore.beside(store).get(hashlib.sha256(secret).hexdigest()) is None
-    for p in _objects(store):
+    for p in objects(store):
         assert p.stat().st_size < LIMITS["saved file"], p
         assert secret not in p.read_bytes(), p
 
 
-def _seeded_store(tmp_path: Path, make_manifest: MakeManifest) -> Path:
-    """A store holding one ingested run, so that 'nothing stored' is a ledger head."""
-    store = tmp_path / "store" / "runs.db"
-    f = tmp_path / "seed.json"
-    f.write_text(json.dumps(make_manifest()))
-    proc = _cli(store, "ingest", f)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return store
+def _refused_import(store: Path, *args: str | Path, timeout: float = 300) -> str:
+    """``ARGS`` (an import) on ``store``: exit 2, the store's ledger head unchanged; what
+    it said on stderr."""
+    head = ledger_head(store)
+    proc = _cli(store, *args, timeout=timeout)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert ledger_head(store) == head
+    return proc.stderr
 
 
 def _repo(path: Path, files: dict[str, str]) -> tuple[Path, str]:
@@ -123,13 +113,10 @@ def _repo(path: Path, files: dict[str, str]) -> tuple[Path, str]:
 def wandb_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder written by the real wandb client (offline): its ``files/model.pt`` is
     the link ``wandb.save`` leaves to the program's checkpoint."""
-    repo = tmp_path_factory.mktemp("wandb") / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(PROGRAMS / "wandb_train.py", repo / "train.py")
-    (repo / ".gitignore").write_text("wandb/\n*.pt\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "tiny program")
+    files = {"train.py": (PROGRAMS / "wandb_train.py").read_text()}
+    repo = commit_repo(
+        tmp_path_factory.mktemp("wandb") / "repo", files, "tiny program", ignore="wandb/\n*.pt\n"
+    )
     proc = subprocess.run(
         [sys.executable, "train.py", "--steps", "2"],
         cwd=repo,
@@ -142,20 +129,6 @@ def wandb_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (run,) = (repo / "wandb").glob("offline-run-*")
     assert (run / "files" / "model.pt").is_symlink()
     return run
-
-
-def _wandb_case(tmp_path: Path, run: Path) -> tuple[Path, Path]:
-    """A copy of the run under ``tmp_path/proj/wandb/`` (``proj`` is trusted only when
-    named: ``--files-root proj``), its checkpoint copied to ``proj/model.pt`` and the saved
-    file's link pointed there; (proj, run folder)."""
-    proj = tmp_path / "proj"
-    folder = proj / "wandb" / run.name
-    shutil.copytree(run, folder, symlinks=True)
-    link = folder / "files" / "model.pt"
-    shutil.copyfile(os.path.realpath(link), proj / "model.pt")
-    link.unlink()
-    link.symlink_to(proj / "model.pt")
-    return proj, folder
 
 
 def _artifacts(store: Path, out: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +182,7 @@ def test_w2_a_files_folder_that_is_a_link_is_never_followed(
     assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
     assert f"{folder / 'files'} is a symbolic link (-> {elsewhere})" in proc.stderr
     assert "never followed" in proc.stderr
-    assert _ledger_head(store) is None or not RunStore(store).list_runs()
+    assert ledger_head(store) is None or not RunStore(store).list_runs()
     # only the saved file there: the run imports, the file is refused
     only = tmp_path / "only" / "files"
     only.mkdir(parents=True)
@@ -270,7 +243,7 @@ def test_w6_a_wandb_log_that_is_a_fifo_is_refused_without_waiting(
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
     assert time.monotonic() - t0 < 120
     assert stat.S_ISFIFO(os.lstat(log).st_mode)
-    assert _ledger_head(store) is None or not RunStore(store).list_runs()
+    assert ledger_head(store) is None or not RunStore(store).list_runs()
 
 
 @pytest.mark.slow
@@ -287,7 +260,7 @@ def test_w7_a_wandb_log_that_is_a_link_is_not_taken(wandb_run: Path, tmp_path: P
     proc = _cli(store, "import", "wandb", folder, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
     assert f"{folder}: no run-*.wandb file: not a W&B run folder" in proc.stderr
-    assert _ledger_head(store) is None or not RunStore(store).list_runs()
+    assert ledger_head(store) is None or not RunStore(store).list_runs()
 
 
 @pytest.mark.slow
@@ -311,7 +284,7 @@ def test_w8_a_saved_file_over_its_limit_is_refused_unread(wandb_run: Path, tmp_p
     assert time.monotonic() - t0 < 300
     js = _cli(store, "import", "wandb", folder, "--json")
     assert _artifacts(store, json.loads(js.stdout))["model.pt"].sha256 is None
-    assert all(p.stat().st_size < GiB for p in _objects(store))
+    assert all(p.stat().st_size < GiB for p in objects(store))
 
 
 # -- MLflow -------------------------------------------------------------------------------
@@ -320,13 +293,10 @@ def test_w8_a_saved_file_over_its_limit_is_refused_unread(wandb_run: Path, tmp_p
 @pytest.fixture(scope="module")
 def mlruns(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An ``mlruns/`` folder the real MLflow client wrote (one run, two steps)."""
-    repo = tmp_path_factory.mktemp("mlflow") / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    shutil.copy(PROGRAMS / "mlflow_train.py", repo / "train.py")
-    (repo / ".gitignore").write_text("out/\nmlruns/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "tiny program")
+    files = {"train.py": (PROGRAMS / "mlflow_train.py").read_text()}
+    repo = commit_repo(
+        tmp_path_factory.mktemp("mlflow") / "repo", files, "tiny program", ignore="out/\nmlruns/\n"
+    )
     env = {**_env(), "MLFLOW_TRACKING_URI": (repo / "mlruns").as_uri()}
     proc = subprocess.run(
         [sys.executable, "train.py", "--steps", "2"],
@@ -364,16 +334,13 @@ def test_m1_an_artifact_uri_pointing_at_a_home_folder_is_refused(
         f"artifact_uri: {ssh.as_uri()}" if ln.startswith("artifact_uri:") else ln for ln in lines
     ]
     meta.write_text("\n".join(lines) + "\n")
-    store = _seeded_store(tmp_path, make_manifest)
-    head = _ledger_head(store)
-    proc = _cli(store, "import", "mlflow", copy)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused_import(store, "import", "mlflow", copy)
     assert (
         f"its artifact location {ssh} is outside the tracking store's artifact root"
-        f" ({copy}): refused" in proc.stderr
-    ), proc.stderr[-3000:]
-    assert "--artifact-root" in proc.stderr
-    assert _ledger_head(store) == head
+        f" ({copy}): refused" in err
+    ), err[-3000:]
+    assert "--artifact-root" in err
     _nothing_kept(store, ID_RSA)
 
 
@@ -387,13 +354,10 @@ def test_m3_an_mlflow_metric_file_that_is_a_fifo_is_refused(
     loss = run / "metrics" / "loss"
     loss.unlink()
     os.mkfifo(loss)
-    store = _seeded_store(tmp_path, make_manifest)
-    head = _ledger_head(store)
-    proc = _cli(store, "import", "mlflow", copy, timeout=120)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert f"tracker metric file {loss} is not a regular file" in proc.stderr
-    assert "MemoryError" not in proc.stderr and "Traceback" not in proc.stderr
-    assert _ledger_head(store) == head
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused_import(store, "import", "mlflow", copy, timeout=120)
+    assert f"tracker metric file {loss} is not a regular file" in err
+    assert "MemoryError" not in err and "Traceback" not in err
     assert stat.S_ISFIFO(os.lstat(loss).st_mode)
 
 
@@ -410,13 +374,10 @@ def test_m4_an_mlflow_metric_file_that_is_a_link_is_refused(
     loss = run / "metrics" / "loss"
     loss.unlink()
     loss.symlink_to(host)
-    store = _seeded_store(tmp_path, make_manifest)
-    head = _ledger_head(store)
-    proc = _cli(store, "import", "mlflow", copy, timeout=120)
-    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
-    assert f"{loss} is a symbolic link (-> {host})" in proc.stderr
-    assert "links in an imported folder are never followed" in proc.stderr
-    assert _ledger_head(store) == head
+    store = seeded_store(tmp_path, make_manifest())
+    err = _refused_import(store, "import", "mlflow", copy, timeout=120)
+    assert f"{loss} is a symbolic link (-> {host})" in err
+    assert "links in an imported folder are never followed" in err
 
 
 # -- a run's metrics file, recorded and replayed on this machine --------------------------
@@ -541,18 +502,8 @@ with open("out/real.txt", "w") as f:
 @pytest.fixture(scope="module")
 def engine_image() -> str:
     """The training image by digest, once the engine answers (else a failure)."""
-    image = os.environ.get("REPLAY_TUI_TRAIN_DIGEST")
-    try:
-        import docker
-
-        docker.from_env(timeout=120).ping()
-    except Exception as e:  # an environment problem: a failure, never a skip
-        pytest.fail(f"no Docker engine: {e} (run scripts/docker-env.sh)")
-    if not image:
-        pytest.fail(
-            "REPLAY_TUI_TRAIN_DIGEST unset (source /var/lib/replay-tui-env/train-image.env)"
-        )
-    return image
+    docker_client().close()
+    return train_env("REPLAY_TUI_TRAIN_DIGEST")
 
 
 @pytest.fixture(scope="module")
@@ -575,31 +526,10 @@ def _ingest(
     store: Path, tmp_path: Path, image: str, commit: str, argv: list[str], **extra: Any
 ) -> str:
     """Ingest a manifest (a foreign run) of ``argv`` at ``commit`` in ``image``."""
-    data: dict[str, Any] = {
-        "schema_version": 1,
-        "run_id": uuid7(),
-        "status": "succeeded",
-        "exit_code": 0,
-        "started_at": "2026-11-20T10:00:00.000Z",
-        "argv": argv,
-        "code": {"commit": commit, "dirty": False},
-        "image": {"reference": image, "digest": image.split("@", 1)[1]},
-        "outputs": {
-            "artifacts": [
-                {
-                    "path": "out/real.txt",
-                    "sha256": hashlib.sha256(b"ok").hexdigest(),
-                    "size_bytes": 2,
-                }
-            ]
-        },
-        **extra,
-    }
-    f = tmp_path / f"{data['run_id']}.json"
-    f.write_text(json.dumps(data))
-    proc = _cli(store, "ingest", f)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return str(data["run_id"])
+    data = foreign_manifest(
+        commit, argv, image=pinned(image), outputs={"artifacts": [REAL_TXT]}, **extra
+    )
+    return ingested(store, tmp_path, data)
 
 
 def _host_metrics(tmp_path: Path) -> Path:
@@ -793,7 +723,7 @@ def test_f4_prometheus_output_that_is_a_fifo_or_folder_is_refused(
     """F4: ``stats --prometheus`` naming a FIFO exits 2 saying it is not a regular file,
     and the FIFO is still a FIFO (never opened, never replaced); a folder likewise (the
     option itself takes no folder)."""
-    store = _seeded_store(tmp_path, make_manifest)
+    store = seeded_store(tmp_path, make_manifest())
     fifo = tmp_path / "metrics.prom"
     os.mkfifo(fifo)
     proc = _cli(store, "stats", "--prometheus", fifo, timeout=120)

@@ -17,6 +17,7 @@ from textual import events
 from textual.command import CommandList, CommandPalette
 from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import DataTable, Log, Static, TabbedContent
 
 from replay_tui.gaps import gap_counts
@@ -227,15 +228,20 @@ async def test_pages_load_lazily_as_the_cursor_nears_the_end(tmp_path: Path) -> 
 # -- one run, its comparison -----------------------------------------------------------
 
 
+async def press_on_row(pilot: Pilot[None], run_id: str, key: str) -> Screen[Any]:
+    """The screen ``key`` pressed on run ``run_id``'s row of the runs screen leads to,
+    once settled."""
+    await settle(pilot)
+    screen = runs_screen(pilot.app)
+    screen.table.move_cursor(row=screen.table.get_row_index(run_id))
+    await pilot.press(key)
+    await settle(pilot)
+    return pilot.app.screen
+
+
 async def open_detail(pilot: Pilot[None], run_id: str) -> RunDetailScreen:
     """Run ``run_id``'s detail screen, opened with enter on its row of the runs screen."""
-    app = pilot.app
-    await settle(pilot)
-    screen = runs_screen(app)
-    screen.table.move_cursor(row=screen.table.get_row_index(run_id))
-    await pilot.press("enter")
-    await settle(pilot)
-    detail = app.screen
+    detail = await press_on_row(pilot, run_id, "enter")
     assert isinstance(detail, RunDetailScreen) and detail.detail is not None
     return detail
 
@@ -582,12 +588,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 async def start_replay(pilot: Pilot[None], app: ReplayApp, run_id: str) -> ReplayScreen:
-    await settle(pilot)
-    screen = runs_screen(app)
-    screen.table.move_cursor(row=screen.table.get_row_index(run_id))
-    await pilot.press("r")
-    await settle(pilot)
-    replay = app.screen
+    replay = await press_on_row(pilot, run_id, "r")
     assert isinstance(replay, ReplayScreen)
     assert replay.chosen_options()[0].backend == "local"
     await pilot.press("enter")  # the Start button has the focus
