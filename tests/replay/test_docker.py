@@ -21,20 +21,10 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
-from tests.support.training import QUICK, make_repo, replay_tui, write_data
+from tests.support.training import QUICK, replay_tui, write_data
 from tests.support.training import record_in_image as record_in
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "store" / "runs.db"
 
 
 def replay(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from tests.support.app import (
     build_fixed_store,
     comparison_shown,
     finished_drill,
+    fixed_drill,
     local_app,
     opened,
     palette,
@@ -288,14 +290,11 @@ async def test_comparison_gaps_tab_lists_each_runs_own_gaps(fixed: FixedStore) -
 
 
 def _drill_report() -> DrillReport:
-    return DrillReport(
-        pick="random",
+    """The fixed drill (random, 3 of the local backend's runs) of these three items."""
+    return replace(
+        fixed_drill(),
         seed=1,
-        since=None,
-        count=3,
-        backend="local",
         candidates=3,
-        started_at="2025-06-02T09:30:00.000Z",
         items=[
             DrillItem(
                 ORIGINAL_ID, "resnet", "not_reproduced", "DIVERGED", REPLAY_ID, 1, "loss", 9.0
@@ -308,7 +307,7 @@ def _drill_report() -> DrillReport:
             ),
         ],
         ended_at="2025-06-02T10:00:00.000Z",
-        drill_id=7,
+        ledger_head=None,
     )
 
 
