@@ -32,6 +32,7 @@ from replay_tui.bisect.noise import Behaviour, Distance
 from replay_tui.bisect.probe import Side, build_probe
 from replay_tui.bisect.search import ddmin, search
 from storage.store import RunStore
+from tests.helpers.commands import cli_json
 from tests.support.training import QUICK, git, make_repo, record_example, replay_tui, write_data
 
 HARMLESS = ["--out", "out/"]  # the same folder as the default "out": a harmless config change
@@ -65,12 +66,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
 
 
 def bisect(store: Path, *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = replay_tui(store, "bisect", *args, "--backend", "local", "--json")
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = {}
-    return proc.returncode, data, proc.stderr + proc.stdout
+    return cli_json(store, "bisect", *args, "--backend", "local", "--json")
 
 
 def events(store: Path) -> int:

@@ -31,7 +31,10 @@ async def settled_app(
 async def comparison_app(
     store: Path, size: tuple[int, int], comparison_id: int
 ) -> AsyncIterator[tuple[ReplayApp, Pilot[Any], ComparisonScreen]]:
-    """:func:`settled_app` with stored comparison ``comparison_id`` opened and shown."""
+    """:func:`settled_app` with stored comparison ``comparison_id`` opened, shown and
+    settled."""
     async with settled_app(store, size) as (app, pilot):
         app.post_message(OpenComparison(comparison_id=comparison_id))
-        yield app, pilot, await comparison_shown(pilot)
+        screen = await comparison_shown(pilot)
+        await settle(pilot)
+        yield app, pilot, screen

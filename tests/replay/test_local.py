@@ -10,18 +10,14 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
+from tests.helpers.commands import cli_json
 from tests.support.training import QUICK, git, record_example, replay_tui
 
 pytestmark = pytest.mark.slow
 
 
 def replay_json(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = replay_tui(store, "replay", run_id, "--backend", "local", "--json", *args)
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = {}
-    return proc.returncode, data, proc.stderr + proc.stdout
+    return cli_json(store, "replay", run_id, "--backend", "local", "--json", *args)
 
 
 def test_same_seed_replay_is_identical_and_stored(store: Path, repo: Path) -> None:

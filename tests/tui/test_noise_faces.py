@@ -96,12 +96,7 @@ def test_a_diverged_pair_judges_its_metrics_outside_noise(diverged: NoisyPair) -
 
 @sync
 async def test_the_tui_shows_within_noise_as_reproduced(within: NoisyPair) -> None:
-    async with comparison_app(within.store, (200, 50), within.comparison_id) as (
-        _app,
-        pilot,
-        screen,
-    ):
-        await settle(pilot)
+    async with comparison_app(within.store, (200, 50), within.comparison_id) as (_, pilot, screen):
         tabs = screen.query_one(TabbedContent)
         labels = [str(tabs.get_tab(t).label) for t in ("tab-artifacts", "tab-metrics")]
         assert labels == ["Artifacts (1/1 ✓)", "Metrics (2/2 ✓)"]
@@ -138,11 +133,8 @@ async def test_the_tui_shows_within_noise_as_reproduced(within: NoisyPair) -> No
 async def test_the_tui_marks_a_diverged_pairs_exit_step_at_80_columns(
     diverged: NoisyPair,
 ) -> None:
-    async with comparison_app(diverged.store, (80, 24), diverged.comparison_id) as (
-        _app,
-        pilot,
-        screen,
-    ):
+    cid = diverged.comparison_id
+    async with comparison_app(diverged.store, (80, 24), cid) as (_, pilot, screen):
         screen.query_one(TabbedContent).active = "tab-metrics"
         await settle(pilot)
         assert _cells(screen.query_one("#metrics", DataTable), 0) == ["✗", "✗"]
@@ -156,12 +148,7 @@ async def test_the_tui_marks_a_diverged_pairs_exit_step_at_80_columns(
 
 @sync
 async def test_the_header_keeps_to_four_rows_at_60x20(within: NoisyPair) -> None:
-    async with comparison_app(within.store, (60, 20), within.comparison_id) as (
-        _app,
-        pilot,
-        screen,
-    ):
-        await settle(pilot)
+    async with comparison_app(within.store, (60, 20), within.comparison_id) as (_, _, screen):
         tabs = screen.query_one(TabbedContent)
         assert tabs.region.y <= 4, tabs.region  # header, verdict, its headline, a reason
 
