@@ -25,10 +25,10 @@ Docker-compatible flag set Docker's and Podman's command lines take.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -304,6 +304,43 @@ def oci_finish(cli: str, name: str, exit_code: int) -> str | None:
     return None
 
 
+def installed(binary: str, tool: str, how: str, *, on_node: bool = False) -> str:
+    """The path of ``binary`` on this host's PATH; missing, an infrastructure error saying
+    that ``tool`` is not installed and ``how`` to install it.  ``on_node``: the command
+    line is for another machine (a Slurm job's node), ``binary`` named as it is."""
+    if on_node:
+        return binary
+    found = shutil.which(binary)
+    if found is None:
+        raise InfraError(f"{tool} is not installed on this host", how)
+    return found
+
+
+class OciCommands:
+    """What docker and podman (which share these commands) do alike once a run's
+    container runs: a runtime names its command line tool (``_cli``) and how it kills."""
+
+    KILL: tuple[str, ...] = ("kill",)
+    """The ``kill`` subcommand and its flags."""
+
+    def _cli(self) -> str:
+        raise NotImplementedError
+
+    def process_env(self, req: RunRequest | None) -> dict[str, str] | None:
+        return None  # the run's variables are its --env flags
+
+    def kill(self, name: str, proc: subprocess.Popen[bytes]) -> None:
+        subprocess.run(
+            [self._cli(), *self.KILL, name],
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def finish(self, name: str, exit_code: int) -> str | None:
+        return oci_finish(self._cli(), name, exit_code)
+
+
 def run_capped(argv: list[str], timeout: float = 120, env: dict[str, str] | None = None) -> str:
     """Run a runtime's own command and return its stdout (at most :data:`OUTPUT_LIMIT`
     characters), or InfraError with its stderr."""
@@ -335,17 +372,12 @@ def probe_environment(
     per runtime and ``key`` (the identity of the bytes: immutable), read back through
     ``replay_tui.door`` as the docker backend's probes are."""
     from replay_tui.capture import probes
-    from replay_tui.door import Refused, read_under_or_none
+    from replay_tui.replay.backends.docker.engine import keep_probe, kept_probe
 
     name = f"{runtime.name}-{key.replace(':', '_')}.json"
-    if cache_dir is not None:
-        try:
-            raw = read_under_or_none(cache_dir, name, "image probe")
-            kept = json.loads(raw) if raw is not None else None
-        except (Refused, ValueError):
-            kept = None
-        if isinstance(kept, dict):
-            return kept
+    kept = kept_probe(cache_dir, name)
+    if kept is not None:
+        return kept
     try:
         argv = runtime.probe_argv(image)
         data = json.loads(run_capped(argv, timeout=300, env=runtime.process_env(None)))
@@ -354,27 +386,14 @@ def probe_environment(
     if not isinstance(data, dict):
         return {}
     data["packages_sha256"] = probes.packages_sha256(data.get("packages") or [])
-    if cache_dir is not None:  # written beside, then renamed: never through a link there
-        with contextlib.suppress(OSError):
-            cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = cache_dir / f".{name}.{os.getpid()}.{threading.get_ident()}"
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, cache_dir / name)
+    keep_probe(cache_dir, name, data)
     return data
 
 
 def _pump(stream: Any, log_path: Path, on_line: OnLine) -> None:
-    buf = b""
-    with log_path.open("wb") as log:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            log.write(chunk)
-            log.flush()
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                on_line(line.decode("utf-8", "replace").rstrip("\r"))
-        if buf:
-            on_line(buf.decode("utf-8", "replace"))
+    from replay_tui.replay.backends.docker.engine import pump_lines
+
+    pump_lines(iter(lambda: stream.read1(65536), b""), log_path, on_line)
 
 
 @dataclass
@@ -399,14 +418,9 @@ class RuntimeExecutor:
 
     @property
     def sandbox_info(self) -> dict[str, Any]:
-        sb = self.sandbox
-        return {
-            "memory_limit": sb.memory_limit,
-            "cpus": sb.cpus,
-            "user": sb.user or f"{os.getuid()}:{os.getgid()}",
-            "pids_limit": sb.pids_limit,
-            "output_bytes": self.output_bytes,
-        }
+        from replay_tui.replay.backends.docker.engine import sandbox_record
+
+        return sandbox_record(self.sandbox, self.output_bytes)
 
     @property
     def runtime_info(self) -> dict[str, Any]:

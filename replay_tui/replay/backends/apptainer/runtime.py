@@ -23,7 +23,6 @@ import fcntl
 import hashlib
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -40,6 +39,7 @@ from replay_tui.replay.backends.runtime import (
     RunRequest,
     check_identity,
     gpu_indices,
+    installed,
     requested_digest,
     run_capped,
 )
@@ -48,6 +48,9 @@ _FROM = re.compile(r"^\s*from:\s*(\S+)\s*$", re.IGNORECASE | re.MULTILINE)
 _VERSION = re.compile(r"apptainer version ([0-9A-Za-z.+~-]{1,60})")
 _BAD_PATH = re.compile(r"[,:\n\x00]")
 LOCAL_REGISTRIES = ("localhost", "127.0.0.1", "[::1]")
+
+INSTALL_APPTAINER = "install it (scripts/apptainer-env.sh sets it up here), or use --backend docker"
+"""How to get apptainer onto this host, as its absence is reported."""
 
 
 def is_local_registry(ref: str) -> bool:
@@ -184,15 +187,7 @@ class ApptainerRuntime:
     temporary folder; a Slurm job's is in its job folder, which the node sees)."""
 
     def _apptainer(self) -> str:
-        if self.on_node:
-            return self.binary
-        found = shutil.which(self.binary)
-        if found is None:
-            raise InfraError(
-                "apptainer is not installed on this host",
-                "install it (scripts/apptainer-env.sh sets it up here), or use --backend docker",
-            )
-        return found
+        return installed(self.binary, "apptainer", INSTALL_APPTAINER, on_node=self.on_node)
 
     def _env(self, ref: str | None = None) -> dict[str, str]:
         env = {

@@ -9,7 +9,6 @@ listed or its options read.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay_tui.replay.backends import Backend
@@ -106,15 +105,7 @@ def build_walls(
     sandbox = replay_sandbox(plan, walls=True)
     notes: list[str] = []
     uid, gid = w.choose_user(image_user, plan.options.container_user)
-    unreadable = [
-        m.source
-        for m in mounts
-        if m.kind == "bind"
-        and m.read_only
-        and m.source
-        and not w.readable_by(Path(m.source), uid, gid)
-        and not Path(m.source).is_relative_to(ctx.worktree.path)
-    ]
+    unreadable = w.unreadable_mounts(mounts, uid, gid, ctx.worktree.path)
     why_not = w.BoundedFolders.possible()
     me = (os.geteuid(), os.getegid())
     chosen = plan.options.container_user is not None  # --container-user: as given

@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,23 +200,57 @@ PROBE = (
 )
 
 
+def sandbox_record(sb: Sandbox, output_bytes: int | None) -> dict[str, Any]:
+    """The walls of a run as its replay manifest records them (``ReplayInfo.sandbox``):
+    ``sb``'s limits, the user (this process's own when ``sb`` names none) and the bound
+    of its output folders."""
+    return {
+        "memory_limit": sb.memory_limit,
+        "cpus": sb.cpus,
+        "user": sb.user or f"{os.getuid()}:{os.getgid()}",
+        "pids_limit": sb.pids_limit,
+        "output_bytes": output_bytes,
+    }
+
+
+def kept_probe(cache_dir: Path | None, name: str) -> dict[str, Any] | None:
+    """The image probe kept as ``name`` in ``cache_dir``, read through ``replay_tui.door``
+    (a regular file, no link, at most ``LIMITS["image probe"]``); None when there is none
+    or it is anything else."""
+    from replay_tui.door import Refused, read_under_or_none
+
+    if cache_dir is None:
+        return None
+    try:
+        raw = read_under_or_none(cache_dir, name, "image probe")
+        kept = json.loads(raw) if raw is not None else None
+    except (Refused, ValueError):
+        return None
+    return kept if isinstance(kept, dict) else None
+
+
+def keep_probe(cache_dir: Path | None, name: str, data: dict[str, Any]) -> None:
+    """Keep ``data`` as ``name`` in ``cache_dir`` (best effort): written beside, then
+    renamed, never through a link there."""
+    if cache_dir is None:
+        return
+    with contextlib.suppress(OSError):
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = cache_dir / f".{name}.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, cache_dir / name)
+
+
 def probe_image(c: Any, image_id: str, cache_dir: Path | None) -> dict[str, Any]:
     """Python version, packages and OS inside an image; cached per image id (immutable).
 
     The cache (beside the store) is read through ``replay_tui.door``: a regular file, no
     link, at most ``LIMITS["image probe"]``; anything else there is probed afresh."""
-    from replay_tui.door import Refused, read_under_or_none
-
     key = image_id.replace(":", "_")
     name = f"{key}.json"
-    if cache_dir is not None:
-        try:
-            raw = read_under_or_none(cache_dir, name, "image probe")
-            kept = json.loads(raw) if raw is not None else None
-        except (Refused, ValueError):
-            kept = None
-        if isinstance(kept, dict):
-            return kept
+    kept = kept_probe(cache_dir, name)
+    if kept is not None:
+        return kept
     try:
         out = c.containers.run(
             image_id,
@@ -232,12 +266,7 @@ def probe_image(c: Any, image_id: str, cache_dir: Path | None) -> dict[str, Any]
     except Exception:
         return {}
     data["packages_sha256"] = probes.packages_sha256(data.get("packages") or [])
-    if cache_dir is not None:  # written beside, then renamed: never through a link there
-        with contextlib.suppress(OSError):
-            cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = cache_dir / f".{name}.{os.getpid()}.{threading.get_ident()}"
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, cache_dir / name)
+    keep_probe(cache_dir, name, data)
     return data
 
 
@@ -269,14 +298,7 @@ class DockerExecutor:
     @property
     def sandbox_info(self) -> dict[str, Any]:
         """The walls as the replay manifest records them (``ReplayInfo.sandbox``)."""
-        sb = self.sandbox
-        return {
-            "memory_limit": sb.memory_limit,
-            "cpus": sb.cpus,
-            "user": sb.user or f"{os.getuid()}:{os.getgid()}",
-            "pids_limit": sb.pids_limit,
-            "output_bytes": self.output_bytes,
-        }
+        return sandbox_record(self.sandbox, self.output_bytes)
 
     def close(self, *, keep: bool = False) -> None:
         """Unmount the bounded folders (``keep``: their content stays in the folders)."""
@@ -493,11 +515,16 @@ def _is_timeout(e: Exception) -> bool:
     return "timed out" in text.lower() or "Timeout" in text
 
 
-def _pump_logs(container: Any, log_path: Path, on_line: OnLine) -> None:
+def pump_lines(
+    chunks: Iterable[bytes], log_path: Path, on_line: OnLine, *, tolerate_errors: bool = False
+) -> None:
+    """Write ``chunks`` to ``log_path`` as they come and hand ``on_line`` each line (the
+    last one even without its newline).  ``tolerate_errors``: a stream that breaks off
+    ends the log there, not the caller."""
     buf = b""
     with log_path.open("wb") as log:
         try:
-            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+            for chunk in chunks:
                 log.write(chunk)
                 log.flush()
                 buf += chunk
@@ -505,9 +532,17 @@ def _pump_logs(container: Any, log_path: Path, on_line: OnLine) -> None:
                     line, buf = buf.split(b"\n", 1)
                     on_line(line.decode("utf-8", "replace").rstrip("\r"))
         except Exception:
-            pass
+            if not tolerate_errors:
+                raise
         if buf:
             on_line(buf.decode("utf-8", "replace"))
+
+
+def _pump_logs(container: Any, log_path: Path, on_line: OnLine) -> None:
+    def chunks() -> Iterator[bytes]:  # asked for once the log is open, inside its guard
+        yield from container.logs(stream=True, follow=True, stdout=True, stderr=True)
+
+    pump_lines(chunks(), log_path, on_line, tolerate_errors=True)
 
 
 def container_recorder(image_ref: str, opts: RecordOptions) -> tuple[DockerExecutor, Any]:

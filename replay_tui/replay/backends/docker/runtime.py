@@ -17,24 +17,23 @@ This module is Docker as the seam sees it, for what runs a runtime by its comman
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from replay_tui.errors import InfraError
 from replay_tui.replay.backends.runtime import (
-    ContainerRuntime,
     ImageIdentity,
-    RunRequest,
+    OciCommands,
     check_identity,
     gpu_indices,
-    oci_finish,
+    installed,
     oci_run_flags,
     requested_digest,
     run_capped,
 )
+
+if TYPE_CHECKING:
+    from replay_tui.replay.backends.runtime import ContainerRuntime, RunRequest
 
 
 def gpu_flags(count: int, devices: list[str] | None = None) -> list[str]:
@@ -47,18 +46,14 @@ def gpu_flags(count: int, devices: list[str] | None = None) -> list[str]:
 
 
 @dataclass
-class DockerRuntime:
+class DockerRuntime(OciCommands):
     name: str = "docker"
     binary: str = "docker"
 
     def _docker(self) -> str:
-        found = shutil.which(self.binary)
-        if found is None:
-            raise InfraError(
-                "docker is not installed on this host",
-                "install it (scripts/docker-env.sh sets it up here)",
-            )
-        return found
+        return installed(
+            self.binary, "docker", "install it (scripts/docker-env.sh sets it up here)"
+        )
 
     def version(self) -> str:
         out = run_capped([self._docker(), "version", "--format", "{{.Server.Version}}"])
@@ -101,19 +96,8 @@ class DockerRuntime:
             image.image_id, "-I", "-c", PROBE,
         ]  # fmt: skip
 
-    def process_env(self, req: RunRequest | None) -> dict[str, str] | None:
-        return None  # the run's variables are its --env flags
-
-    def kill(self, name: str, proc: subprocess.Popen[bytes]) -> None:
-        subprocess.run(
-            [self._docker(), "kill", name],
-            capture_output=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-
-    def finish(self, name: str, exit_code: int) -> str | None:
-        return oci_finish(self._docker(), name, exit_code)
+    def _cli(self) -> str:
+        return self._docker()
 
 
 if TYPE_CHECKING:  # the seam's protocol, checked by mypy

@@ -33,8 +33,12 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replay_tui.errors import InfraError
+
+if TYPE_CHECKING:
+    from replay_tui.replay.backends.docker.engine import Mount
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -147,6 +151,20 @@ def readable_by(path: Path, uid: int, gid: int) -> bool:
     else:
         bits = st.st_mode & 0o7
     return bits & need == need
+
+
+def unreadable_mounts(mounts: Iterable[Mount], uid: int, gid: int, checkout: Path) -> list[str]:
+    """The read-only bind mounts' sources that ``uid:gid`` cannot read (see
+    :func:`readable_by`), those inside the ``checkout`` aside (opened to others there)."""
+    return [
+        m.source
+        for m in mounts
+        if m.kind == "bind"
+        and m.read_only
+        and m.source
+        and not readable_by(Path(m.source), uid, gid)
+        and not Path(m.source).is_relative_to(checkout)
+    ]
 
 
 def open_to_others(root: Path) -> None:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,16 +22,20 @@ from replay_tui.errors import InfraError
 from replay_tui.replay.backends.runtime import (
     ContainerRuntime,
     ImageIdentity,
+    OciCommands,
     RunRequest,
     check_identity,
     gpu_indices,
-    oci_finish,
+    installed,
     oci_run_flags,
     requested_digest,
     run_capped,
 )
 
 LOCAL_REGISTRIES = ("localhost", "127.0.0.1", "[::1]")
+
+INSTALL_PODMAN = "install it (scripts/podman-env.sh sets it up here), or use --backend docker"
+"""How to get podman onto this host, as its absence is reported."""
 
 
 def is_local_registry(ref: str) -> bool:
@@ -54,7 +57,9 @@ CDI_GPU = "nvidia.com/gpu"
 
 
 @dataclass
-class PodmanRuntime:
+class PodmanRuntime(OciCommands):
+    KILL = ("kill", "--signal", "KILL")
+
     name: str = "podman"
     binary: str = "podman"
     on_node: bool = False
@@ -65,15 +70,7 @@ class PodmanRuntime:
     it: not asked of Podman again)."""
 
     def _podman(self) -> str:
-        if self.on_node:
-            return self.binary
-        found = shutil.which(self.binary)
-        if found is None:
-            raise InfraError(
-                "podman is not installed on this host",
-                "install it (scripts/podman-env.sh sets it up here), or use --backend docker",
-            )
-        return found
+        return installed(self.binary, "podman", INSTALL_PODMAN, on_node=self.on_node)
 
     def version_argv(self) -> list[str]:
         return [self._podman(), "version", "--format", "{{.Client.Version}}"]
@@ -206,19 +203,8 @@ class PodmanRuntime:
             PROBE,
         ]
 
-    def process_env(self, req: RunRequest | None) -> dict[str, str] | None:
-        return None  # the run's variables are its --env flags
-
-    def kill(self, name: str, proc: subprocess.Popen[bytes]) -> None:
-        subprocess.run(
-            [self._podman(), "kill", "--signal", "KILL", name],
-            capture_output=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-
-    def finish(self, name: str, exit_code: int) -> str | None:
-        return oci_finish(self._podman(), name, exit_code)
+    def _cli(self) -> str:
+        return self._podman()
 
 
 if TYPE_CHECKING:  # the seam's protocol, checked by mypy

@@ -145,15 +145,7 @@ def node_walls(
     notes: list[str] = []
     uid, gid = w.choose_user(None, plan.options.container_user)
     me = (os.geteuid(), os.getegid())
-    unreadable = [
-        m.source
-        for m in mounts
-        if m.kind == "bind"
-        and m.read_only
-        and m.source
-        and not w.readable_by(Path(m.source), uid, gid)
-        and not Path(m.source).is_relative_to(ctx.worktree.path)
-    ]
+    unreadable = w.unreadable_mounts(mounts, uid, gid, ctx.worktree.path)
     if (uid, gid) != me and plan.options.container_user is None and unreadable:
         notes.append(
             f"runs as uid {me[0]}: {unreadable[0]} cannot be read by uid {uid}"

@@ -29,7 +29,6 @@ import hmac
 import json
 import math
 import os
-import secrets
 import signal
 import threading
 import time
@@ -64,10 +63,10 @@ from replay_tui.replay.backends.slurm.script import (
 from replay_tui.replay.backends.slurm.spool import (
     JobFolder,
     identity_answer,
+    keep_json,
     probe_cache_fd,
     probe_mac,
     sdk_copy,
-    write_new,
 )
 from replay_tui.replay.backends.slurm.words import NAME_WORD
 from storage.ledger import utc_now
@@ -179,15 +178,7 @@ class SlurmExecutor:
         except UnicodeDecodeError:
             os.close(fd)
             return
-        tmp = f".{key}.{secrets.token_hex(8)}"
-        try:
-            with contextlib.suppress(OSError):
-                write_new(fd, tmp, json.dumps(entry).encode())
-                os.replace(tmp, key, src_dir_fd=fd, dst_dir_fd=fd)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            os.close(fd)
+        keep_json(fd, key, entry)
 
     def _job_probe(self, job: JobFolder) -> dict[str, Any] | None:
         """The probe this job's script wrote, only when its MAC (keyed by the job's

@@ -30,7 +30,6 @@ Apptainer (:data:`~replay_tui.replay.backends.slurm.words.RUNTIMES`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -498,28 +497,18 @@ def _kept(options: SlurmOptions, cache: Path | None) -> dict[str, str] | None:
 
 
 def _keep(options: SlurmOptions, cache: Path | None, body: bytes) -> None:
-    import secrets
-
-    from replay_tui.replay.backends.slurm.spool import probe_cache_fd, write_new
+    from replay_tui.replay.backends.slurm.spool import keep_json, probe_cache_fd
 
     fd = probe_cache_fd(cache)
     if fd is None:
         return
     key = _cache_key(options) + ".json"
-    tmp = f".{key}.{secrets.token_hex(8)}"
     entry = {
         "runtimes": body.decode("utf-8", "replace"),
         "sha256": hashlib.sha256(body).hexdigest(),
         "at": time.time(),
     }
-    try:
-        with contextlib.suppress(OSError):
-            write_new(fd, tmp, json.dumps(entry).encode())
-            os.replace(tmp, key, src_dir_fd=fd, dst_dir_fd=fd)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=fd)
-        os.close(fd)
+    keep_json(fd, key, entry)
 
 
 @dataclass

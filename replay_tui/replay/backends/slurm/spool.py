@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import secrets
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from replay_tui.errors import InfraError
 from replay_tui.replay.backends.docker.engine import SDK_DIR
@@ -138,6 +140,21 @@ def write_new(dir_fd: int, name: str, data: str | bytes, mode: int = 0o600) -> N
     fd = os.open(name, _NEW_FILE, mode & 0o700, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as f:
         f.write(data.encode() if isinstance(data, str) else data)
+
+
+def keep_json(dir_fd: int, name: str, entry: Mapping[str, Any]) -> None:
+    """Put ``entry`` as JSON at ``name`` in the folder ``dir_fd``, best effort: written to a
+    new file (:func:`write_new`) renamed into place, nothing of it left when that fails;
+    ``dir_fd`` is closed either way."""
+    tmp = f".{name}.{secrets.token_hex(8)}"
+    try:
+        with contextlib.suppress(OSError):
+            write_new(dir_fd, tmp, json.dumps(entry).encode())
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        os.close(dir_fd)
 
 
 @dataclass
