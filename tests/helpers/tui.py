@@ -38,3 +38,10 @@ async def comparison_app(
         screen = await comparison_shown(pilot)
         await settle(pilot)
         yield app, pilot, screen
+
+
+def replay_app(pilot: Pilot[Any]) -> ReplayApp:
+    """The app ``pilot`` drives: replay-tui's own."""
+    app = pilot.app
+    assert isinstance(app, ReplayApp)
+    return app

@@ -38,7 +38,7 @@ from replay_tui.tui.screens.replay import ReplayScreen
 from replay_tui.tui.screens.run_detail import RunDetailScreen
 from replay_tui.tui.screens.storecheck import StoreCheckScreen
 from storage.store import RunQuery, RunStore
-from tests.helpers.tui import settled_app
+from tests.helpers.tui import replay_app, settled_app
 from tests.support.app import (
     ORIGINAL_ID,
     REPLAY_ID,
@@ -543,8 +543,7 @@ def test_snapshot_export_form(
     monkeypatch.delenv("REPLAY_TUI_SIGNING_KEY", raising=False)
 
     async def form(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, ReplayApp)
+        app = replay_app(pilot)
         app.action_export(snapfixed.replay_id)
         await settle(pilot)
         out = app.screen.query_one("#out", Input)
@@ -562,8 +561,7 @@ def test_snapshot_store_check(
     from replay_tui.evidence.storecheck import StoreCheck
 
     async def checked(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, ReplayApp)
+        app = replay_app(pilot)
         screen = await opened(pilot, app.action_check_store, StoreCheckScreen)
         screen.query_one("#path", Static).update("store.db")  # the path changes
         lines = [

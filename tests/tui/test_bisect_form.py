@@ -24,6 +24,7 @@ from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.screens.bisect import BisectFormScreen, BisectScreen
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field_id
+from tests.helpers.tui import replay_app
 from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
 
 SIZE = (120, 50)
@@ -230,8 +231,7 @@ async def test_two_runs_the_same_but_the_hardware_offer_no_factor(fixed: FixedSt
 
 def _form_steps(fixed: FixedStore) -> Callable[[Pilot[Any]], Any]:
     async def run(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, ReplayApp)
+        app = replay_app(pilot)
         app.sub_title = "store.db"  # the temporary path changes from run to run
         await _open_form(pilot, app, fixed)
         await settle(pilot)

@@ -32,7 +32,7 @@ from replay_tui.tui.screens.modals import ErrorModal
 from replay_tui.tui.screens.verify import VerifyBundleScreen
 from replay_tui.tui.widgets.plot import LinePlot, Series, render_plot, zoom_window
 from storage.store import RunStore
-from tests.helpers.tui import settled_app
+from tests.helpers.tui import replay_app, settled_app
 from tests.support.app import (
     ORIGINAL_ID,
     SIZES,
@@ -400,8 +400,7 @@ def test_snapshot_drill_form(
 ) -> None:
     async def open_drill(pilot: Pilot[Any]) -> None:
         await settle(pilot)
-        app = pilot.app
-        assert isinstance(app, ReplayApp)
+        app = replay_app(pilot)
         app.action_drill()
         await settle(pilot)
 
@@ -416,8 +415,7 @@ def test_snapshot_drill_finished(
 
     async def finished(pilot: Pilot[Any]) -> None:
         await settle(pilot)
-        app = pilot.app
-        assert isinstance(app, ReplayApp)
+        app = replay_app(pilot)
         screen = await opened(pilot, app.action_drill, DrillScreen)
         screen.show_progress(3, ReplayOptions(backend="local"))
         report = fixed_drill()
@@ -463,8 +461,7 @@ def test_snapshot_verify_result(
 
     async def verified(pilot: Pilot[Any]) -> None:
         await settle(pilot)
-        app = pilot.app
-        assert isinstance(app, ReplayApp)
+        app = replay_app(pilot)
         screen = await opened(pilot, app.action_verify_bundle, VerifyBundleScreen)
         screen.query_one("#bundle", Input).value = str(check.path)
         screen.query_one("#key", Input).value = "keys/signer.pub"
