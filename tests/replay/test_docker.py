@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
+from tests.helpers.commands import cli_json
 from tests.support.training import QUICK, replay_tui, write_data
 from tests.support.training import record_in_image as record_in
 
@@ -28,12 +29,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def replay(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = replay_tui(store, "replay", run_id, "--json", *args)
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = {}
-    return proc.returncode, data, proc.stderr + proc.stdout
+    return cli_json(store, "replay", run_id, "--json", *args)
 
 
 def test_record_in_pushed_image_and_replay_identically(

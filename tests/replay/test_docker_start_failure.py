@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from storage.store import RunStore
 from tests.helpers.repos import commit_repo
 from tests.support.training import replay_tui
+
+if TYPE_CHECKING:
+    from replay_tui.capture.executor import ExecSpec
 
 pytestmark = pytest.mark.docker
 
@@ -38,6 +41,17 @@ def test_a_command_missing_from_the_image_is_a_failed_run(
         assert s.verify().ok
 
 
+def _spec(tmp_path: Path, script: str) -> ExecSpec:
+    """``python3 -c SCRIPT`` in ``tmp_path``, its handoff folder made there, its log
+    beside it."""
+    from replay_tui.capture.executor import ExecSpec
+
+    (tmp_path / "handoff").mkdir()
+    return ExecSpec(
+        ["python3", "-c", script], tmp_path, {}, tmp_path / "handoff", tmp_path / "output.log"
+    )
+
+
 def test_a_cancel_kills_the_container_at_once(
     tmp_path: Path,
     engine: Any,
@@ -45,7 +59,6 @@ def test_a_cancel_kills_the_container_at_once(
 ) -> None:
     """Cancelling stops the run now (SIGKILL), not after a grace period: the command, which
     handles SIGTERM the way a training loop that saves on SIGTERM does, never sees one."""
-    from replay_tui.capture.executor import ExecSpec
     from replay_tui.replay.backends.docker.engine import DockerExecutor
 
     script = (
@@ -56,14 +69,7 @@ def test_a_cancel_kills_the_container_at_once(
         "    time.sleep(0.1)\n"
         "print('ran to its end', flush=True)\n"
     )
-    (tmp_path / "handoff").mkdir()
-    spec = ExecSpec(
-        ["python3", "-c", script],
-        tmp_path,
-        {},
-        tmp_path / "handoff",
-        tmp_path / "output.log",
-    )
+    spec = _spec(tmp_path, script)
     lines: list[str] = []
     ex = DockerExecutor(train_image, [], "/tmp")
     res = ex.run(spec, lines.append, lambda: "ready" in lines)
@@ -85,7 +91,6 @@ def test_ctrl_c_stops_the_container_and_the_replay_goes_on(
     import os
     import signal
 
-    from replay_tui.capture.executor import ExecSpec
     from replay_tui.replay.backends.docker.engine import DockerExecutor
 
     script = (
@@ -95,10 +100,7 @@ def test_ctrl_c_stops_the_container_and_the_replay_goes_on(
         "    time.sleep(0.1)\n"
         "print('ran to its end', flush=True)\n"
     )
-    (tmp_path / "handoff").mkdir()
-    spec = ExecSpec(
-        ["python3", "-c", script], tmp_path, {}, tmp_path / "handoff", tmp_path / "output.log"
-    )
+    spec = _spec(tmp_path, script)
     lines: list[str] = []
 
     def on_line(line: str) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from storage.store import RunStore
+from tests.helpers.commands import cli_json
 from tests.support.training import QUICK, cli_env, git, make_repo, record_in_image, replay_tui
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker, pytest.mark.slow]
@@ -114,12 +115,7 @@ def store(recorded: dict[str, Any], tmp_path: Path) -> Path:
 
 
 def replay(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = replay_tui(store, "replay", run_id, "--json", "--backend", "slurm", *args)
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = {}
-    return proc.returncode, data, proc.stderr + proc.stdout
+    return cli_json(store, "replay", run_id, "--json", "--backend", "slurm", *args)
 
 
 def sacct(*job_ids: str) -> dict[str, str]:

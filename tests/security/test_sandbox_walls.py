@@ -25,6 +25,7 @@ import pytest
 
 from replay_tui.replay.backends.docker.walls import MOUNT_SOURCE, our_mounts
 from storage.store import RunStore
+from tests.helpers.commands import cli_json
 from tests.helpers.engines import docker_client
 from tests.helpers.foreign import foreign_manifest, head, ingested
 from tests.support.training import git, make_repo, replay_tui
@@ -100,12 +101,7 @@ def _ingest(store: Path, repo: Path, image: str, **extra: Any) -> str:
 
 def _replay(store: Path, rid: str, *args: str) -> tuple[int, dict[str, Any], str]:
     repo = store.parent.parent / "repo"
-    proc = replay_tui(store, "replay", rid, "--json", "--repo", str(repo), *args)
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        data = {}
-    return proc.returncode, data, proc.stderr + proc.stdout
+    return cli_json(store, "replay", rid, "--json", "--repo", str(repo), *args)
 
 
 def _log(store: Path, run_id: str) -> str:
