@@ -1,4 +1,6 @@
-"""Replays with the local backend and comparisons of real tiny torch runs."""
+"""Replays with the local backend and comparisons of real tiny runs: the torch example
+where torch's seeds, determinism switches and checkpoints are the point, the numpy-only
+trainer (``NUMPY_SCRIPT``, no torch start) where only the replay's mechanics are."""
 
 from __future__ import annotations
 
@@ -11,9 +13,14 @@ import pytest
 
 from storage.store import RunStore
 from tests.helpers.commands import cli_json
-from tests.support.training import QUICK, git, record_example, replay_tui
+from tests.support.training import NUMPY_SCRIPT, QUICK, git, make_repo, record_example, replay_tui
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def numpy_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "numpy-repo", numpy=True)
 
 
 def replay_json(store: Path, run_id: str, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -59,12 +66,13 @@ def test_unseeded_noise_diverges_with_step_and_tensors_named(store: Path, repo: 
     assert "0.weight" in reasons and "first differs at step 0" in reasons
 
 
-def test_commit_gone_exits_3_and_is_recorded(store: Path, repo: Path, tmp_path: Path) -> None:
-    rid = record_example(store, repo, *QUICK)["run_id"]
+def test_commit_gone_exits_3_and_is_recorded(store: Path, numpy_repo: Path) -> None:
+    repo = numpy_repo
+    rid = record_example(store, repo, *QUICK, script=NUMPY_SCRIPT)["run_id"]
     # Rewrite history so the recorded commit exists nowhere.
     shutil.rmtree(repo / ".git")
     git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "train_mlp.py")
+    git(repo, "add", NUMPY_SCRIPT)
     git(repo, "commit", "-q", "-m", "rewritten")
     code, _, err = replay_json(store, rid)
     assert code == 3
@@ -83,8 +91,9 @@ def test_commit_gone_exits_3_and_is_recorded(store: Path, repo: Path, tmp_path: 
         assert item.replay_fact_id == last.id != fact["id"] and last.status == "infra-error"
 
 
-def test_replay_from_explicit_repo_clone(store: Path, repo: Path, tmp_path: Path) -> None:
-    rid = record_example(store, repo, *QUICK)["run_id"]
+def test_replay_from_explicit_repo_clone(store: Path, numpy_repo: Path, tmp_path: Path) -> None:
+    repo = numpy_repo
+    rid = record_example(store, repo, *QUICK, script=NUMPY_SCRIPT)["run_id"]
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     shutil.rmtree(repo / ".git")  # the recording repo is gone; the clone has the commit
@@ -113,9 +122,15 @@ def test_noise_floor_and_determinism_cost(store: Path, repo: Path) -> None:
         assert len(s.facts("noise_floors")) == 2
 
 
-def test_float64_vs_float32_equivalent_only_under_loose_tolerance(store: Path, repo: Path) -> None:
-    a = record_example(store, repo, *QUICK, "--dtype", "float32", seed=3)["run_id"]
-    b = record_example(store, repo, *QUICK, "--dtype", "float64", seed=3)["run_id"]
+def test_float64_vs_float32_equivalent_only_under_loose_tolerance(
+    store: Path, numpy_repo: Path
+) -> None:
+    a, b = (
+        record_example(store, numpy_repo, *QUICK, "--dtype", t, seed=3, script=NUMPY_SCRIPT)[
+            "run_id"
+        ]
+        for t in ("float32", "float64")
+    )
     loose = replay_tui(store, "compare", a, b, "--rtol", "1e-3", "--atol", "1e-4", "--json")
     tight = replay_tui(store, "compare", a, b, "--rtol", "0", "--atol", "0", "--json")
     lj, tj = json.loads(loose.stdout), json.loads(tight.stdout)
@@ -127,13 +142,13 @@ def test_float64_vs_float32_equivalent_only_under_loose_tolerance(store: Path, r
     assert any(g["code"] == "PAIR_CONFIG_DIFFERS" for g in lj["gaps"])
 
 
-def test_missing_original_artifact_is_incomplete(store: Path, repo: Path) -> None:
-    rid = record_example(store, repo, *QUICK)["run_id"]
+def test_missing_original_artifact_is_incomplete(store: Path, numpy_repo: Path) -> None:
+    rid = record_example(store, numpy_repo, *QUICK, script=NUMPY_SCRIPT)["run_id"]
     with RunStore(store) as s:
         body = s.manifest(rid).model_dump(mode="json")
     body["run_id"] = rid[:-4] + "0a0a"
     body["outputs"]["artifacts"] = [
-        a for a in body["outputs"]["artifacts"] if a["path"] != "out/model.pt"
+        a for a in body["outputs"]["artifacts"] if a["path"] != "out/optimizer.safetensors"
     ]
     body.pop("integrity")
     f = store.parent / "partial.json"
@@ -143,4 +158,4 @@ def test_missing_original_artifact_is_incomplete(store: Path, repo: Path) -> Non
     out = json.loads(proc.stdout)
     assert proc.returncode == 1
     assert out["verdict"] == "INCOMPLETE"
-    assert any("out/model.pt" in m for m in out["missing"])
+    assert any("out/optimizer.safetensors" in m for m in out["missing"])

@@ -4,7 +4,8 @@ torch: starting torch costs a few seconds a process, this program a tenth of one
 A one-hidden-layer MLP trained by minibatch SGD with momentum on the same data as
 ``examples/train_mlp.py`` (an npz of ``x`` float and ``y`` int, or synthetic), shuffled
 each epoch by a seeded generator; a loss line per step on stdout, an accuracy line per
-epoch, and the final weights saved as ``.safetensors`` and ``.npz``.  It takes the
+epoch, and the final weights and the optimizer's momentum saved as two ``.safetensors``
+checkpoints (both read tensor by tensor by a comparison).  It takes the
 example's switches that make sense without torch (``--unseeded-noise``, ``--no-seed``,
 ``--fail-at``, ``--dtype``); ``--workers`` is accepted and ignored.
 
@@ -105,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     state = {"0.weight": w1.T.copy(), "0.bias": b1, "3.weight": w2.T.copy(), "3.bias": b2}
+    momentum = {f"{k}.momentum": v for k, v in zip(state, velocity, strict=True)}
     save_file(state, str(out / "model.safetensors"))
-    np.savez(out / "model.npz", **state)
+    save_file(momentum, str(out / "optimizer.safetensors"))
     run.log_artifact(out / "model.safetensors")
-    run.log_artifact(out / "model.npz")
+    run.log_artifact(out / "optimizer.safetensors")
     run.finish("succeeded")
     return 0
 
