@@ -1,4 +1,6 @@
-"""The launcher and the SDK on real git repositories and real torch training."""
+"""The launcher and the SDK on real git repositories and real training: the torch example
+where torch's seeds, determinism switches and checkpoints are the point, the numpy-only
+trainer (``NUMPY_SCRIPT``, no torch start) where only what the launcher records is."""
 
 from __future__ import annotations
 
@@ -11,21 +13,33 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from storage.store import RunStore
 from tests.support.training import (
     LOSS_REGEX,
+    NUMPY_SCRIPT,
     QUICK,
     cli_env,
     git,
+    make_repo,
     record_example,
     replay_tui,
     write_data,
 )
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def numpy_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "numpy-repo", numpy=True)
+
+
+def _record_numpy(store: Path, repo: Path, *args: str, **kw: Any) -> dict[str, Any]:
+    return record_example(store, repo, *QUICK, *args, script=NUMPY_SCRIPT, **kw)
 
 
 def _manifest(store: Path, run_id: str):  # type: ignore[no-untyped-def]
@@ -66,33 +80,34 @@ def test_different_seed_gives_different_weights_and_losses(repo: Path, store: Pa
     assert ma.config_hash != mb.config_hash  # the seed is a hyperparameter too
 
 
-def test_code_identity_and_dirty_diff_captured(repo: Path, store: Path) -> None:
+def test_code_identity_and_dirty_diff_captured(numpy_repo: Path, store: Path) -> None:
+    repo = numpy_repo
     head = git(repo, "rev-parse", "HEAD").strip()
-    clean = record_example(store, repo, *QUICK)
+    clean = _record_numpy(store, repo)
     mc = _manifest(store, clean["run_id"])
     assert mc.code.commit == head and mc.code.dirty is False and mc.code.diff_sha256 is None
     assert mc.code.branch == "main"
-    script = repo / "train_mlp.py"
-    script.write_text(script.read_text().replace("momentum=0.9", "momentum=0.8"))
+    script = repo / NUMPY_SCRIPT
+    script.write_text(script.read_text().replace("v *= 0.9", "v *= 0.8"))
     (repo / "notes.txt").write_text("untracked\n")
     expected_diff = subprocess.run(
         ["git", "-C", str(repo), "diff", "--binary", "HEAD"], capture_output=True, check=True
     ).stdout
-    dirty = record_example(store, repo, *QUICK)
+    dirty = _record_numpy(store, repo)
     md = _manifest(store, dirty["run_id"])
     assert md.code.dirty is True
     assert md.code.diff_sha256 == hashlib.sha256(expected_diff).hexdigest()
     assert md.code.untracked == ["notes.txt"]
     with RunStore(store) as s:
         assert s.get_blob(md.code.diff_sha256) == expected_diff
-    assert b"momentum=0.8" in expected_diff
+    assert b"v *= 0.8" in expected_diff
 
 
-def test_changed_data_changes_data_hash(repo: Path, store: Path) -> None:
-    data = repo / "data" / "train.npz"
-    a = record_example(store, repo, *QUICK)
+def test_changed_data_changes_data_hash(numpy_repo: Path, store: Path) -> None:
+    data = numpy_repo / "data" / "train.npz"
+    a = _record_numpy(store, numpy_repo)
     write_data(data, seed=99)
-    b = record_example(store, repo, *QUICK)
+    b = _record_numpy(store, numpy_repo)
     da, db = _manifest(store, a["run_id"]).data[0], _manifest(store, b["run_id"]).data[0]
     assert da.path == "data/train.npz" and da.file_count == 1
     assert db.sha256 == hashlib.sha256(data.read_bytes()).hexdigest()
@@ -100,9 +115,9 @@ def test_changed_data_changes_data_hash(repo: Path, store: Path) -> None:
     assert db.size_bytes == data.stat().st_size
 
 
-def test_metric_regex_extracts_the_series_the_script_printed(repo: Path, store: Path) -> None:
-    res = record_example(
-        store, repo, *QUICK, extra=["--metric-regex", LOSS_REGEX, "--metric-name", "printed_loss"]
+def test_metric_regex_extracts_the_series_the_script_printed(numpy_repo: Path, store: Path) -> None:
+    res = _record_numpy(
+        store, numpy_repo, extra=["--metric-regex", LOSS_REGEX, "--metric-name", "printed_loss"]
     )
     m = _manifest(store, res["run_id"])
     log = Path(res["log"]).read_text()
@@ -149,8 +164,8 @@ def test_metrics_file_jsonl(repo: Path, store: Path) -> None:
     assert m.outputs.metrics["acc"] == 0.4
 
 
-def test_failing_command_is_recorded_as_failed(repo: Path, store: Path) -> None:
-    res = record_example(store, repo, *QUICK, "--fail-at", "3")
+def test_failing_command_is_recorded_as_failed(numpy_repo: Path, store: Path) -> None:
+    res = _record_numpy(store, numpy_repo, "--fail-at", "3")
     assert res["_returncode"] == 1
     assert res["status"] == "failed" and res["exit_code"] == 1
     m = _manifest(store, res["run_id"])
