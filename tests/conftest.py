@@ -16,9 +16,9 @@ import pytest
 
 from replay_tui.evidence.export import export_bundle
 from replay_tui.evidence.keys import generate
-from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
+from tests.helpers.replays import add_compared_replay
 from tests.support.bundles import replay_of
 from tests.support.factories import apply_overrides, realistic_manifest
 from tests.support.inprocess import run_cli
@@ -209,24 +209,12 @@ def replayed_store(store_path: Path, make_manifest: MakeManifest) -> tuple[Path,
     with RunStore(store_path) as store:
         store.ingest(manifest_from_data(orig))
         store.ingest(manifest_from_data(rep))
-        a, b = store.manifest(orig["run_id"]), store.manifest(rep["run_id"])
-        verdict, _, cid = compare_and_store(store, a, b)
+        verdict, _ = add_compared_replay(store, orig["run_id"], rep["run_id"])
         assert verdict == "IDENTICAL"
-        store.add_replay(
-            a.run_id,
-            replay_run=b.run_id,
-            backend="docker",
-            status="succeeded",
-            verdict=verdict,
-            reason=None,
-            duration_s=12.0,
-            comparison_id=cid,
-            body={"replay": {"determinism": "recorded"}, "verdict": verdict},
-        )
         # the log the launcher would have kept beside the store
         logs = store_path.parent / "logs"
         logs.mkdir()
-        (logs / f"{b.run_id}.log").write_bytes(log)
+        (logs / f"{rep['run_id']}.log").write_bytes(log)
     return store_path, orig["run_id"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -13,12 +12,12 @@ from typing import Any
 from replay_tui.evidence import report
 from replay_tui.evidence.gather import Evidence, gather
 from replay_tui.evidence.svg import DOWNSAMPLE_OVER, metric_svg, nice_ticks
-from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest
 from tests.helpers.chromium import chromium
-from tests.helpers.replays import add_attempt
+from tests.helpers.replays import add_compared_replay
+from tests.support.bundles import replay_of
 
 SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = "</svg><script>alert(1)</script>\"'&"
@@ -229,31 +228,14 @@ def _store_with_replay(
     orig = make_manifest(index=0)
     if metrics is not None:
         orig["outputs"]["metric_history"] = metrics
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=make_manifest(index=1)["run_id"],
-        kind="replay",
-        replay_of=orig["run_id"],
-        replay={"backend": "docker", "environment_pinned": True},
-    )
+    rep = replay_of(orig, make_manifest(index=1)["run_id"])
     hist = rep["outputs"]["metric_history"]
     if "loss" in hist:
         hist["loss"] = [[s, v + (0 if s < 3000 else (s - 3000) / 4000)] for s, v in hist["loss"]]
     with RunStore(store_path) as store:
         store.ingest(manifest_from_data(orig))
         store.ingest(manifest_from_data(rep))
-        a, b = store.manifest(orig["run_id"]), store.manifest(rep["run_id"])
-        verdict, _, cid = compare_and_store(store, a, b)
-        add_attempt(
-            store,
-            a.run_id,
-            "succeeded",
-            replay_run=b.run_id,
-            verdict=verdict,
-            duration_s=12.0,
-            comparison_id=cid,
-            body={"replay": {"determinism": "recorded"}, "verdict": verdict},
-        )
+        add_compared_replay(store, orig["run_id"], rep["run_id"])
     return str(orig["run_id"])
 
 

@@ -18,10 +18,11 @@ from typing import Any
 from replay_tui.compare.floor import FloorRecord
 from replay_tui.compare.noise_floor_model import NoiseFloor
 from replay_tui.compare.tolerance import Tolerance
-from replay_tui.replay.runner import compare_and_store
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
 from tests.conftest import MakeManifest
+from tests.helpers.replays import add_compared_replay
+from tests.support.bundles import replay_of
 
 LOSS = (1.5314, 1.5330, 1.5340)
 """The replicas' final loss: a spread the rule measures."""
@@ -65,13 +66,7 @@ def noisy_pair(
     """The store (see the module doc); ``diverged``: the replay is a real change."""
     orig = make_manifest(index=0)
     _outputs(orig, 1.5330, 0.90001, 0.0)
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=make_manifest(index=1)["run_id"],
-        kind="replay",
-        replay_of=orig["run_id"],
-        replay={"backend": "docker", "environment_pinned": True},
-    )
+    rep = replay_of(orig, make_manifest(index=1)["run_id"])
     if diverged:
         _outputs(rep, 1.4274, 0.85, -0.1)
     else:
@@ -92,18 +87,6 @@ def noisy_pair(
     with RunStore(store_path) as store:
         store.ingest(manifest_from_data(orig))
         store.ingest(manifest_from_data(rep))
-        store.add_noise_floor(orig["run_id"], 3, record.to_json())
-        a, b = store.manifest(orig["run_id"]), store.manifest(rep["run_id"])
-        verdict, _, cid = compare_and_store(store, a, b)
-        store.add_replay(
-            a.run_id,
-            replay_run=b.run_id,
-            backend="docker",
-            status="succeeded",
-            verdict=verdict,
-            reason=None,
-            duration_s=12.0,
-            comparison_id=cid,
-            body={"replay": {"determinism": "recorded"}, "verdict": verdict},
-        )
+        store.add_noise_floor(orig["run_id"], 3, record.to_dict())
+        verdict, cid = add_compared_replay(store, orig["run_id"], rep["run_id"])
     return NoisyPair(store_path, orig["run_id"], rep["run_id"], cid, verdict)
