@@ -544,18 +544,6 @@ def test_edit_is_caught_even_when_the_trigger_is_put_back(
     assert victim in out and "append-only triggers" not in out
 
 
-def test_event_edited_with_triggers_dropped_is_caught(
-    store_path: Path, filled: list[str], cli: RunCli
-) -> None:
-    conn = raw(store_path)
-    conn.execute("DROP TRIGGER events_no_update")
-    conn.execute("UPDATE events SET ts = '2020-01-01T00:00:00.000Z' WHERE seq = 3")
-    conn.close()
-    code, out = verify_cli(cli)
-    assert code == 1
-    assert "event 3 (ingest:local) was altered" in out
-
-
 def test_event_rehashed_after_editing_breaks_the_next_link(
     store_path: Path, filled: list[str], cli: RunCli
 ) -> None:
@@ -577,59 +565,73 @@ def test_event_rehashed_after_editing_breaks_the_next_link(
     assert "event 3 (ingest:local) does not link to the hash of event 2" in out
 
 
-def test_deleted_manifest_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
+@pytest.mark.parametrize(
+    ("statements", "reported"),
+    [
+        pytest.param(
+            (
+                "DROP TRIGGER events_no_update",
+                "UPDATE events SET ts = '2020-01-01T00:00:00.000Z' WHERE seq = 3",
+            ),
+            ("event 3 (ingest:local) was altered",),
+            id="event-edited-with-triggers-dropped",
+        ),
+        pytest.param(
+            (
+                "DROP TRIGGER manifests_no_delete",
+                "DELETE FROM manifests WHERE run_id = :victim",
+            ),
+            ("the manifest of run {victim}", "missing"),
+            id="deleted-manifest",
+        ),
+        pytest.param(
+            (
+                "DROP TRIGGER events_no_delete",
+                "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+            ),
+            ("bundles #1 has no ledger event",),
+            id="deleted-last-event",
+        ),
+        pytest.param(
+            ("DROP TRIGGER events_no_delete", "DELETE FROM events WHERE seq = 2"),
+            ("event 2 is missing",),
+            id="deleted-middle-event",
+        ),
+        pytest.param(
+            (
+                "DROP TRIGGER blobs_no_update",
+                "DROP TRIGGER comparisons_no_update",
+                "UPDATE blobs SET data = CAST('rm -rf /' AS BLOB)",
+                "UPDATE comparisons SET body = replace(body, '[]', '[1]')",
+            ),
+            ("blob", "was altered", "comparisons #1 was altered"),
+            id="altered-blob-and-fact",
+        ),
+        pytest.param(
+            ("DROP TRIGGER events_no_delete",),
+            ("append-only triggers were removed",),
+            id="dropping-a-trigger-alone",
+        ),
+    ],
+)
+def test_tampering_by_sql_is_caught(
+    store_path: Path,
+    filled: list[str],
+    cli: RunCli,
+    statements: tuple[str, ...],
+    reported: tuple[str, ...],
+) -> None:
+    """Each ``statements`` run straight against the file (``:victim`` is the fifth run);
+    ``verify-store`` then fails and says each of ``reported``."""
     victim = filled[4]
     conn = raw(store_path)
-    conn.execute("DROP TRIGGER manifests_no_delete")
-    conn.execute("DELETE FROM manifests WHERE run_id = ?", (victim,))
+    for sql in statements:
+        conn.execute(sql, {"victim": victim})
     conn.close()
     code, out = verify_cli(cli)
     assert code == 1
-    assert f"the manifest of run {victim}" in out and "missing" in out
-
-
-def test_deleted_last_event_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
-    conn = raw(store_path)
-    conn.execute("DROP TRIGGER events_no_delete")
-    conn.execute("DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)")
-    conn.close()
-    code, out = verify_cli(cli)
-    assert code == 1
-    assert "bundles #1 has no ledger event" in out
-
-
-def test_deleted_middle_event_is_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
-    conn = raw(store_path)
-    conn.execute("DROP TRIGGER events_no_delete")
-    conn.execute("DELETE FROM events WHERE seq = 2")
-    conn.close()
-    code, out = verify_cli(cli)
-    assert code == 1
-    assert "event 2 is missing" in out
-
-
-def test_altered_blob_and_fact_are_caught(store_path: Path, filled: list[str], cli: RunCli) -> None:
-    conn = raw(store_path)
-    conn.execute("DROP TRIGGER blobs_no_update")
-    conn.execute("DROP TRIGGER comparisons_no_update")
-    conn.execute("UPDATE blobs SET data = CAST('rm -rf /' AS BLOB)")
-    conn.execute("UPDATE comparisons SET body = replace(body, '[]', '[1]')")
-    conn.close()
-    code, out = verify_cli(cli)
-    assert code == 1
-    assert "blob" in out and "was altered" in out
-    assert "comparisons #1 was altered" in out
-
-
-def test_dropping_a_trigger_alone_is_reported(
-    store_path: Path, filled: list[str], cli: RunCli
-) -> None:
-    conn = raw(store_path)
-    conn.execute("DROP TRIGGER events_no_delete")
-    conn.close()
-    code, out = verify_cli(cli)
-    assert code == 1
-    assert "append-only triggers were removed" in out
+    for text in reported:
+        assert text.format(victim=victim) in out
 
 
 def test_bytes_edited_in_the_file_itself_are_caught(
