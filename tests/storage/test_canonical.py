@@ -55,7 +55,27 @@ def random_double(rnd: random.Random) -> float:
             return x
 
 
-def random_value(rnd: random.Random, depth: int = 0) -> Any:
+KEYS = ("a", "B", "é", "€", "😀", "\ue000", "aa", "a\x00", "10", "9")
+"""The keys of ``random_value``'s objects by default (a number is added to each)."""
+BMP_KEYS = ("a", "B", "é", "€", "\ue000", "aa", "a\x00", "10", "9", '1.0"', "\\")
+"""Keys without characters outside the BMP, some of them shaped like JSON numbers."""
+
+
+def random_value(
+    rnd: random.Random,
+    depth: int = 0,
+    *,
+    chars: str = 'ab"\\\n\t\x01\x7fé€😀\u2028',
+    length: int | None = None,
+    keys: tuple[str, ...] = KEYS,
+) -> Any:
+    """A random JSON document drawn from ``rnd``: numbers (edge floats among them),
+    strings of ``chars`` (``length`` long, or shorter than eight when None), literals, and
+    arrays and objects (keyed from ``keys``) nested at most four deep."""
+
+    def inner() -> Any:
+        return random_value(rnd, depth + 1, chars=chars, length=length, keys=keys)
+
     kind = rnd.randrange(9 if depth < 4 else 5)
     if kind == 0:
         return random_double(rnd)
@@ -64,15 +84,13 @@ def random_value(rnd: random.Random, depth: int = 0) -> Any:
     if kind == 2:
         return rnd.randrange(-(2**53) + 1, 2**53)
     if kind == 3:
-        return "".join(rnd.choice('ab"\\\n\t\x01\x7fé€😀\u2028') for _ in range(rnd.randrange(8)))
+        n = rnd.randrange(8) if length is None else length
+        return "".join(rnd.choice(chars) for _ in range(n))
     if kind == 4:
         return rnd.choice([True, False, None])
     if kind in (5, 6):
-        return [random_value(rnd, depth + 1) for _ in range(rnd.randrange(5))]
-    keys = ["a", "B", "é", "€", "😀", "\ue000", "aa", "a\x00", "10", "9"]
-    return {
-        rnd.choice(keys) + str(i): random_value(rnd, depth + 1) for i in range(rnd.randrange(5))
-    }
+        return [inner() for _ in range(rnd.randrange(5))]
+    return {rnd.choice(keys) + str(i): inner() for i in range(rnd.randrange(5))}
 
 
 @pytest.mark.parametrize("x", EDGE_FLOATS)
@@ -186,25 +204,12 @@ def test_random_bmp_documents_match_reference(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(canonical, "_dumps_walk", counted)
     rnd = random.Random(1785)
 
-    def value(depth: int = 0) -> Any:
-        kind = rnd.randrange(9 if depth < 4 else 5)
-        if kind == 0:
-            return random_double(rnd)
-        if kind == 1:
-            return rnd.choice(EDGE_FLOATS) * rnd.choice([1, -1])
-        if kind == 2:
-            return rnd.randrange(-(2**53) + 1, 2**53)
-        if kind == 3:
-            return "".join(rnd.choice('ab"\\\n\t\x01\x7fé€:,[]1.0e-\u2028') for _ in range(9))
-        if kind == 4:
-            return rnd.choice([True, False, None])
-        if kind in (5, 6):
-            return [value(depth + 1) for _ in range(rnd.randrange(5))]
-        keys = ["a", "B", "é", "€", "\ue000", "aa", "a\x00", "10", "9", '1.0"', "\\"]
-        return {rnd.choice(keys) + str(i): value(depth + 1) for i in range(rnd.randrange(5))}
-
     for _ in range(3000):
-        v = {"v": value()}
+        v = {
+            "v": random_value(
+                rnd, chars='ab"\\\n\t\x01\x7fé€:,[]1.0e-\u2028', length=9, keys=BMP_KEYS
+            )
+        }
         assert canonical.dumps(v) == rfc8785.dumps(v), v
     assert len(slow) < 60, len(slow)
 
