@@ -7,6 +7,7 @@ this module, so there is one convention:
 - a field's key is its name, unless ``wire(key=...)`` names another;
 - a float that is not finite is written as the string ``"inf"``, ``"-inf"`` or ``"nan"``
   (strict JSON has none) and read back from it;
+- a ``pathlib.Path`` is written as its string and read back from one;
 - tuples and lists are JSON arrays, mappings are objects, nested ``Wire`` models are
   objects; a ``wire(omit=...)`` field is left out when it is None, empty or its default;
 - ``WIRE_EXTRA`` names derived properties written for the reader and never read back;
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pathlib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence, Sized
@@ -91,9 +93,12 @@ def read_int(v: object, where: str) -> int:
 
 
 def dump(value: Any) -> Any:
-    """``value`` as plain JSON: Wire models by their fields, floats strict."""
+    """``value`` as plain JSON: Wire models by their fields, floats strict, paths as
+    their strings."""
     if isinstance(value, Wire):
         return value.to_dict()
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
     if isinstance(value, float):
         return json_float(value)
     if isinstance(value, str | int | bool) or value is None:
@@ -196,6 +201,10 @@ def load(tp: Any, v: Any, where: str) -> Any:
         if not isinstance(v, str):
             raise ValueError(f"{where}: expected a string, got {v!r}")
         return v
+    if tp is pathlib.Path:
+        if not isinstance(v, str):
+            raise ValueError(f"{where}: expected a path, got {v!r}")
+        return pathlib.Path(v)
     raise TypeError(f"{where}: no reading for the type {tp!r}")
 
 

@@ -56,12 +56,6 @@ from storage.wire import Wire, wire
 MANIFEST_NAME = "manifest.json"
 
 
-def _read_path(v: object, where: str) -> Path:
-    if not isinstance(v, str):
-        raise ValueError(f"{where}: expected a path, got {v!r}")
-    return Path(v)
-
-
 @dataclass(frozen=True)
 class ExportResult(Wire):
     """What an export wrote (the verdict as printed is not written)."""
@@ -80,7 +74,7 @@ class ExportResult(Wire):
     )
 
     run_id: str
-    path: Path = field(metadata=wire(encode=str, decode=_read_path))
+    path: Path
     files: int
     signed: bool
     key_id: str | None

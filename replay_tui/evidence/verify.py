@@ -77,12 +77,6 @@ class StatementCheck(Wire):
         return escape_control(f"{self.name} ({self.predicate_type}): {state}: {self.detail}")
 
 
-def _read_path(v: object, where: str) -> Path:
-    if not isinstance(v, str):
-        raise ValueError(f"{where}: expected a path, got {v!r}")
-    return Path(v)
-
-
 @dataclass
 class BundleCheck(Wire):
     """What ``verify`` made of a bundle; written with ``ok`` first (the replay attempts
@@ -91,7 +85,7 @@ class BundleCheck(Wire):
     WIRE_EXTRA = ("ok",)
     WIRE_ORDER = ("ok", "path", "run_id", "verdict")
 
-    path: Path = field(metadata=wire(encode=str, decode=_read_path))
+    path: Path
     files_checked: int = 0
     signed: bool = False
     key_id: str | None = None

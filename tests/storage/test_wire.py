@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -137,3 +138,20 @@ def test_inline_fields_memos_and_the_written_order() -> None:
     assert back == f and back.memo == ""
     with pytest.raises(ValueError, match=r"^row\.step: expected an integer"):
         Flat.from_dict({"name": "x", "step": "2", "value": 1}, "row")
+
+
+@dataclass(frozen=True)
+class Placed(Wire):
+    path: Path
+    spare: Path | None = None
+
+
+def test_a_path_is_written_as_its_string_and_read_back_as_a_path() -> None:
+    p = Placed(Path("/tmp/bundle/run.tar"), Path("rel/x"))
+    d = p.to_dict()
+    assert d == {"path": "/tmp/bundle/run.tar", "spare": "rel/x"}
+    back = Placed.from_dict(d)
+    assert back == p and isinstance(back.path, Path)
+    assert Placed.from_dict({"path": "a", "spare": None}) == Placed(Path("a"))
+    with pytest.raises(ValueError, match=r"^out\.path: expected a path, got 3$"):
+        Placed.from_dict({"path": 3}, "out")
