@@ -61,15 +61,6 @@ class GapCounts(Wire):
     warning: int = field(default=0, metadata=wire(decode=_count))
     info: int = field(default=0, metadata=wire(decode=_count))
 
-    def to_json(self) -> dict[str, Any]:
-        """``to_dict``, by the name the comparison's writer calls."""
-        return self.to_dict()
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> GapCounts:
-        """``from_dict``, by the name the stored comparison's reader calls."""
-        return cls.from_dict(d)
-
 
 @dataclass(frozen=True)
 class RunRecord(Wire):

@@ -431,12 +431,6 @@ class BisectResult(Wire):
     )
     """The same as this process saw it (not written to JSON: the blobs are)."""
 
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> BisectResult:
-        """A stored answer (``to_dict``) read back leniently (``from_dict``; the name the
-        bisect engine and its tests read a stored answer by)."""
-        return cls.from_dict(body)
-
     @property
     def version(self) -> int:
         """The answer's JSON version."""

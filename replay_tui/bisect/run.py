@@ -690,7 +690,7 @@ def stored_bisect(store: RunStore, bisect_id: int) -> BisectResult:
         raise BadInput(f"no bisect #{bisect_id} in this store")
     for fact in store.bisects_of(bad):
         if fact["id"] == bisect_id:
-            res = BisectResult.from_json(fact["body"])
+            res = BisectResult.from_dict(fact["body"])
             res.bisect_id = bisect_id
             return res
     raise BadInput(f"no bisect #{bisect_id} in this store")

@@ -87,13 +87,13 @@ def _read_gaps(v: object, where: str) -> tuple[Gap, ...]:
 
 
 def _counts_by_side(counts: dict[str, GapCounts]) -> dict[str, Any]:
-    return {side: n.to_json() for side, n in counts.items()}
+    return {side: n.to_dict() for side, n in counts.items()}
 
 
 def _read_counts(v: object, where: str) -> dict[str, GapCounts]:
     if not isinstance(v, Mapping):
         raise ValueError(f"{where}: expected an object, got {type(v).__name__}")
-    return {str(side): GapCounts.from_json(n) for side, n in v.items() if isinstance(n, Mapping)}
+    return {str(side): GapCounts.from_dict(n) for side, n in v.items() if isinstance(n, Mapping)}
 
 
 @dataclass(frozen=True)

@@ -122,10 +122,6 @@ class Spread(Wire):
     def all_identical(self) -> bool:
         return len(self.identical_groups) == 1
 
-    def to_json(self) -> dict[str, Any]:
-        """The same as ``to_dict`` (a replay series' ``--json`` names it so)."""
-        return self.to_dict()
-
 
 MeasuredOn = Literal["gpu", "cpu"]
 _COST_NOTE: Final[dict[MeasuredOn, str]] = {
@@ -180,19 +176,6 @@ class DeterminismCost(Wire):
     @property
     def note(self) -> str:
         return _COST_NOTE[self.measured_on]
-
-    def fact_body(self) -> dict[str, Any]:
-        """The body of the noise-floor fact that stores this measurement."""
-        return {DETERMINISM_KEY: self.to_dict()}
-
-    def to_json(self) -> dict[str, Any]:
-        """The same as ``to_dict`` (a replay series' ``--json`` names it so)."""
-        return self.to_dict()
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> DeterminismCost:
-        """The same as ``from_dict`` (kept for the callers that name it so)."""
-        return cls.from_dict(d)
 
 
 def _read_floor(v: object, where: str) -> NoiseFloor:
@@ -251,21 +234,6 @@ class FloorRecord(Wire):
         default=None, metadata=wire(omit="none", decode=_lenient(Spread.from_dict))
     )
 
-    def to_json(self) -> dict[str, Any]:
-        """The same as ``to_dict`` (kept for the callers that name it so)."""
-        return self.to_dict()
-
-    @classmethod
-    def from_json(cls, body: Mapping[str, Any]) -> FloorRecord:
-        """The same as ``from_dict`` (kept for the callers that name it so)."""
-        return cls.from_dict(body)
-
-
-def self_check_from_json(d: Mapping[str, Any]) -> SelfCheck:
-    """A stored self-check (``SelfCheck.to_dict``) read back; ``ValueError`` when it is
-    not one."""
-    return SelfCheck.from_dict(d)
-
 
 FactKind = Literal["floor", "determinism", "other"]
 
@@ -300,7 +268,7 @@ class NoiseFloorFact:
         elif self.record is not None:
             body = self.record.to_dict()
         elif self.determinism is not None:
-            body = self.determinism.fact_body()
+            body = {DETERMINISM_KEY: self.determinism.to_dict()}
         else:
             body = {}
         out = {"id": self.fact_id, "created_at": self.created_at, "times": self.times, "body": body}
@@ -385,15 +353,6 @@ class FloorRef(Wire):
     body_sha256: str | None = field(default=None, metadata=wire(omit="none", decode=_str_or_none))
     """The floor fact's body hash as the ledger recorded it when it judged (None in
     comparisons stored before it was kept): ``verify-store`` holds the comparison to it."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The same as ``to_dict`` (kept for the callers that name it so)."""
-        return self.to_dict()
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> FloorRef:
-        """The same as ``from_dict`` (kept for the callers that name it so)."""
-        return cls.from_dict(d)
 
 
 def _is_int(v: object) -> bool:

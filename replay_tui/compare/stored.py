@@ -189,14 +189,14 @@ def _gap_counts(v: Any) -> dict[str, GapCounts]:
     other than counts is left out (as a body that has none)."""
     if not isinstance(v, Mapping):
         return {}
-    return {str(side): GapCounts.from_json(n) for side, n in v.items() if isinstance(n, Mapping)}
+    return {str(side): GapCounts.from_dict(n) for side, n in v.items() if isinstance(n, Mapping)}
 
 
 def _floor(v: Any) -> FloorRef | None:
     if not isinstance(v, Mapping):
         return None
     try:
-        return FloorRef.from_json(v)
+        return FloorRef.from_dict(v)
     except ValueError as e:
         raise StoredComparisonError(f"comparison floor: {e}") from None
 

@@ -78,6 +78,6 @@ def run_drill(
 def stored_drill_item(entry: Mapping[str, Any]) -> DrillItem | None:
     """One run of a stored drill (an entry of ``DrillReport.to_dict()["runs"]``), or None
     when the entry is no drill item (a face reading a stored drill back)."""
-    from replay_tui.replay.drill import DrillItem
+    from replay_tui.replay.drill import read_item
 
-    return DrillItem.from_json(entry)
+    return read_item(entry)

@@ -105,7 +105,7 @@ def _not_written(v: object) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DrillItem(Wire):
-    """One drilled run and how it ended; a stored one reads back with :meth:`from_json`."""
+    """One drilled run and how it ended; a stored one reads back with :func:`read_item`."""
 
     run_id: str = field(metadata=wire(decode=_text))
     name: str = field(metadata=wire(decode=_text))
@@ -143,20 +143,20 @@ class DrillItem(Wire):
         label = aborted_label(self.abort) if self.abort is not None else None
         return label or "-"
 
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> DrillItem | None:
-        """An item of a stored drill (``to_dict``) read leniently; None when it is not
-        one (no known status)."""
-        try:
-            return cls.from_dict({**_ITEM_ABSENT, **d})
-        except ValueError:
-            return None
-
 
 _ITEM_ABSENT = dict.fromkeys(
     ("run_id", "name", "verdict", "replay_run", "replay_fact_id", "reason", "duration_s")
 )
 """What a stored item lacks reads as (through its lenient readings: "", None, 0.0)."""
+
+
+def read_item(d: Mapping[str, Any]) -> DrillItem | None:
+    """An item of a stored drill (``DrillItem.to_dict``) read leniently; None when it is
+    not one (no known status)."""
+    try:
+        return DrillItem.from_dict({**_ITEM_ABSENT, **d})
+    except ValueError:
+        return None
 
 
 @dataclass

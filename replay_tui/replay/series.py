@@ -21,6 +21,7 @@ from typing import Any
 from replay_tui.compare.distance import metric_gap
 from replay_tui.compare.floor import (
     DEFAULT_REPLICAS,
+    DETERMINISM_KEY,
     DeterminismCost,
     FloorRecord,
     Spread,
@@ -251,7 +252,7 @@ def replay_many(
             gpu = bool(on.original.hardware.gpus) and bool(on.replay.hardware.gpus)
             cost = DeterminismCost(t_on, t_off, "gpu" if gpu else "cpu", off.verdict)
             report.determinism = cost
-            store.add_noise_floor(original_id, 2, cost.fact_body())
+            store.add_noise_floor(original_id, 2, {DETERMINISM_KEY: cost.to_dict()})
     return report
 
 
@@ -408,7 +409,7 @@ def _measure(
     floor, check = measure_floor(replicas, ObjectStore.beside(store.path), tol)
     summary = spread(replicas, floor)  # its metric gaps walk every pair once
     record = FloorRecord(floor, original_id, floor.labels, tol, check, summary)
-    fid = store.add_noise_floor(original_id, len(replicas), record.to_json())
+    fid = store.add_noise_floor(original_id, len(replicas), record.to_dict())
     emit(
         ReplayEvent(
             "compare",

@@ -368,7 +368,7 @@ def test_a_stored_answer_reads_back_into_the_same_result() -> None:
         bisect_id=9,
     )
     body = json.loads(json.dumps(res.to_dict()))
-    back = BisectResult.from_json(body)
+    back = BisectResult.from_dict(body)
     assert back == res and back.to_dict() == body and back.verdict_line() == res.verdict_line()
     assert back.probes_run == 2 and back.exit_code == 0 and back.bisect_id == 9
     p1, p2 = back.probes
@@ -377,7 +377,7 @@ def test_a_stored_answer_reads_back_into_the_same_result() -> None:
     (c,) = back.env_diff
     assert (c.what, c.good, c.bad) == ("randomness.seed", 1, 2)  # the values as recorded
     # an older or damaged body still opens, with what it has
-    thin = BisectResult.from_json({"good": "g", "bad": "b", "probes": [{"probe": 1}, "x"]})
+    thin = BisectResult.from_dict({"good": "g", "bad": "b", "probes": [{"probe": 1}, "x"]})
     assert thin.outcome == "unexplained" and thin.probes_run == 1
     assert thin.probes[0].vs_good is None and thin.verdict_line().startswith("unexplained")
 
@@ -448,7 +448,7 @@ def test_the_rows_write_the_json_stored_bodies_hold() -> None:
         "notes": [],
         "duration_s": 12.5,
     }
-    back = BisectResult.from_json(body)
+    back = BisectResult.from_dict(body)
     assert json.dumps(back.to_dict()) == json.dumps(body)
     nf = back.noise_floor
     assert nf is not None and (nf.runs, nf.replays, nf.floor.metric_gap) == (4, 3, 1)

@@ -102,7 +102,7 @@ def test_a_probe_within_bads_noise_reads_near_bad_and_far_from_good(
     )
     _cells_agree(rec)
     # the stored row reads back into the same cells
-    back = BisectResult.from_json(
+    back = BisectResult.from_dict(
         json.loads(json.dumps(BisectResult("g", "b", "local", probes=[rec]).to_dict()))
     )
     assert back.probes[0].cells() == rec.cells()
@@ -170,7 +170,7 @@ def test_no_probe_output_by_default_and_the_table_agrees(done: Done) -> None:
     assert "step 0 loss" not in done.output and "\n  | " not in done.output
     with RunStore(done.store) as s:
         (fact,) = s.bisects_of(done.bad)
-    res = BisectResult.from_json(fact["body"])
+    res = BisectResult.from_dict(fact["body"])
     assert res.causes == ["seed"] and len(res.probes) == 3
     for p in res.probes:
         _cells_agree(p)
@@ -193,7 +193,7 @@ def test_the_probes_output_is_in_the_store_and_shown_on_request(done: Done) -> N
     with RunStore(done.store) as s:
         (fact,) = s.bisects_of(done.bad)
         body = fact["body"]
-        res = BisectResult.from_json(body)
+        res = BisectResult.from_dict(body)
         # every probe's output and GOOD's noise-floor replay's, as blobs of the store
         assert len(body["floor_logs"]) == 1 and all(p["log_sha256"] for p in body["probes"])
         for p in res.probes:

@@ -7,6 +7,7 @@ from typing import Any
 
 from replay_tui.compare.comparison import compare_runs
 from replay_tui.compare.floor import (
+    DETERMINISM_KEY,
     DeterminismCost,
     FloorRecord,
     FloorRef,
@@ -15,7 +16,6 @@ from replay_tui.compare.floor import (
     StoredFloor,
     floor_line,
     noise_floor_facts,
-    self_check_from_json,
     stored_floor,
 )
 from replay_tui.compare.noise_floor_model import NoiseFloor
@@ -100,8 +100,8 @@ def test_a_band_wider_than_the_declared_margin_is_a_gap(make_manifest: MakeManif
 def test_a_noise_floor_fact_reads_back_typed_and_its_json_unchanged(
     make_manifest: MakeManifest, store_path: Path
 ) -> None:
-    """A floor fact's body is written by ``FloorRecord.to_json`` and read back by
-    ``from_json``: the self-check with its status, the tolerance, the spread typed; the
+    """A floor fact's body is written by ``FloorRecord.to_dict`` and read back by
+    ``from_dict``: the self-check with its status, the tolerance, the spread typed; the
     fact as listed (what a bundle copies) is the stored body itself."""
     runs = [_run(make_manifest, v) for v in (*REPLICAS, 1.5321)]
     histories = [dict(r.outputs.metric_history) for r in runs]
@@ -114,8 +114,8 @@ def test_a_noise_floor_fact_reads_back_typed_and_its_json_unchanged(
     record = FloorRecord(floor, "orig", floor.labels, tol, check, spread)
     cost = DeterminismCost(2.5, 2.0, "cpu", "IDENTICAL")
     with RunStore(store_path) as store:
-        store.add_noise_floor("orig", 4, record.to_json())
-        store.add_noise_floor("orig", 2, cost.fact_body())
+        store.add_noise_floor("orig", 4, record.to_dict())
+        store.add_noise_floor("orig", 2, {DETERMINISM_KEY: cost.to_dict()})
         store.add_noise_floor("orig", 3, {"replicas": 3, "max_metric_gap": 0.1})  # older
         stored_rows = store.noise_floors_of("orig")
         facts = noise_floor_facts(store, "orig")
@@ -127,13 +127,13 @@ def test_a_noise_floor_fact_reads_back_typed_and_its_json_unchanged(
     assert back is not None and back.floor == floor and back.tolerance == tol
     assert back.self_check == check and back.self_check.status == check.status
     assert back.spread == spread and back.original_run == "orig"
-    assert back.to_json() == record.to_json() == stored_rows[2]["body"]
+    assert back.to_dict() == record.to_dict() == stored_rows[2]["body"]
     assert [f.to_json() for f in facts] == stored_rows  # the bundle's copy: as stored
     assert found is not None and found.fact_id == facts[2].fact_id
     assert found.self_check == check
     gpu = DeterminismCost(2.5, 2.0, "gpu", None)
-    assert DeterminismCost.from_json(gpu.to_json()) == gpu
-    assert gpu.to_json()["note"] == "measured on GPU"
+    assert DeterminismCost.from_dict(gpu.to_dict()) == gpu
+    assert gpu.to_dict()["note"] == "measured on GPU"
 
 
 def test_the_floor_line_reads_the_self_checks_status() -> None:
@@ -143,7 +143,7 @@ def test_the_floor_line_reads_the_self_checks_status() -> None:
     line = floor_line(StoredFloor(3, "orig", "t", floor, bad))
     assert "(self-check: 2 of 5 replicas fall outside the others)" in line
     assert "self-check" not in floor_line(StoredFloor(3, "orig", "t", floor, ok))
-    assert self_check_from_json(bad.to_dict()) == bad
+    assert SelfCheck.from_dict(bad.to_dict()) == bad
 
 
 def test_a_stored_comparison_keeps_its_gap_counts_and_floor_typed(
@@ -154,8 +154,8 @@ def test_a_stored_comparison_keeps_its_gap_counts_and_floor_typed(
     assert set(c.gap_counts) == {"a", "b", "pair"}
     assert all(isinstance(n, GapCounts) for n in c.gap_counts.values())
     body = c.to_dict()
-    assert body["gap_counts"]["pair"] == c.gap_counts["pair"].to_json()
-    assert c.floor is not None and body["floor"] == c.floor.to_json()
+    assert body["gap_counts"]["pair"] == c.gap_counts["pair"].to_dict()
+    assert c.floor is not None and body["floor"] == c.floor.to_dict()
     back = comparison_from_dict(body)
     assert back.gap_counts == c.gap_counts and back.to_dict() == body
     assert isinstance(back.floor, FloorRef) and back.floor.k == 3 and not back.floor.in_sample

@@ -1,4 +1,5 @@
-"""Drills: pick recorded runs, replay each (local backend, real torch runs), store the result."""
+"""Drills: pick recorded runs, replay each (local backend, real runs of the numpy-only
+trainer: a drill's picking, replaying and storing need no torch start), store the result."""
 
 from __future__ import annotations
 
@@ -25,9 +26,8 @@ from replay_tui.replay.drill import (
 from replay_tui.replay.plan import ReplayOptions
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
-from tests.conftest import REPO_ROOT, MakeManifest, subprocess_env
-
-TRAIN = REPO_ROOT / "examples" / "train_mlp.py"
+from tests.conftest import MakeManifest, subprocess_env
+from tests.support.training import NUMPY_PROGRAM, NUMPY_SCRIPT
 
 
 def _env() -> dict[str, str]:
@@ -60,7 +60,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
     _git(repo, "init", "-q")
     _git(repo, "config", "user.email", "drill@example.com")
     _git(repo, "config", "user.name", "drill")
-    shutil.copy(TRAIN, repo / "train_mlp.py")
+    shutil.copy(NUMPY_PROGRAM, repo / NUMPY_SCRIPT)
     (repo / ".gitignore").write_text("out/\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "train")
@@ -78,7 +78,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
             "--json",
             "--",
             "python",
-            "train_mlp.py",
+            NUMPY_SCRIPT,
             "--out",
             "out",
             "--epochs",

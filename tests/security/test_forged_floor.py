@@ -68,7 +68,7 @@ def _floor_body(
     record = FloorRecord(
         floor, original, floor.labels, Tolerance(), check, Spread(3, 0.0, 0.0, (1, 1, 1))
     )
-    return record.to_json()
+    return record.to_dict()
 
 
 def _store(store_path: Path, make: MakeManifest) -> tuple[str, str, int]:
@@ -144,7 +144,7 @@ def test_a_comparison_made_from_a_widened_floor_is_not_counted_once_it_is_undone
     _rewrite_floor(store_path, fid, wide_body)
     # What the older code stored from the widened floor: a WITHIN_NOISE judgement that
     # names the floor (with the hash of the body it read), chained like any fact.
-    wide = FloorRecord.from_json(wide_body)
+    wide = FloorRecord.from_dict(wide_body)
     wide_sha = json.loads(
         sqlite3.connect(store_path)
         .execute("SELECT json_object('s', body_sha256) FROM noise_floors WHERE id = ?", (fid,))

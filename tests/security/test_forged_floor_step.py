@@ -26,7 +26,7 @@ FINALS = [{"acc": 0.85}] * 3
 
 def _body() -> dict[str, Any]:
     floor = NoiseFloor.from_replicas(HISTORIES, FINALS, labels=["r1", "r2", "r3"])
-    body = FloorRecord(floor, "orig", floor.labels, Tolerance()).to_json()
+    body = FloorRecord(floor, "orig", floor.labels, Tolerance()).to_dict()
     out: dict[str, Any] = json.loads(json.dumps(body))
     return out
 

@@ -33,7 +33,7 @@ from replay_tui.evidence.stats import AbortedRate, MetricVariance, OpsSeen, Rati
 from replay_tui.evidence.verify import BundleCheck, Problem, StatementCheck
 from replay_tui.gaps.registry import Gap
 from replay_tui.importers import Outcome
-from replay_tui.replay.drill import DrillItem, DrillReport
+from replay_tui.replay.drill import DrillItem, DrillReport, read_item
 from replay_tui.replay.runner import ReplayOutcome
 from replay_tui.replay.series import ReplayReport
 from replay_tui.verdicts import Reproduction
@@ -385,9 +385,9 @@ CASES: dict[str, tuple[Any, Callable[[Any], Any] | None]] = {
         ),
         None,
     ),
-    "drill-item-reproduced": (_DRILL_ITEMS[0], DrillItem.from_json),
-    "drill-item-cancelled": (_DRILL_ITEMS[1], DrillItem.from_json),
-    "drill-item-infra": (_DRILL_ITEMS[2], DrillItem.from_json),
+    "drill-item-reproduced": (_DRILL_ITEMS[0], read_item),
+    "drill-item-cancelled": (_DRILL_ITEMS[1], read_item),
+    "drill-item-infra": (_DRILL_ITEMS[2], read_item),
     "drill-report": (
         DrillReport(
             pick="random",
@@ -780,7 +780,7 @@ def test_an_old_or_damaged_bisect_body_reads_as_it_did(name: str) -> None:
 
 def test_an_odd_stored_drill_item_reads_as_it_did() -> None:
     odd = {"status": "error", "reason": "timed_out: 60 s", "run_id": 5, "duration_s": True}
-    assert DrillItem.from_json({**odd, "replay_fact_id": False, "verdict": 3}) == DrillItem(
+    assert read_item({**odd, "replay_fact_id": False, "verdict": 3}) == DrillItem(
         run_id="5",
         name="",
         status="error",
@@ -791,5 +791,5 @@ def test_an_odd_stored_drill_item_reads_as_it_did() -> None:
         duration_s=1.0,
         abort="timed_out",
     )
-    assert DrillItem.from_json({"status": 7}) is None
-    assert DrillItem.from_json({"run_id": "r"}) is None
+    assert read_item({"status": 7}) is None
+    assert read_item({"run_id": "r"}) is None
