@@ -20,13 +20,13 @@ from replay_tui.replay.backends.runtime import ImageIdentity, RunRequest
 from storage.store import RunStore
 from tests.support.runtimes import (
     apptainer_first_replays,
+    apptainer_replay,
     push_other_image,
     recorded_run,
     replays_of,
     require,
     train_image,
 )
-from tests.support.training import replay_tui
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.docker, pytest.mark.slow]
 
@@ -87,16 +87,7 @@ def test_a_sif_swapped_for_another_images_is_refused_naming_the_built_from_diges
     cache.mkdir(mode=0o700)
     shutil.copy(swapped_sif, cache / sif_name(ref.partition("@")[2]))
     before = len(replays_of(rec.store, rec.run_id, "apptainer"))
-    proc = replay_tui(
-        rec.store,
-        "replay",
-        rec.run_id,
-        "--backend",
-        "apptainer",
-        "--apptainer-cache",
-        str(cache),
-        "--quiet",
-    )
+    proc = apptainer_replay(rec, cache)
     assert proc.returncode == 3, proc.stderr[-2000:]
     said = " ".join((proc.stderr + proc.stdout).split())
     assert "the SIF's built-from digest differs" in said

@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,22 +70,54 @@ class Recorded:
     run_id: str
 
 
-def recorded_run(base: Path) -> Recorded:
-    """The session's run recorded in the training image (recorded on first use)."""
-    require("docker", "docker-env.sh")
+def recorded_once(
+    base: Path, name: str, runs: Sequence[Sequence[str]]
+) -> tuple[Path, Path, list[str]]:
+    """The store, repository and run ids of ``train_mlp.py`` recorded in the training
+    image, one run for each entry of ``runs`` (that run's own arguments), in ``base/name``:
+    recorded by the first caller under a lock, read back by every later one."""
     tag, _ = train_image()
-    folder = base / "runtimes-recorded"
-    with _locked(base / "runtimes-recorded.lock"):
-        done = folder / "run.json"
+    folder = base / name
+    with _locked(base / f"{name}.lock"):
+        done = folder / "runs.json"
         if done.is_file():
             kept = json.loads(done.read_text())
-            return Recorded(Path(kept["store"]), Path(kept["repo"]), kept["run_id"])
+            return Path(kept["store"]), Path(kept["repo"]), kept["runs"]
         shutil.rmtree(folder, ignore_errors=True)
         store = folder / "store" / "runs.db"
         repo = make_repo(folder / "repo")
-        rid = record_in_image(store, repo, tag, "train_mlp.py", "--data", "data/train.npz", *QUICK)
-        done.write_text(json.dumps({"store": str(store), "repo": str(repo), "run_id": rid}))
-        return Recorded(store, repo, rid)
+        ids = [
+            record_in_image(store, repo, tag, "train_mlp.py", "--data", "data/train.npz",
+                            *extra, *QUICK)
+            for extra in runs
+        ]  # fmt: skip
+        done.write_text(json.dumps({"store": str(store), "repo": str(repo), "runs": ids}))
+        return store, repo, ids
+
+
+def recorded_run(base: Path) -> Recorded:
+    """The session's run recorded in the training image (recorded on first use)."""
+    require("docker", "docker-env.sh")
+    store, repo, (rid,) = recorded_once(base, "runtimes-recorded", [()])
+    return Recorded(store, repo, rid)
+
+
+def apptainer_replay(
+    rec: Recorded, cache: Path, *, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``replay-tui replay`` of the recorded run with ``--backend apptainer`` on the SIF
+    cache ``cache``, quiet."""
+    return replay_tui(
+        rec.store,
+        "replay",
+        rec.run_id,
+        "--backend",
+        "apptainer",
+        "--apptainer-cache",
+        str(cache),
+        "--quiet",
+        timeout=timeout,
+    )
 
 
 @dataclass(frozen=True)
@@ -111,17 +143,7 @@ def apptainer_first_replays(base: Path) -> ApptainerProof:
         results: list[dict[str, Any]] = [{}, {}]
 
         def one(i: int) -> None:
-            proc = replay_tui(
-                rec.store,
-                "replay",
-                rec.run_id,
-                "--backend",
-                "apptainer",
-                "--apptainer-cache",
-                str(cache),
-                "--quiet",
-                timeout=1800,
-            )
+            proc = apptainer_replay(rec, cache, timeout=1800)
             results[i] = {"code": proc.returncode, "stderr": proc.stderr, "stdout": proc.stdout}
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.runtimes import _locked, require, train_image
-from tests.support.training import QUICK, make_repo, record_in_image, replay_tui
+from tests.support.runtimes import _locked, recorded_once, require
+from tests.support.training import replay_tui
 
 
 def cluster_ready() -> None:
@@ -50,24 +50,10 @@ class Recorded:
 
 
 def recorded_runs(base: Path) -> Recorded:
+    """The three runs (seeds 1, 2 and 3) recorded in the training image once a session."""
     cluster_ready()
-    tag, _ = train_image()
-    folder = base / "slurm-runtimes-recorded"
-    with _locked(base / "slurm-runtimes-recorded.lock"):
-        done = folder / "runs.json"
-        if done.is_file():
-            kept = json.loads(done.read_text())
-            return Recorded(Path(kept["store"]), Path(kept["repo"]), kept["runs"])
-        shutil.rmtree(folder, ignore_errors=True)
-        store = folder / "store" / "runs.db"
-        repo = make_repo(folder / "repo")
-        runs = [
-            record_in_image(store, repo, tag, "train_mlp.py", "--data", "data/train.npz",
-                            "--seed", str(seed), *QUICK)
-            for seed in (1, 2, 3)
-        ]  # fmt: skip
-        done.write_text(json.dumps({"store": str(store), "repo": str(repo), "runs": runs}))
-        return Recorded(store, repo, runs)
+    seeds = [("--seed", str(seed)) for seed in (1, 2, 3)]
+    return Recorded(*recorded_once(base, "slurm-runtimes-recorded", seeds))
 
 
 def store_copy(base: Path, dest: Path) -> Path:
