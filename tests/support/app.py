@@ -11,7 +11,6 @@ by the ``test_app*`` modules.
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import hashlib
 import shutil
@@ -38,6 +37,7 @@ from storage import ledger
 from storage.manifest import RunManifest, manifest_from_data
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.support.bundles import replay_of
 from tests.support.factories import apply_overrides, realistic_manifest
 from tests.support.training import cli_env as cli_env
 from tests.support.training import git as git
@@ -104,17 +104,21 @@ def _history(points: list[list[float]], *, diverge_after: int | None) -> list[li
     return out
 
 
+def _named_run(seed: int, steps: int, **fields: Any) -> dict[str, Any]:
+    """The realistic manifest ``seed`` with ``steps`` points of history, its top-level
+    ``fields`` set."""
+    return apply_overrides(realistic_manifest(seed, history_steps=steps), fields)
+
+
 def _original_and_replay(ckpt_a: Path, ckpt_b: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    base = realistic_manifest(500, history_steps=40)
-    base = apply_overrides(
-        base,
-        {
-            "run_id": ORIGINAL_ID,
-            "name": "resnet50-imagenet-audit-2025q2",
-            "started_at": "2025-05-30T08:00:00.000Z",
-            "ended_at": "2025-05-30T14:12:30.000Z",
-            "duration_s": 22350.0,
-        },
+    base = _named_run(
+        500,
+        40,
+        run_id=ORIGINAL_ID,
+        name="resnet50-imagenet-audit-2025q2",
+        started_at="2025-05-30T08:00:00.000Z",
+        ended_at="2025-05-30T14:12:30.000Z",
+        duration_s=22350.0,
     )
     arts = base["outputs"]["artifacts"]
     arts[1] = {
@@ -124,11 +128,9 @@ def _original_and_replay(ckpt_a: Path, ckpt_b: Path) -> tuple[dict[str, Any], di
         "kind": "checkpoint",
         "tensor_sha256": None,
     }
-    replay = copy.deepcopy(base)
-    replay.update(
-        run_id=REPLAY_ID,
-        kind="replay",
-        replay_of=ORIGINAL_ID,
+    replay = replay_of(
+        base,
+        REPLAY_ID,
         started_at="2025-06-01T10:00:00.000Z",
         ended_at="2025-06-01T16:20:00.000Z",
         duration_s=22800.0,
@@ -165,24 +167,14 @@ def _original_and_replay(ckpt_a: Path, ckpt_b: Path) -> tuple[dict[str, Any], di
 
 
 def _same_pair() -> tuple[dict[str, Any], dict[str, Any]]:
-    orig = realistic_manifest(600, history_steps=20)
-    orig = apply_overrides(
-        orig,
-        {
-            "run_id": SAME_ORIGINAL_ID,
-            "name": "bert-base-drill-baseline",
-            "started_at": "2025-05-20T09:00:00.000Z",
-        },
+    orig = _named_run(
+        600,
+        20,
+        run_id=SAME_ORIGINAL_ID,
+        name="bert-base-drill-baseline",
+        started_at="2025-05-20T09:00:00.000Z",
     )
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=SAME_REPLAY_ID,
-        kind="replay",
-        replay_of=SAME_ORIGINAL_ID,
-        started_at="2025-05-21T09:00:00.000Z",
-        replay={"backend": "docker", "environment_pinned": True},
-    )
-    return orig, rep
+    return orig, replay_of(orig, SAME_REPLAY_ID, started_at="2025-05-21T09:00:00.000Z")
 
 
 def build_fixed_store(root: Path) -> FixedStore:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 
-def replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
+def replay_of(orig: dict[str, Any], run_id: str, **fields: Any) -> dict[str, Any]:
+    """A copy of ``orig`` as its replay ``run_id``, by default a pinned docker one;
+    ``fields`` (top-level manifest fields: ``started_at``, ``replay``, …) set last."""
     rep = copy.deepcopy(orig)
     rep.update(
         run_id=run_id,
@@ -17,6 +19,7 @@ def replay_of(orig: dict[str, Any], run_id: str) -> dict[str, Any]:
         replay_of=orig["run_id"],
         replay={"backend": "docker", "environment_pinned": True},
     )
+    rep.update(fields)
     return rep
 
 

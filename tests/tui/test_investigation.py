@@ -9,7 +9,6 @@ ones; a replay told from an original at every width; tags as an object in
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from storage.store import RunStore
 from tests.conftest import RunCli
 from tests.helpers.tui import settled_app
 from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
+from tests.support.bundles import replay_of
 from tests.support.factories import apply_overrides, realistic_manifest
 
 SIZE = (120, 36)
@@ -73,14 +73,7 @@ def pinned(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "image__digest": DIGEST,
         },
     )
-    rep = copy.deepcopy(orig)
-    rep.update(
-        run_id=UUID_REPLAY,
-        kind="replay",
-        replay_of=UUID_ORIGINAL,
-        started_at="2025-06-01T10:00:00.000Z",
-        replay={"backend": "docker", "environment_pinned": True},
-    )
+    rep = replay_of(orig, UUID_REPLAY, started_at="2025-06-01T10:00:00.000Z")
     rep["image"]["reference"] = f"{REPO}@{DIGEST}"  # replay/plan.image_reference
     other = apply_overrides(realistic_manifest(4), {"randomness__seed": 2})
     ms = [manifest_from_data(d) for d in (orig, rep, other)]
