@@ -21,6 +21,7 @@ from replay_tui.replay.drill import (
     candidates,
     parse_since,
     pick_runs,
+    read_item,
     run_drill,
 )
 from replay_tui.replay.plan import ReplayOptions
@@ -217,19 +218,19 @@ def test_an_aborted_item_says_how_and_a_stored_one_reads_back() -> None:
     item = DrillItem("r", "n", "error", None, None, 3, "cancelled: stopped", 1.0, "cancelled")
     assert item.abort == "cancelled" and item.stopped and item.word == "CANCELLED"
     assert "abort" not in item.to_dict()
-    assert DrillItem.from_json(item.to_dict()) == item
+    assert read_item(item.to_dict()) == item
     timed = DrillItem("r", "n", "error", None, None, None, "timed_out: 60 s", 1.0, "timed_out")
     assert timed.word == "TIMED OUT" and not timed.stopped
     infra = DrillItem("r", "n", "error", None, None, None, "no Docker engine", 0.5)
     assert infra.abort == "infra-error" and infra.word == "INFRA-ERROR"  # error: aborted
-    assert DrillItem.from_json(infra.to_dict()) == infra
+    assert read_item(infra.to_dict()) == infra
     done = DrillItem("r", "n", "reproduced", "IDENTICAL", "x", 4, None, 2.0)
     assert done.abort is None and done.word == "IDENTICAL"
-    assert DrillItem.from_json(done.to_dict()) == done
+    assert read_item(done.to_dict()) == done
     assert DrillItem("r", "n", "not_reproduced", None, None, None, "no commit", 0.0).word == "-"
     with pytest.raises(ValueError, match="not aborted"):
         DrillItem("r", "n", "reproduced", "IDENTICAL", None, None, None, 0.0, "cancelled")
-    assert DrillItem.from_json({"status": 7}) is None
+    assert read_item({"status": 7}) is None
 
 
 def test_exit_codes() -> None:
