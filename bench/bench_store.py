@@ -40,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -253,19 +254,19 @@ class _TimedConnection:
         self.conn = conn
         self.seconds = 0.0
 
-    def execute(self, *args: Any) -> Any:
+    def _timed(self, call: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``call(*args)``, its time added to ``seconds``."""
         t0 = time.perf_counter()
         try:
-            return self.conn.execute(*args)
+            return call(*args)
         finally:
             self.seconds += time.perf_counter() - t0
 
+    def execute(self, *args: Any) -> Any:
+        return self._timed(self.conn.execute, args)
+
     def executemany(self, *args: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self.conn.executemany(*args)
-        finally:
-            self.seconds += time.perf_counter() - t0
+        return self._timed(self.conn.executemany, args)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.conn, name)

@@ -43,10 +43,25 @@ now() { date +%s%N; }
 since() { local ms=$((($(now) - $1) / 1000000)); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
 verdicts() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(",".join(
   [r["verdict"] or r["replay_status"] for r in d["replays"]] if "replays" in d else [d["verdict"]]))' "$1"; }
+run_id() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$1"; }
+# Records the command again ($out/record_$1.json), compares that run with the original
+# ($out/compare_$2.json) and says step $3 with the comparison's exit and verdict; the new
+# run's id is left in $rid.
+record_and_compare() {
+  local t0 rc
+  t0=$(now)
+  record >"$out/record_$1.json"
+  rid=$(run_id "$out/record_$1.json")
+  set +e
+  rt compare "$orig" "$rid" --json >"$out/compare_$2.json"
+  rc=$?
+  set -e
+  say "$3" "$(since "$t0")" "$rc" "$(verdicts "$out/compare_$2.json")"
+}
 
 t0=$(now)
 record >"$out/record_original.json"
-orig=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$out/record_original.json")
+orig=$(run_id "$out/record_original.json")
 say record "$(since "$t0")" 0 "-"
 
 t0=$(now)
@@ -56,24 +71,11 @@ rc=$?
 set -e
 say "replay --times 3" "$(since "$t0")" "$rc" "$(verdicts "$out/replay_times3.json")"
 
-t0=$(now)
-record >"$out/record_again.json"
-again=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$out/record_again.json")
-set +e
-rt compare "$orig" "$again" --json >"$out/compare_same.json"
-rc=$?
-set -e
-say "same config, compared" "$(since "$t0")" "$rc" "$(verdicts "$out/compare_same.json")"
+record_and_compare again same "same config, compared"
 
 sed -i 's/^learning_rate = 1e-3/learning_rate = 1.2e-3/' config/train_shakespeare_char.py
 git -c user.name=gpu -c user.email=gpu@example.invalid commit -qam "learning rate x1.2"
-t0=$(now)
-record >"$out/record_changed.json"
-changed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_id"])' "$out/record_changed.json")
-set +e
-rt compare "$orig" "$changed" --json >"$out/compare_changed.json"
-rc=$?
-set -e
-say "learning rate x1.2, compared" "$(since "$t0")" "$rc" "$(verdicts "$out/compare_changed.json")"
+record_and_compare changed changed "learning rate x1.2, compared"
+changed=$rid
 rt show "$orig" | tail -1
 rt compare "$orig" "$changed" | sed -n '1,40p' >"$out/compare_changed.txt" || true
