@@ -1,8 +1,9 @@
 """The bundle's OpenSSF model signature, checked by the real ``model_signing verify key``
 over the model folder ``export --model-files`` writes, and by ``replay-tui verify``.
 
-The run is a real recorded training run (the launcher, a tiny torch model, its
-checkpoint and outputs kept in the object store)."""
+The run is a real recorded training run (the launcher, the numpy-only trainer's tiny
+model, its two safetensors checkpoints kept in the object store): what is signed is the
+exported folder of files, whatever framework wrote them, so no torch start is needed."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from replay_tui.evidence.keys import generate, load_public_key
 from replay_tui.evidence.modelsig import MODEL_PREDICATE_TYPE, MODEL_SIG_NAME
 from replay_tui.evidence.verify import verify_bundle
 from storage.manifest import canonical_json
-from tests.support.training import QUICK, make_repo, record_example, replay_tui
+from tests.support.training import NUMPY_SCRIPT, QUICK, make_repo, record_example, replay_tui
 
 MODEL_SIGNING = str(Path(sys.executable).parent / "model_signing")
 
@@ -29,9 +30,9 @@ MODEL_SIGNING = str(Path(sys.executable).parent / "model_signing")
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     base = tmp_path_factory.mktemp("model")
-    repo = make_repo(base / "repo")
+    repo = make_repo(base / "repo", numpy=True)
     store = base / "store" / "runs.db"
-    out = record_example(store, repo, *QUICK)
+    out = record_example(store, repo, *QUICK, script=NUMPY_SCRIPT)
     assert out["_returncode"] == 0, out["_stderr"][-3000:]
     return store, str(out["run_id"])
 
