@@ -1,5 +1,8 @@
-"""Drills: pick recorded runs, replay each (local backend, real runs of the numpy-only
-trainer: a drill's picking, replaying and storing need no torch start), store the result."""
+"""Drills: pick recorded runs, replay each (local backend, real runs), store the result.
+
+The runs that reproduce are the numpy-only trainer's (a drill's picking, replaying and
+storing need no torch start); the one that does not is the torch example's unseeded-noise
+run, the numpy trainer's own unseeded noise staying within the run's noise floor."""
 
 from __future__ import annotations
 
@@ -27,8 +30,10 @@ from replay_tui.replay.drill import (
 from replay_tui.replay.plan import ReplayOptions
 from storage.manifest import manifest_from_data
 from storage.store import RunStore
-from tests.conftest import MakeManifest, subprocess_env
+from tests.conftest import REPO_ROOT, MakeManifest, subprocess_env
 from tests.support.training import NUMPY_PROGRAM, NUMPY_SCRIPT
+
+TRAIN = REPO_ROOT / "examples" / "train_mlp.py"
 
 
 def _env() -> dict[str, str]:
@@ -54,7 +59,8 @@ def _git(repo: Path, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """Three real recorded runs: two that reproduce, one with an unseeded-noise bug."""
+    """Three real recorded runs: two of the numpy-only trainer that reproduce, one of the
+    torch example with an unseeded-noise bug."""
     root = tmp_path_factory.mktemp("recorded")
     repo = root / "repo"
     repo.mkdir()
@@ -62,12 +68,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
     _git(repo, "config", "user.email", "drill@example.com")
     _git(repo, "config", "user.name", "drill")
     shutil.copy(NUMPY_PROGRAM, repo / NUMPY_SCRIPT)
+    shutil.copy(TRAIN, repo / "train_mlp.py")
     (repo / ".gitignore").write_text("out/\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "train")
     store = root / "store" / "store.db"
     ids = []
-    for seed, extra in ((1, []), (2, []), (3, ["--unseeded-noise"])):
+    runs = ((1, NUMPY_SCRIPT, []), (2, NUMPY_SCRIPT, []), (3, "train_mlp.py", ["--unseeded-noise"]))
+    for seed, script, extra in runs:
         r = _cli(
             store,
             "record",
@@ -79,7 +87,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
             "--json",
             "--",
             "python",
-            NUMPY_SCRIPT,
+            script,
             "--out",
             "out",
             "--epochs",
