@@ -257,11 +257,11 @@ class NoiseFloorFact:
     problem: str | None = None
     stored_body: Mapping[str, Any] | None = None
     """The body exactly as the store holds it (its ledger hash covers it): what an
-    evidence bundle copies, so ``to_json`` of a fact read back is the stored fact."""
+    evidence bundle copies, so ``to_row`` of a fact read back is the stored fact."""
     body_sha256: str | None = None
     """The hash the ledger recorded for the body (checked when the store read it)."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, Any]:
         """The fact as the store lists it (``id``, ``created_at``, ``times``, ``body``)."""
         if self.stored_body is not None:
             body: Any = self.stored_body
@@ -277,7 +277,7 @@ class NoiseFloorFact:
         return out
 
     @classmethod
-    def from_json(cls, run_id: str, fact: Mapping[str, Any]) -> NoiseFloorFact:
+    def from_row(cls, run_id: str, fact: Mapping[str, Any]) -> NoiseFloorFact:
         """A row of ``RunStore.noise_floors_of`` (``id``, ``created_at``, ``times``,
         decoded ``body``)."""
         body = fact.get("body")
@@ -307,7 +307,7 @@ class NoiseFloorFact:
 
 def noise_floor_facts(store: RunStore, run_id: str) -> list[NoiseFloorFact]:
     """The noise-floor facts of ``run_id``, newest first."""
-    return [NoiseFloorFact.from_json(run_id, f) for f in store.noise_floors_of(run_id)]
+    return [NoiseFloorFact.from_row(run_id, f) for f in store.noise_floors_of(run_id)]
 
 
 def latest_floor_fact(store: RunStore, run_id: str) -> NoiseFloorFact | None:

@@ -238,7 +238,7 @@ def export_bundle(
         if bisects:  # bisects with this run as GOOD or BAD (replay-tui bisect)
             _write(tmp, "bisects.json", _json({"run_id": m.run_id, "bisects": bisects}))
         if ev.floor is not None:  # what WITHIN_NOISE was judged against, and how
-            written["noise_floor.json"] = _json({"run_id": m.run_id, **ev.floor.to_json()})
+            written["noise_floor.json"] = _json({"run_id": m.run_id, **ev.floor.to_row()})
             _write(tmp, "noise_floor.json", written["noise_floor.json"])
         for lm in [m, *(r.manifest for r in ev.replays if r.manifest is not None)]:
             data = log_bytes(store, lm)

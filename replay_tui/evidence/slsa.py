@@ -102,7 +102,7 @@ def byproducts(ev: Evidence, member_sha: dict[str, str]) -> list[dict[str, Any]]
     """The replay's verdict and the noise floor, bound to the bundle members that hold
     them (``member_sha``: name -> sha256 of what the bundle holds)."""
     latest = ev.latest
-    floor = ev.floor.to_json() if ev.floor is not None else None
+    floor = ev.floor.to_row() if ev.floor is not None else None
     out: list[dict[str, Any]] = [
         {
             "name": "comparison.json",

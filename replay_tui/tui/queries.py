@@ -557,7 +557,7 @@ def load_dashboard(
         recent_replays=[
             ReplayFact.from_mapping(r) for r in readmodel.recent_replays(store, recent)
         ],
-        recent_drills=[StoredDrill.from_json(d) for d in readmodel.recent_drills(store, recent)],
+        recent_drills=[StoredDrill.from_row(d) for d in readmodel.recent_drills(store, recent)],
         aborted=Share(s.aborted.numerator, s.aborted.denominator),
     )
 
@@ -565,7 +565,7 @@ def load_dashboard(
 @dataclass(frozen=True)
 class StoredDrill:
     """A drill the store holds: when, whether it passed or was cancelled, its runs
-    (``DrillReport.to_dict`` read back with ``DrillItem.from_json``)."""
+    (``DrillReport.to_dict`` read back with ``read_item``)."""
 
     id: int
     created_at: str
@@ -577,7 +577,7 @@ class StoredDrill:
     """Entries of its runs that are no drill item (a malformed body): shown as ``-``."""
 
     @classmethod
-    def from_json(cls, fact: Mapping[str, Any]) -> StoredDrill:
+    def from_row(cls, fact: Mapping[str, Any]) -> StoredDrill:
         """A row of ``readmodel.recent_drills`` (``id``, ``created_at``, ``passed``,
         decoded ``body``)."""
         body = fact.get("body")

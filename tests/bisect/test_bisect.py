@@ -327,7 +327,7 @@ def test_stored_bisect_is_an_append_only_fact_in_the_ledger(tmp_path: Path) -> N
 
 
 def test_a_stored_answer_reads_back_into_the_same_result() -> None:
-    """What the store keeps (``to_dict``) reads back with ``from_json``: the same JSON,
+    """What the store keeps (``to_dict``) reads back with ``from_dict``: the same JSON,
     the same verdict line, the same typed rows."""
     res = BisectResult(
         "g" * 16,

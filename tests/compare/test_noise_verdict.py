@@ -128,7 +128,7 @@ def test_a_noise_floor_fact_reads_back_typed_and_its_json_unchanged(
     assert back.self_check == check and back.self_check.status == check.status
     assert back.spread == spread and back.original_run == "orig"
     assert back.to_dict() == record.to_dict() == stored_rows[2]["body"]
-    assert [f.to_json() for f in facts] == stored_rows  # the bundle's copy: as stored
+    assert [f.to_row() for f in facts] == stored_rows  # the bundle's copy: as stored
     assert found is not None and found.fact_id == facts[2].fact_id
     assert found.self_check == check
     gpu = DeterminismCost(2.5, 2.0, "gpu", None)

@@ -279,7 +279,7 @@ def test_a_drill_run_that_did_not_finish_is_named_like_a_replay() -> None:
             {"status": 7, "verdict": ["x"]},  # a malformed entry reads as nothing known
         ]
     }
-    drill = StoredDrill.from_json({"id": 1, "created_at": "t", "passed": False, "body": body})
+    drill = StoredDrill.from_row({"id": 1, "created_at": "t", "passed": False, "body": body})
     assert drill.words == [
         "IDENTICAL",
         "CANCELLED",

@@ -34,7 +34,7 @@ def _body() -> dict[str, Any]:
 def test_the_honest_step_reads_back() -> None:
     body = _body()
     assert body["floor"]["metrics"][0]["step"] == [1, 100]
-    fact = NoiseFloorFact.from_json("orig", {"id": 1, "created_at": "t", "times": 3, "body": body})
+    fact = NoiseFloorFact.from_row("orig", {"id": 1, "created_at": "t", "times": 3, "body": body})
     assert fact.kind == "floor" and fact.record is not None
     assert str(fact.record.floor.metrics[0].step) == "1/100"
 
@@ -59,6 +59,6 @@ def test_a_forged_step_is_refused_and_the_fact_is_no_floor(step: object, words: 
     body["floor"]["metrics"][0]["step"] = step
     with pytest.raises(ValueError, match=words):
         NoiseFloor.from_dict(body["floor"])
-    fact = NoiseFloorFact.from_json("orig", {"id": 1, "created_at": "t", "times": 3, "body": body})
+    fact = NoiseFloorFact.from_row("orig", {"id": 1, "created_at": "t", "times": 3, "body": body})
     assert fact.kind == "other" and fact.record is None
     assert fact.problem is not None and "step" in fact.problem

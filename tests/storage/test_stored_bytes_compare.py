@@ -1,5 +1,5 @@
 """The stored bytes of the compare package's results, pinned: every result written by
-``to_dict`` (or a floor fact's ``to_json``) hashes to what the hand-written writers
+``to_dict`` (or a floor fact's ``to_row``) hashes to what the hand-written writers
 gave before the results moved onto ``storage.wire``, and reads back to itself."""
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ BUNDLE = Path(__file__).parents[1] / "evidence" / "data" / "bundle-v1" / "compar
 
 
 def _body(obj: Any) -> Any:
-    """What the object stores: ``to_dict``, or a floor fact's ``to_json``."""
-    write = getattr(obj, "to_dict", None) or obj.to_json
+    """What the object stores: ``to_dict``, or a floor fact's ``to_row``."""
+    write = getattr(obj, "to_dict", None) or obj.to_row
     return write()
 
 
@@ -721,7 +721,7 @@ def test_stored_bodies_read_back(name: str) -> None:
 
 def test_a_floor_fact_reads_back_as_it_was_stored() -> None:
     fact = {"id": 4, "created_at": "t", "times": 3, "body": json.loads(dumps(_body(RECORD)))}
-    back = NoiseFloorFact.from_json("orig", fact)
+    back = NoiseFloorFact.from_row("orig", fact)
     assert back.kind == "floor" and back.record == RECORD
     assert dumps(_body(back)) == dumps(fact)
     cost = {
@@ -730,7 +730,7 @@ def test_a_floor_fact_reads_back_as_it_was_stored() -> None:
         "times": 2,
         "body": json.loads(dumps(_body(FACT_COST)["body"])),
     }
-    back = NoiseFloorFact.from_json("orig", cost)
+    back = NoiseFloorFact.from_row("orig", cost)
     assert back.kind == "determinism" and back.determinism == COST_GPU
 
 

@@ -768,7 +768,7 @@ READ_PINNED = {
         "77b75cdacf3a178985754da27647a2b5de0ca4cf27f747c1552e0341632c2329",
     ),
 }
-"""What an older or damaged bisect body reads as (``from_json`` then ``to_dict``): it
+"""What an older or damaged bisect body reads as (``from_dict`` then ``to_dict``): it
 still opens, what it lacks or holds in another shape taking the default."""
 
 
