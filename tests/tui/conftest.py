@@ -7,9 +7,16 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.noisy import within
-from tests.support.app import cli_env, record_gated_run
+from tests.support.app import FixedStore, build_fixed_store, cli_env, record_gated_run
 
-__all__ = ["gated", "python_with_torch", "within"]
+__all__ = ["fixed", "gated", "python_with_torch", "within"]
+
+
+@pytest.fixture(scope="module")
+def fixed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
+    """The snapshot store (``build_fixed_store``), built once for each test module, in a
+    folder named after the module; the module's tests only read it."""
+    return build_fixed_store(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2]))
 
 
 @pytest.fixture

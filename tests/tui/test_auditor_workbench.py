@@ -66,11 +66,6 @@ from tests.support.training import replay_tui
 HEAD = re.compile(r"\b\d+:[0-9a-f]{64}\b")
 
 
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("auditor-workbench"))
-
-
 @pytest.fixture
 def own(tmp_path: Path) -> FixedStore:
     """A store of the test's own (it writes to it)."""

@@ -25,18 +25,13 @@ from replay_tui.tui.screens.bisect import BisectFormScreen, BisectScreen
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.widgets.replay_options import ReplayOptionsForm, field_id
 from tests.helpers.tui import replay_app
-from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
+from tests.support.app import FixedStore, settle, sync, wait_until
 
 SIZE = (120, 50)
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
 SnapCompare = Callable[..., bool]
 DIFFERING = ["code", "image", "data", "config", "seed"]
 """The factors in which the fixed store's original and its critical-gaps run differ."""
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("bisect-form"))
 
 
 def _app(fixed: FixedStore) -> ReplayApp:

@@ -7,8 +7,6 @@ gaps as well as by its columns.
 
 from __future__ import annotations
 
-import pytest
-
 from replay_tui.tui.queries import verdict_rank
 from replay_tui.tui.screens.runs import RunsScreen
 from replay_tui.tui.widgets.status import StatusLine
@@ -16,14 +14,9 @@ from replay_tui.verdicts import SEVERITY
 from storage.records import RunRecord
 from storage.store import RunQuery, RunStore
 from tests.helpers.tui import settled_app
-from tests.support.app import FixedStore, build_fixed_store, runs_screen, settle, sync
+from tests.support.app import FixedStore, runs_screen, settle, sync
 
 SIZE = (120, 36)
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("groups"))
 
 
 def keys(screen: RunsScreen) -> list[str]:

@@ -43,7 +43,7 @@ from storage.manifest import _check_image_ref, manifest_from_data
 from storage.store import RunStore
 from tests.conftest import RunCli
 from tests.helpers.tui import settled_app
-from tests.support.app import FixedStore, build_fixed_store, settle, sync, wait_until
+from tests.support.app import FixedStore, settle, sync, wait_until
 from tests.support.bundles import replay_of
 from tests.support.factories import apply_overrides, realistic_manifest
 
@@ -52,11 +52,6 @@ DIGEST = "sha256:f248" + "0123456789abcdef" * 3 + "0123456789ab"
 REPO = "registry.example.com/research/train"
 UUID_ORIGINAL = "01a217f8-b6f5-4c2e-9d3a-5b7e8f901234"
 UUID_REPLAY = "7c0ffee0-1d2e-4f5a-8b9c-0d1e2f3a4b5c"
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("investigation"))
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,6 @@ from storage.store import RunStore
 from tests.helpers.tui import settled_app
 from tests.support.app import (
     FixedStore,
-    build_fixed_store,
     local_app,
     opened,
     runs_screen,
@@ -42,11 +41,6 @@ from tests.support.factories import apply_overrides, realistic_manifest
 LONG_IMAGE = "registry.example.com/research/vision-team/pytorch-training-base-cuda12:2025.11-rc3"
 LONG_DIGEST = "sha256:" + "ab" * 32
 LONG_ID_RUN = 7
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("cuts"))
 
 
 @pytest.fixture(scope="module")

@@ -30,15 +30,9 @@ from tests.support.app import (
     FixedStore,
     SnapCompare,
     Step,
-    build_fixed_store,
     snap_app,
     then,
 )
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("snapshots"))
 
 
 def post(message_factory: Callable[[], Any]) -> Step:

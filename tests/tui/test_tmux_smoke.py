@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.repos import commit_repo
-from tests.support.app import FixedStore, build_fixed_store, cli_env
+from tests.support.app import FixedStore, cli_env
 
 
 def tmux(*args: str) -> str:
@@ -70,11 +70,6 @@ class Terminal:
                 return text
             time.sleep(0.1)
         raise AssertionError(f"the screen never showed what was awaited; it shows:\n{text}")
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("tmux"))
 
 
 def launch(store: Path) -> Iterator[Terminal]:

@@ -19,7 +19,6 @@ from tests.helpers.repos import commit_repo
 from tests.helpers.tui import settled_app
 from tests.support.app import (
     FixedStore,
-    build_fixed_store,
     opened,
     runs_screen,
     settle,
@@ -27,11 +26,6 @@ from tests.support.app import (
     wait_until,
 )
 from tests.support.training import replay_tui
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("fixed"))
 
 
 def _shown(screen: RunsScreen) -> dict[str, int]:
