@@ -25,6 +25,7 @@ import pytest
 from textual.message import Message
 from textual.pilot import Pilot
 from textual.screen import Screen
+from textual.widgets import Log
 
 from replay_tui.gaps import gap_counts
 from replay_tui.replay.drill import DrillReport
@@ -32,6 +33,7 @@ from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.screens.drill import DrillScreen
+from replay_tui.tui.screens.modals import ConfirmModal
 from replay_tui.tui.screens.runs import RunsScreen
 from storage import ledger
 from storage.manifest import RunManifest, manifest_from_data
@@ -395,9 +397,33 @@ async def wait_until(
         await pilot.pause(0.05)
 
 
+async def until_logged(pilot: Pilot[Any], screen: Screen[Any], says: Callable[[str], bool]) -> None:
+    """Waits (five minutes at most) until a line of ``screen``'s ``#log`` ``says`` so."""
+    log = screen.query_one("#log", Log)
+    await wait_until(pilot, lambda: any(says(line) for line in log.lines), 300)
+
+
+async def ask_to_quit(pilot: Pilot[Any]) -> ConfirmModal:
+    """Presses q and returns the question it opens (the app's "quit?" confirmation)."""
+    app = pilot.app
+    await pilot.press("q")
+    await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+    question = app.screen
+    assert isinstance(question, ConfirmModal)
+    return question
+
+
 def local_app(store: Path) -> ReplayApp:
     """The app over ``store``, its replays and drills on the local backend."""
     return ReplayApp(store, replay_options_factory=lambda: ReplayOptions(backend="local"))
+
+
+def ungated_app(gated: tuple[Path, str, Path]) -> tuple[Path, str, ReplayApp]:
+    """The store and run id of ``record_gated_run``'s run, its gate removed (the program
+    now runs for minutes: a cancel lands mid-run), and ``local_app`` over the store."""
+    store, run_id, gate = gated
+    gate.unlink()
+    return store, run_id, local_app(store)
 
 
 def footer_keys(app: ReplayApp) -> set[str]:

@@ -24,9 +24,10 @@ from replay_tui.gaps import gap_counts
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp
 from replay_tui.tui.messages import OpenComparison, OpenReplay
+from replay_tui.tui.queries import RunDetail
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.screens.dashboard import DashboardScreen
-from replay_tui.tui.screens.modals import KEYMAP, ConfirmModal, ErrorModal, HelpScreen
+from replay_tui.tui.screens.modals import KEYMAP, ErrorModal, HelpScreen
 from replay_tui.tui.screens.picker import PickRunScreen
 from replay_tui.tui.screens.replay import ReplayScreen
 from replay_tui.tui.screens.run_detail import RunDetailScreen
@@ -38,7 +39,7 @@ from storage.store import RunQuery, RunStore
 from tests.helpers.tui import settled_app
 from tests.support.app import (
     FixedStore,
-    build_fixed_store,
+    ask_to_quit,
     comparison_shown,
     footer_keys,
     local_app,
@@ -46,16 +47,13 @@ from tests.support.app import (
     runs_screen,
     settle,
     sync,
+    ungated_app,
+    until_logged,
     wait_until,
 )
 from tests.support.factories import realistic_manifest
 
 SIZE = (120, 36)
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("fixed"))
 
 
 def status_text(screen: RunsScreen) -> str:
@@ -239,20 +237,20 @@ async def press_on_row(pilot: Pilot[None], run_id: str, key: str) -> Screen[Any]
     return pilot.app.screen
 
 
-async def open_detail(pilot: Pilot[None], run_id: str) -> RunDetailScreen:
-    """Run ``run_id``'s detail screen, opened with enter on its row of the runs screen."""
+async def open_detail(pilot: Pilot[None], run_id: str) -> tuple[RunDetailScreen, RunDetail]:
+    """Run ``run_id``'s detail screen, opened with enter on its row of the runs screen,
+    and the detail it shows."""
     detail = await press_on_row(pilot, run_id, "enter")
     assert isinstance(detail, RunDetailScreen) and detail.detail is not None
-    return detail
+    return detail, detail.detail
 
 
 @sync
 async def test_open_a_run_then_its_replay_comparison(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
-        detail = await open_detail(pilot, fixed.original_id)
-        assert detail.detail is not None
-        assert detail.detail.record.id == fixed.original_id
+        detail, shown_run = await open_detail(pilot, fixed.original_id)
+        assert shown_run.record.id == fixed.original_id
         titles = sorted(str(w.border_title) for w in detail.query(".section"))
         assert titles == sorted(
             [
@@ -301,9 +299,8 @@ async def test_open_a_run_then_its_replay_comparison(fixed: FixedStore) -> None:
 async def test_gaps_panel_lists_every_gap(fixed: FixedStore) -> None:
     app = ReplayApp(fixed.path)
     async with app.run_test(size=SIZE) as pilot:
-        detail = await open_detail(pilot, fixed.critical_id)
-        assert detail.detail is not None
-        gaps = detail.detail.gaps
+        detail, shown_run = await open_detail(pilot, fixed.critical_id)
+        gaps = shown_run.gaps
         critical = [g for g in gaps if g.severity == "critical"]
         assert critical
         tabs = detail.query_one(TabbedContent)
@@ -617,9 +614,7 @@ async def test_the_quit_question_stays_when_a_replay_ends_under_it(
     async with app.run_test(size=(200, 60)) as pilot:
         replay = await open_replay_screen(pilot, app, fixed.original_id)
         replay._set_phase("running")  # as a started replay is (no worker: the test ends it)
-        await pilot.press("q")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
-        question = app.screen
+        question = await ask_to_quit(pilot)
         # the replay ends under the question and opens its comparison, as it does
         replay._set_phase("done")
         replay.post_message(OpenComparison(comparison_id=fixed.diverged_comparison))
@@ -720,8 +715,7 @@ async def test_cancel_a_running_replay(gated: tuple[Path, str, Path]) -> None:
     app = local_app(store)
     async with app.run_test(size=SIZE) as pilot:
         replay = await start_replay(pilot, app, run_id)
-        log = replay.query_one("#log", Log)
-        await wait_until(pilot, lambda: any(x.startswith("step ") for x in log.lines), 300)
+        await until_logged(pilot, replay, lambda line: line.startswith("step "))
         await pilot.press("x")
         await wait_until(pilot, lambda: not replay.replay_running, timeout=300)
         await settle(pilot)
@@ -751,20 +745,15 @@ async def test_cancel_a_running_replay(gated: tuple[Path, str, Path]) -> None:
 async def test_quitting_mid_replay_asks_first_then_records_a_cancel(
     gated: tuple[Path, str, Path],
 ) -> None:
-    store, run_id, gate = gated
-    gate.unlink()
-    app = local_app(store)
+    store, run_id, app = ungated_app(gated)
     async with app.run_test(size=SIZE) as pilot:
         replay = await start_replay(pilot, app, run_id)
-        log = replay.query_one("#log", Log)
-        await wait_until(pilot, lambda: any(x.startswith("step ") for x in log.lines), 300)
-        await pilot.press("q")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await until_logged(pilot, replay, lambda line: line.startswith("step "))
+        await ask_to_quit(pilot)
         await pilot.press("n")  # keep running
         await wait_until(pilot, lambda: app.screen is replay)
         assert replay.replay_running and app.is_running
-        await pilot.press("q")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await ask_to_quit(pilot)
         await pilot.press("y")
         await wait_until(pilot, lambda: not app.is_running, timeout=300)
     with RunStore(store) as s:

@@ -38,7 +38,7 @@ from tests.support.app import (
     SIZES,
     FixedStore,
     SnapCompare,
-    build_fixed_store,
+    ask_to_quit,
     cli_env,
     comparison_shown,
     fixed_drill,
@@ -49,6 +49,8 @@ from tests.support.app import (
     settle,
     snap_app,
     sync,
+    ungated_app,
+    until_logged,
     wait_until,
 )
 from tests.support.training import replay_tui
@@ -57,11 +59,6 @@ A_STYLE, B_STYLE, BOTH = Style(color="blue"), Style(color="yellow"), Style(color
 KW: dict[str, Any] = dict(
     styles=(A_STYLE, B_STYLE), both=BOTH, marker_style=Style(color="red"), axis=Style()
 )
-
-
-@pytest.fixture(scope="module")
-def fixed(tmp_path_factory: pytest.TempPathFactory) -> FixedStore:
-    return build_fixed_store(tmp_path_factory.mktemp("tools"))
 
 
 def _dots(text: str) -> int:
@@ -364,13 +361,10 @@ async def test_drill_from_the_palette_replays_and_shows_each_run(
 async def test_cancel_a_running_drill(gated: tuple[Path, str, Path]) -> None:
     """x stops the replay under way; the drill is stored, the replay as cancelled (not
     a failed reproduction: the run's verdict stays unset)."""
-    store, run_id, gate = gated
-    gate.unlink()  # the program now runs for minutes: the cancel lands mid-run
-    app = local_app(store)
+    store, run_id, app = ungated_app(gated)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _start_drill(pilot, app, 1)
-        log = screen.query_one("#log", Log)
-        await wait_until(pilot, lambda: any("| step " in x for x in log.lines), 300)
+        await until_logged(pilot, screen, lambda line: "| step " in line)
         await pilot.press("x")
         await wait_until(pilot, lambda: not screen.drill_running, 300)
         await settle(pilot)
@@ -537,19 +531,11 @@ async def test_comparison_fields_show_the_focused_rows_values_whole(fixed: Fixed
 async def test_quitting_mid_drill_asks_first_then_stores_the_drill(
     gated: tuple[Path, str, Path],
 ) -> None:
-    from replay_tui.tui.screens.modals import ConfirmModal
-
-    store, run_id, gate = gated
-    gate.unlink()
-    app = local_app(store)
+    store, run_id, app = ungated_app(gated)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _start_drill(pilot, app, 1)
-        log = screen.query_one("#log", Log)
-        await wait_until(pilot, lambda: any("| step " in x for x in log.lines), 300)
-        await pilot.press("q")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmModal))
-        question = app.screen
-        assert isinstance(question, ConfirmModal)
+        await until_logged(pilot, screen, lambda line: "| step " in line)
+        question = await ask_to_quit(pilot)
         assert question.question.startswith("1 drill is running. Quit and cancel it?")
         await pilot.press("y")
         await wait_until(pilot, lambda: not app.is_running, timeout=300)
