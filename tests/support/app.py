@@ -39,6 +39,7 @@ from storage import ledger
 from storage.manifest import RunManifest, manifest_from_data
 from storage.objects import ObjectStore
 from storage.store import RunStore
+from tests.helpers.replays import add_attempt
 from tests.support.bundles import replay_of
 from tests.support.factories import apply_overrides, realistic_manifest
 from tests.support.training import cli_env as cli_env
@@ -182,6 +183,7 @@ def _same_pair() -> tuple[dict[str, Any], dict[str, Any]]:
 def build_fixed_store(root: Path) -> FixedStore:
     """The store every snapshot is taken from (see the module doc)."""
     from replay_tui.compare.comparison import compare_runs
+    from replay_tui.replay.runner import compare_and_store
 
     root.mkdir(parents=True, exist_ok=True)
     path = root / "store.db"
@@ -209,25 +211,17 @@ def build_fixed_store(root: Path) -> FixedStore:
         def replayed(a: RunManifest, b: RunManifest, backend: str, took: float, replay: Any) -> int:
             """Compare replay ``b`` with ``a``; store the comparison and the replay fact."""
             cmp = compare_runs(a, b, objects=objects)
-            cid = store.add_comparison(
+            verdict, _, cid = compare_and_store(store, a, b, comparison=cmp)
+            add_attempt(
+                store,
                 a.run_id,
-                b.run_id,
-                cmp.verdict,
-                cmp.to_dict(),
-                rtol=cmp.rtol,
-                atol=cmp.atol,
-                set_verdict_on=b.run_id,
-            )
-            store.add_replay(
-                a.run_id,
+                "succeeded",
                 replay_run=b.run_id,
                 backend=backend,
-                status="succeeded",
-                verdict=cmp.verdict,
-                reason=None,
+                verdict=verdict,
                 duration_s=took,
                 comparison_id=cid,
-                body={"replay": replay, "verdict": cmp.verdict},
+                body={"replay": replay, "verdict": verdict},
             )
             return cid
 
