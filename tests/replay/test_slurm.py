@@ -45,9 +45,15 @@ def _cluster_problem() -> str | None:
     node = subprocess.run(
         ["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True, timeout=60
     )
-    if not any(s in node.stdout for s in ("idle", "mix", "alloc")):
+    if not any(s in node.stdout for s in USABLE_NODE_STATES):
         return f"no usable node: sinfo says {node.stdout.strip()!r}"
     return None
+
+
+USABLE_NODE_STATES = ("idle", "mix", "alloc", "plnd", "comp")
+"""A node that is up and takes jobs: free, partly or wholly allocated, planned by the
+backfill scheduler for a pending job (``plnd``, seen right after a drill's last job), or
+finishing one (``comp``).  Down, drained or failed nodes are none of these."""
 
 
 @pytest.fixture(scope="module")

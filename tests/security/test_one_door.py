@@ -111,7 +111,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "the repository the user named, and the lock file the tool keeps in it"
     ),
     # -- the container runtimes' seam and Apptainer's SIF cache (the tool's own files)
-    ("replay_tui.replay.backends.runtime", "_pump"): "writes the run's log file the tool made",
     ("replay_tui.replay.backends.apptainer.runtime", "sha256_file"): (
         "hashes the SIF the tool converted into its own cache folder (checked to be the"
         " user's, not a link): O_NOFOLLOW, regular files only, streamed"
@@ -157,8 +156,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("replay_tui.replay.backends.docker.engine", "_empty_file"): (
         "creates its own empty file: O_CREAT | O_EXCL | O_NOFOLLOW, then checks it is ours"
     ),
-    ("replay_tui.replay.backends.docker.engine", "_pump_logs"): (
-        "writes the replay's log file the tool made"
+    ("replay_tui.replay.backends.docker.engine", "pump_lines"): (
+        "writes the replay's log file the tool made (every runtime's log pump)"
     ),
     ("replay_tui.replay.backends.docker.engine", "container_recorder"): (
         "the working folder and --data paths the user named"
