@@ -134,13 +134,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    """Whether ``item`` uses a fixture of its own module that outlives one test (a module-
-    or class-scoped store, recorded lab, terminal): its module's tests then share one
-    worker under ``-n``, and the fixture is made once, not once per worker."""
+    """Whether ``item`` uses a fixture that outlives one test and is made for its module
+    (a module- or class-scoped store, recorded lab, terminal, whether the module defines
+    it or a folder's conftest does): its module's tests then share one worker under
+    ``-n``, the fixture is made once, and the module's tests see it in the order they
+    are written (the TUI snapshots of one fixed store, split over two workers, drew the
+    dashboard's background table with cut columns)."""
     module = item.nodeid.split("::", 1)[0]
     info = getattr(item, "_fixtureinfo", None)
     for defs in getattr(info, "name2fixturedefs", {}).values():
         fixture = defs[-1]
+        if fixture.scope in ("module", "class") and (
+            fixture.baseid == module or module.startswith(f"{fixture.baseid}/")
+        ):
+            return True
         if fixture.scope != "function" and fixture.baseid == module:
             return True
     return False

@@ -508,15 +508,33 @@ def snap_app(fixed: FixedStore) -> ReplayApp:
 
 
 def then(*steps: Step) -> Step:
-    """The steps, each after the app has settled, and a settle after the last."""
+    """The steps, each after the app has settled, and a settle after the last; then, for
+    the screenshot, the screen drawn the same twice in a row."""
 
     async def run(pilot: Pilot[Any]) -> None:
         await settle(pilot)
         for step in steps:
             await step(pilot)
             await settle(pilot)
+        await drawn_alike(pilot)
 
     return run
+
+
+async def drawn_alike(pilot: Pilot[Any], rounds: int = 40) -> None:
+    """Wait (a deadline of ``rounds`` frames, not a pause) until two renders of the screen
+    in a row are the same: a table under a screen fits its columns to the width after a
+    refresh, and a screenshot taken in between shows each column cut to its label (seen
+    once in the dashboard's snapshot, two workers on a busy machine, with every queue
+    empty and every table measured).  A screen that never stops changing is left to the
+    snapshot to show."""
+    before = pilot.app.export_screenshot()
+    for _ in range(rounds):
+        await pilot.pause(0.05)
+        now = pilot.app.export_screenshot()
+        if now == before:
+            return
+        before = now
 
 
 def fixed_drill() -> DrillReport:
