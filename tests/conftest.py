@@ -3,6 +3,7 @@ and as a process; and the markers each test gets from the engines its fixtures n
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import itertools
 import os
@@ -151,6 +152,29 @@ def _shares_a_module_fixture(item: pytest.Item) -> bool:
         if fixture.scope != "function" and fixture.baseid == module:
             return True
     return False
+
+
+# -- the test process's heap, out of the cyclic collector's sight -----------------
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After each test, what is alive in the worker is frozen (``gc.freeze``): later
+    collections walk only what the next test makes.  A worker's heap holds pytest, every
+    test module, torch, Textual and the trackers once imported (400,000 objects and more),
+    and each full collection walked all of it, about 0.1-0.3 s: the automatic ones of a
+    TUI test and the one after each in-process CLI call (``tests.support.inprocess``),
+    which was 56 % of ``tests/storage/test_manifest.py``'s time and 41 % after the TUI
+    tests had run in the same worker (bench/RESULTS.md, "The suite's time").
+
+    Once a module is done (its module-scoped fixtures torn down), everything is given
+    back to the collector and collected, so the cyclic garbage of its tests is freed
+    there (a store's connection, an app that exited) and none outlives its module."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
 
 
 TERMINAL_VARIABLES = ("COLUMNS", "LINES")
