@@ -3,7 +3,6 @@ and as a process; and the markers each test gets from the engines its fixtures n
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import itertools
 import os
@@ -152,44 +151,6 @@ def _shares_a_module_fixture(item: pytest.Item) -> bool:
         if fixture.scope != "function" and fixture.baseid == module:
             return True
     return False
-
-
-# -- the test process's heap, out of the cyclic collector's sight -----------------
-
-
-FULL_COLLECTION_EVERY = 40
-"""Tests between two full collections of a worker's heap (:func:`pytest_runtest_teardown`):
-one walks every object the worker holds, 0.5 s once torch, Textual and MLflow are
-imported on a loaded machine, so not after every test (under ``-n`` a worker's next test
-is often another module's)."""
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """After each test, what is alive in the worker is frozen (``gc.freeze``): later
-    collections walk only what the next test makes.  A worker's heap holds pytest, every
-    test module, torch, Textual and the trackers once imported (300,000 objects and more),
-    and each full collection walked all of it: the automatic ones of a TUI test and the
-    one after each in-process CLI call (``tests.support.inprocess``), which were 56 % of
-    ``tests/storage/test_manifest.py``'s time and 41 % after the TUI tests had run in the
-    same worker (bench/RESULTS.md, "The suite's time").
-
-    Every ``FULL_COLLECTION_EVERY`` tests, and at the worker's last, everything is given
-    back to the collector and collected, so the cyclic garbage of earlier tests (a store's
-    connection, an app that exited) is freed there.  A test's own garbage is never frozen
-    while it runs: what it made since the last freeze is collected as before."""
-    yield
-    _Heap.tests += 1
-    if nextitem is None or _Heap.tests >= FULL_COLLECTION_EVERY:
-        _Heap.tests = 0
-        gc.unfreeze()
-        gc.collect()
-    gc.freeze()
-
-
-class _Heap:
-    tests = 0
-    """Tests since the last full collection."""
 
 
 TERMINAL_VARIABLES = ("COLUMNS", "LINES")
