@@ -46,20 +46,28 @@ def invoke(
     from replay_tui.cli import main
 
     words = [str(a) for a in argv]
-    result = CliRunner().invoke(
-        main,
-        words,
-        env={"REPLAY_TUI_STORE": None, **(env or {})},
-        prog_name=PROG,
-        catch_exceptions=True,
-    )
-    stdout, stderr, code = result.stdout, result.stderr, result.exit_code
-    error = result.exception
-    if error is not None and not isinstance(error, SystemExit):
-        stderr += "".join(traceback.format_exception(error))
-        code = 1
-    # The exception's frames hold what the command left open (a store's connection, with
-    # its -wal file beside the store): a process would have ended here and closed them.
-    del result, error
-    gc.collect()
+    # What the worker holds already (torch, Textual, MLflow: some 300,000 objects) is out
+    # of the collector's sight for the call, so the collection after it walks only what
+    # the command made (a full one costs about 0.5 s in such a worker; bench/RESULTS.md).
+    gc.freeze()
+    try:
+        result = CliRunner().invoke(
+            main,
+            words,
+            env={"REPLAY_TUI_STORE": None, **(env or {})},
+            prog_name=PROG,
+            catch_exceptions=True,
+        )
+        stdout, stderr, code = result.stdout, result.stderr, result.exit_code
+        error = result.exception
+        if error is not None and not isinstance(error, SystemExit):
+            stderr += "".join(traceback.format_exception(error))
+            code = 1
+        # The exception's frames hold what the command left open (a store's connection,
+        # with its -wal file beside the store): a process would have ended here and
+        # closed them.
+        del result, error
+        gc.collect()
+    finally:
+        gc.unfreeze()
     return subprocess.CompletedProcess([PROG, *words], code, stdout, stderr)
