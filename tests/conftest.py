@@ -164,7 +164,21 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["replay_tui_terminal"] = {n: os.environ.get(n) for n in TERMINAL_VARIABLES}
 
 
+def _quick_idle() -> None:
+    """Textual's pilot counts the app idle after a 20 ms sleep in which the process used
+    under 1 ms of CPU, and waits that out twice per key pressed and once per pause.  The
+    tests wait for what they check themselves (``tests.support.app.settle``: queues
+    empty, workers done, tables measured), so the pilot's window is 5 ms here (its CPU
+    bound scaled with it): the TUI tests' time is mostly these sleeps otherwise, two
+    workers on two cores half idle (bench/RESULTS.md)."""
+    from textual import _wait
+
+    _wait.SLEEP_GRANULARITY = 1 / 200
+    _wait.SLEEP_IDLE = _wait.SLEEP_GRANULARITY / 20.0
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _quick_idle()
     given = getattr(config, "workerinput", {}).get("replay_tui_terminal")
     for name, value in (given or {}).items():
         if value is None:

@@ -302,7 +302,8 @@ async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
     A worker's last message is queued before the worker counts as finished, but it is
     handled later, on the screen's own turn: the wait is for the app's and the screen's
     nodes to have nothing queued, twice in a row (a handler runs in one turn, so a quiet
-    queue is one whose messages were handled).  A DataTable measures new rows (its
+    queue is one whose messages were handled), and for no search to be due at the end of
+    the runs list's throttle window (a timer, not a message).  A DataTable measures new rows (its
     columns' widths) when its message queue is empty; a screenshot taken before that
     shows each column as wide as its label (seen twice, in the dashboard's snapshot on a
     loaded machine), so that is waited for too.  An input's cursor stops blinking (it
@@ -318,16 +319,19 @@ async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
         field.cursor_blink = False
     await pilot.pause()
     quiet = 0
-    for _ in range(1200):  # up to a minute
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while loop.time() < deadline:
         nodes = [app, *app.screen.walk_children(with_self=True)]
         queued = any(node.message_queue_size for node in nodes)
         tables = app.screen.query(DataTable)
         measuring = any(t._require_update_dimensions or t._updated_cells for t in tables)
         working = any(w.is_running for w in app.workers)
-        quiet = 0 if (queued or measuring or working) else quiet + 1
+        due = isinstance(app.screen, RunsScreen) and app.screen.search_due
+        quiet = 0 if (queued or measuring or working or due) else quiet + 1
         if quiet == 2:
             break
-        await (pilot.pause() if quiet else pilot.pause(0.05))
+        await (pilot.pause() if quiet else pilot.pause(0.01))
     else:
         raise AssertionError("the app never settled: a message, a worker or a table's rows")
     await pilot.pause()
@@ -388,7 +392,7 @@ async def wait_until(
     while not predicate():
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
-        await pilot.pause(0.05)
+        await pilot.pause(0.01)
 
 
 async def until_logged(pilot: Pilot[Any], screen: Screen[Any], says: Callable[[str], bool]) -> None:

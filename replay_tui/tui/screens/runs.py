@@ -494,6 +494,11 @@ class RunsScreen(AppScreen[None]):
             parts.append("replays under their originals")
         self.query_one("#status", StatusLine).text = " · ".join(parts)
 
+    @property
+    def search_due(self) -> bool:
+        """A search typed within the throttle window waits for its end (a timer)."""
+        return self._search_timer is not None
+
     # -- events ----------------------------------------------------------------------
 
     @on(Input.Changed, "#search")
