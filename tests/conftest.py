@@ -96,7 +96,7 @@ def cli_process(store_path: Path) -> RunCli:
 
 ENGINE_MARKERS = ("docker", "slurm", "podman", "apptainer")
 """The markers of the real engines; ``-m "not docker and not slurm and not podman and
-not apptainer"`` (scripts/fast.sh) is the fast loop (CONTRIBUTING.md)."""
+not apptainer and not slow"`` (scripts/fast.sh) is the fast loop (CONTRIBUTING.md)."""
 
 FIXTURE_ENGINES: dict[str, tuple[str, ...]] = {
     "engine": ("docker",),
