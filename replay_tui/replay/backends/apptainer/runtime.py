@@ -58,7 +58,6 @@ def is_local_registry(ref: str) -> bool:
     return host.rsplit(":", 1)[0] in LOCAL_REGISTRIES
 
 
-
 SQUASHFS_COMPRESSION = "-comp zstd -Xcompression-level 3"
 """How the SIF's squashfs is compressed.  mksquashfs's default (gzip at level 9) took
 86.7 s to convert the training image here; zstd at level 3 takes 30.3 s for a file 2.6 %
