@@ -173,6 +173,8 @@ def _quick_idle() -> None:
     workers on two cores half idle (bench/RESULTS.md)."""
     from textual import _wait
 
+    # a private module of the pinned Textual: a rename must fail here, not slow the tests
+    assert hasattr(_wait, "SLEEP_GRANULARITY") and hasattr(_wait, "SLEEP_IDLE"), _wait
     _wait.SLEEP_GRANULARITY = 1 / 200
     _wait.SLEEP_IDLE = _wait.SLEEP_GRANULARITY / 20.0
 

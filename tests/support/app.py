@@ -31,6 +31,7 @@ from replay_tui.gaps import gap_counts
 from replay_tui.replay.drill import DrillReport
 from replay_tui.replay.plan import ReplayOptions
 from replay_tui.tui.app import ReplayApp
+from replay_tui.tui.screens.base import AppScreen
 from replay_tui.tui.screens.comparison import ComparisonScreen
 from replay_tui.tui.screens.drill import DrillScreen
 from replay_tui.tui.screens.modals import ConfirmModal
@@ -302,13 +303,13 @@ async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
     A worker's last message is queued before the worker counts as finished, but it is
     handled later, on the screen's own turn: the wait is for the app's and the screen's
     nodes to have nothing queued, twice in a row (a handler runs in one turn, so a quiet
-    queue is one whose messages were handled), and for no search to be due at the end of
-    the runs list's throttle window (a timer, not a message).  A DataTable measures new rows (its
-    columns' widths) when its message queue is empty; a screenshot taken before that
-    shows each column as wide as its label (seen twice, in the dashboard's snapshot on a
-    loaded machine), so that is waited for too.  An input's cursor stops blinking (it
-    stays shown): a screenshot would otherwise catch it on or off by the clock (seen in
-    the drill form's snapshot under two test workers)."""
+    queue is one whose messages were handled), and for no screen to have work due on a
+    timer (``AppScreen.work_due``: the runs list's throttled search).  A DataTable
+    measures new rows (its columns' widths) when its message queue is empty; a
+    screenshot taken before that shows each column as wide as its label (seen twice, in
+    the dashboard's snapshot on a loaded machine), so that is waited for too.  An input's
+    cursor stops blinking (it stays shown): a screenshot would otherwise catch it on or
+    off by the clock (seen in the drill form's snapshot under two test workers)."""
     from textual.widgets import DataTable, Input
 
     app = pilot.app
@@ -327,7 +328,7 @@ async def settle(pilot: Pilot[Any], rounds: int = 3) -> None:
         tables = app.screen.query(DataTable)
         measuring = any(t._require_update_dimensions or t._updated_cells for t in tables)
         working = any(w.is_running for w in app.workers)
-        due = isinstance(app.screen, RunsScreen) and app.screen.search_due
+        due = any(isinstance(s, AppScreen) and s.work_due for s in app.screen_stack)
         quiet = 0 if (queued or measuring or working or due) else quiet + 1
         if quiet == 2:
             break

@@ -63,6 +63,12 @@ class AppScreen(Screen[ResultT]):
             for name in self._get_breakpoint_classes(size, points or []):
                 self.set_class(True, name, update=False)
 
+    @property
+    def work_due(self) -> bool:
+        """Work a timer of this screen will start soon (a throttled search): not a
+        message yet, so a wait for the app to be quiet asks here too.  None by default."""
+        return False
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         forward_failure(self, event)
 

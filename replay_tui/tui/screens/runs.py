@@ -495,7 +495,7 @@ class RunsScreen(AppScreen[None]):
         self.query_one("#status", StatusLine).text = " · ".join(parts)
 
     @property
-    def search_due(self) -> bool:
+    def work_due(self) -> bool:
         """A search typed within the throttle window waits for its end (a timer)."""
         return self._search_timer is not None
 
